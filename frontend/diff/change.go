@@ -1,0 +1,41 @@
+// Package diff computes the changes between a snapshot S and the workspace W relative to
+// the snapshot's manifest: what the agent did in S, and what the developer did in W since.
+package diff
+
+// Kind classifies one change. The string values are part of `brood diff --json`.
+type Kind string
+
+const (
+	KindAdded    Kind = "added"    // new in S
+	KindModified Kind = "modified" // content changed in S
+	KindDeleted  Kind = "deleted"  // removed in S
+	KindMode     Kind = "mode"     // permission bits changed in S, content equal
+	KindSymlink  Kind = "symlink"  // symlink added, removed or retargeted in S
+	KindType     Kind = "type"     // type changed (file <-> dir <-> symlink) in S
+	KindConflict Kind = "conflict" // S changed and W changed since the snapshot
+	KindRefused  Kind = "refused"  // never flushed: see Reason
+)
+
+// Change is one path that differs. Paths are raw bytes, relative to the root,
+// '/'-separated.
+type Change struct {
+	Path    string `json:"path"`
+	Kind    Kind   `json:"kind"`
+	OldMode uint32 `json:"old_mode"` // permission bits in W at snapshot (0 when added)
+	NewMode uint32 `json:"new_mode"` // permission bits in S now (0 when deleted)
+	Reason  string `json:"reason,omitempty"`
+	// Risk is non-empty for high-risk paths (".git/", CI definitions, hook managers, new
+	// executable bits): never included by --all without a second explicit flag.
+	Risk string `json:"risk,omitempty"`
+	// OldHash / NewHash are SHA-256 digests of the base and the new content (regular files).
+	// The flush writes exactly NewHash and requires W to still hold OldHash (or the base stat).
+	OldHash []byte `json:"old_hash,omitempty"`
+	NewHash []byte `json:"new_hash,omitempty"`
+	OldSize int64  `json:"old_size"`
+	NewSize int64  `json:"new_size"`
+	Binary  bool   `json:"binary,omitempty"`
+	// BecameBinary: the base was text and the new content has a NUL byte.
+	BecameBinary bool `json:"became_binary,omitempty"`
+	// SameAs names a deleted path with the same content (a likely rename), informational.
+	SameAs string `json:"same_as,omitempty"`
+}

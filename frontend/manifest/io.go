@@ -1,0 +1,73 @@
+package manifest
+
+import (
+	"bufio"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+)
+
+// ErrVersion is returned by Read for a manifest written by an unknown format version.
+var ErrVersion = errors.New("unsupported manifest format version")
+
+// Write stores m at path atomically (temp file in the same directory, fsync, rename), mode
+// 0600. The encoding is encoding/gob, which keeps path bytes exactly.
+func Write(path string, m *Manifest) error {
+	m.Version = FormatVersion
+	sort.Slice(m.Entries, func(i, j int) bool { return m.Entries[i].Path < m.Entries[j].Path })
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".manifest-*")
+	if err != nil {
+		return fmt.Errorf("write manifest %q: %w", path, err)
+	}
+	defer os.Remove(tmp.Name())
+	bw := bufio.NewWriterSize(tmp, 1<<20)
+	if err := gob.NewEncoder(bw).Encode(m); err != nil {
+		tmp.Close()
+		return fmt.Errorf("encode manifest %q: %w", path, err)
+	}
+	if err := bw.Flush(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("write manifest %q: %w", path, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("fsync manifest %q: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("close manifest %q: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename manifest into %q: %w", path, err)
+	}
+	return nil
+}
+
+// Read loads the manifest at path. It returns ErrVersion (wrapped) for another format
+// version; entries come back sorted by Path.
+func Read(path string) (*Manifest, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	defer f.Close()
+	var m Manifest
+	if err := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode manifest %q: %w", path, err)
+	}
+	if m.Version != FormatVersion {
+		return nil, fmt.Errorf("manifest %q version %d: %w", path, m.Version, ErrVersion)
+	}
+	return &m, nil
+}
+
+// Lookup returns the entry for path (binary search), or nil.
+func (m *Manifest) Lookup(path string) *Entry {
+	i := sort.Search(len(m.Entries), func(i int) bool { return m.Entries[i].Path >= path })
+	if i < len(m.Entries) && m.Entries[i].Path == path {
+		return &m.Entries[i]
+	}
+	return nil
+}
