@@ -1,0 +1,212 @@
+// Package qemu is brood's QEMU backend: qemu-system-x86_64 -M microvm with virtio-mmio
+// devices, QEMU's own seccomp sandbox, KVM when the host can really run a stock guest
+// kernel and TCG otherwise (with a loud warning).
+//
+// The command line is a value built by Args from a sandbox.Spec; Start runs it with the
+// tap (if any) as fd 3, the serial console captured as the VM's console log, and the
+// whole VM bounded by Spec.Timeout.
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+
+	"brood.dev/brood/sandbox"
+)
+
+// DefaultStopGrace is how long Stop waits after SIGTERM before SIGKILL.
+const DefaultStopGrace = 2 * time.Second
+
+// Backend is the QEMU sandbox.Backend. The zero value is ready to use.
+type Backend struct {
+	// Path is the QEMU binary; empty means qemu-system-x86_64 on $PATH.
+	Path string
+	// ProbeKVM replaces the host KVM probe (tests); nil means ProbeKVM.
+	ProbeKVM func() KVMHost
+	// StopGrace is how long Stop waits for QEMU after SIGTERM; 0 means DefaultStopGrace.
+	StopGrace time.Duration
+	// Now replaces time.Now for the guest's initial clock (tests); nil means time.Now.
+	Now func() time.Time
+
+	mu   sync.Mutex
+	caps *sandbox.Capabilities
+}
+
+var _ sandbox.Backend = (*Backend)(nil)
+
+// Name returns "qemu".
+func (b *Backend) Name() string { return "qemu" }
+
+// Start validates spec, probes the host once (unless spec.Accel is set) and starts QEMU.
+// It returns when the process has started; the SSH socket appears shortly after (dial
+// it with retries). A stale socket file at spec.SSHSocket is removed first.
+func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	path, err := b.binary()
+	if err != nil {
+		return nil, err
+	}
+	boot := Boot{Accel: spec.Accel, Now: time.Now()}
+	if b.Now != nil {
+		boot.Now = b.Now()
+	}
+	if boot.Accel == "" {
+		b.mu.Lock()
+		caps := b.caps
+		b.mu.Unlock()
+		if caps == nil {
+			c, err := b.Probe(ctx)
+			if err != nil {
+				return nil, err
+			}
+			caps = &c
+		}
+		boot.Accel = caps.Accel
+	}
+	if boot.Accel == sandbox.AccelTCG {
+		if info, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+			boot.TSCkHz, _ = TSCkHz(info) // without it the boot only risks the rare calibration hang
+		}
+	}
+	if fi, err := os.Lstat(spec.SSHSocket); err == nil && fi.Mode().Type() == fs.ModeSocket {
+		if err := os.Remove(spec.SSHSocket); err != nil {
+			return nil, fmt.Errorf("remove stale ssh socket: %w", err)
+		}
+	}
+	cmd := exec.Command(path, Args(spec, boot)...)
+	vm := &vm{cmd: cmd, done: make(chan struct{}), stopGrace: b.StopGrace}
+	if vm.stopGrace == 0 {
+		vm.stopGrace = DefaultStopGrace
+	}
+	cmd.Stdout = &vm.console
+	cmd.Stderr = &vm.console
+	cmd.Env = []string{} // QEMU needs nothing from brood's environment
+	if spec.Tap != nil {
+		cmd.ExtraFiles = []*os.File{spec.Tap}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Setpgid:   true,            // Stop signals QEMU alone, never brood's process group
+		Pdeathsig: syscall.SIGKILL, // the VM dies with its runner
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	vm.timer = time.AfterFunc(spec.Timeout, func() { vm.kill(errTimeoutAfter(spec.Timeout)) })
+	go vm.reap()
+	return vm, nil
+}
+
+func errTimeoutAfter(d time.Duration) error {
+	return fmt.Errorf("%w after %v", sandbox.ErrTimeout, d)
+}
+
+// vm is one QEMU process.
+type vm struct {
+	cmd       *exec.Cmd
+	console   ringBuffer
+	stopGrace time.Duration
+	timer     *time.Timer
+	done      chan struct{} // closed when the process is reaped
+
+	mu      sync.Mutex
+	killErr error // why the VM was killed: timeout, context, or errStopped
+	exitErr error // the result of Wait, set before done is closed
+}
+
+// errStopped marks a VM killed by Stop: Wait then returns nil.
+var errStopped = errors.New("stopped")
+
+func (v *vm) Pid() int { return v.cmd.Process.Pid }
+
+func (v *vm) ConsoleLog() []byte { return v.console.Bytes() }
+
+// reap waits for QEMU and records how it ended.
+func (v *vm) reap() {
+	err := v.cmd.Wait()
+	v.timer.Stop()
+	v.mu.Lock()
+	switch {
+	case v.killErr == errStopped:
+		v.exitErr = nil
+	case v.killErr != nil:
+		v.exitErr = v.killErr
+	case err != nil:
+		v.exitErr = fmt.Errorf("qemu pid %d: %w: %w", v.cmd.Process.Pid, sandbox.ErrVMFailed, err)
+	}
+	v.mu.Unlock()
+	close(v.done)
+}
+
+// kill records why and SIGKILLs QEMU (the first reason wins).
+func (v *vm) kill(why error) {
+	v.mu.Lock()
+	if v.killErr == nil {
+		v.killErr = why
+	}
+	v.mu.Unlock()
+	_ = v.cmd.Process.Signal(syscall.SIGKILL) // fails only if already reaped
+}
+
+func (v *vm) Wait(ctx context.Context) error {
+	select {
+	case <-v.done:
+	case <-ctx.Done():
+		v.kill(fmt.Errorf("%w: %w", sandbox.ErrTimeout, ctx.Err()))
+		<-v.done
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.exitErr
+}
+
+func (v *vm) Stop() error {
+	select {
+	case <-v.done:
+		return nil
+	default:
+	}
+	v.mu.Lock()
+	if v.killErr == nil {
+		v.killErr = errStopped
+	}
+	v.mu.Unlock()
+	_ = v.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-v.done:
+	case <-time.After(v.stopGrace):
+		_ = v.cmd.Process.Signal(syscall.SIGKILL)
+		<-v.done
+	}
+	return nil
+}
+
+// ringBuffer keeps the last sandbox.ConsoleLogMax bytes written to it.
+type ringBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (r *ringBuffer) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf = append(r.buf, p...)
+	if over := len(r.buf) - sandbox.ConsoleLogMax; over > 0 {
+		r.buf = append(r.buf[:0], r.buf[over:]...)
+	}
+	return len(p), nil
+}
+
+func (r *ringBuffer) Bytes() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]byte(nil), r.buf...)
+}
