@@ -14,7 +14,7 @@ func TestMerge3(t *testing.T) {
 	base := "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n"
 	cases := []struct {
 		name, mine, theirs, want string
-		conflicts              int
+		conflicts                int
 	}{
 		{"only theirs", base, strings.Replace(base, "3\n", "three\n", 1), strings.Replace(base, "3\n", "three\n", 1), 0},
 		{"only mine", strings.Replace(base, "3\n", "three\n", 1), base, strings.Replace(base, "3\n", "three\n", 1), 0},
