@@ -84,8 +84,8 @@ func Args(spec sandbox.Spec, b Boot) []string {
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-device,rng=rng0",
 		"-device", "virtio-serial-device,id=vser0",
-		"-chardev", "socket,id=ssh0,path=" + spec.SSHSocket + ",server=on,wait=off",
-		"-device", "virtserialport,bus=vser0.0,chardev=ssh0,name=" + sandbox.SSHPortName,
+		"-chardev", "socket,id=ssh0,path="+spec.SSHSocket+",server=on,wait=off",
+		"-device", "virtserialport,bus=vser0.0,chardev=ssh0,name="+sandbox.SSHPortName,
 	)
 	if spec.RootfsImage != "" {
 		a = append(a,
