@@ -1,0 +1,263 @@
+package netpolicy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"golang.org/x/sys/unix"
+)
+
+// SystemPolicyPath is where IT installs the system policy.
+const SystemPolicyPath = "/etc/brood/policy.toml"
+
+// maxPolicyBytes bounds a policy file read (1 MiB); longer files are malformed.
+const maxPolicyBytes = 1 << 20
+
+// HostFile is one `[[host]]` table of a policy or config file.
+type HostFile struct {
+	Name string `toml:"name"`
+	// Ports: "443", "22/tcp", "53/udp"; empty means 443/tcp.
+	Ports []string `toml:"ports"`
+}
+
+// ConfigFile is the egress part of a user config or workspace .brood.toml, as written:
+//
+//	profile     = "standard"
+//	allow_hosts = ["mirror.example.org"]        # user only: a workspace may not add hosts
+//	deny_hosts  = ["*.pastebin.example"]
+//	[[host]]
+//	name  = "git.example.org"
+//	ports = ["443", "22"]
+type ConfigFile struct {
+	Profile    string     `toml:"profile"`
+	AllowHosts []string   `toml:"allow_hosts"`
+	DenyHosts  []string   `toml:"deny_hosts"`
+	Hosts      []HostFile `toml:"host"`
+}
+
+// SystemPolicyFile is /etc/brood/policy.toml as written. Unknown keys are errors.
+//
+//	max_profile       = "standard"   # cap; default: no cap
+//	forbid_allow_host = true         # refuse --allow-host and user allow_hosts
+//	allow_hosts       = ["llm-gw.corp.example"]
+//	deny_hosts        = ["*.paste.example"]
+//	code_hosts        = ["git.corp.example"]   # replaces the default code hosts of Standard
+//	[[host]] ...                               # allow with ports
+type SystemPolicyFile struct {
+	MaxProfile      string     `toml:"max_profile"`
+	ForbidAllowHost bool       `toml:"forbid_allow_host"`
+	AllowHosts      []string   `toml:"allow_hosts"`
+	DenyHosts       []string   `toml:"deny_hosts"`
+	CodeHosts       []string   `toml:"code_hosts"`
+	Hosts           []HostFile `toml:"host"`
+}
+
+// SystemPolicy is the parsed system policy. The zero value caps nothing and adds nothing.
+type SystemPolicy struct {
+	MaxProfile      *Profile
+	ForbidAllowHost bool
+	Allow           []Entry
+	Deny            []Pattern
+	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
+	CodeHosts []Entry
+}
+
+// Parse validates the file's values.
+func (f ConfigFile) Parse() (LayerConfig, error) {
+	var lc LayerConfig
+	if f.Profile != "" {
+		p, err := ParseProfile(f.Profile)
+		if err != nil {
+			return LayerConfig{}, err
+		}
+		lc.Profile = &p
+	}
+	var err error
+	if lc.Allow, err = parseEntries(f.AllowHosts, f.Hosts); err != nil {
+		return LayerConfig{}, err
+	}
+	if lc.Deny, err = parsePatterns(f.DenyHosts); err != nil {
+		return LayerConfig{}, err
+	}
+	return lc, nil
+}
+
+// Parse validates the file's values.
+func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
+	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost}
+	if f.MaxProfile != "" {
+		p, err := ParseProfile(f.MaxProfile)
+		if err != nil {
+			return nil, err
+		}
+		sp.MaxProfile = &p
+	}
+	var err error
+	if sp.Allow, err = parseEntries(f.AllowHosts, f.Hosts); err != nil {
+		return nil, err
+	}
+	if sp.Deny, err = parsePatterns(f.DenyHosts); err != nil {
+		return nil, err
+	}
+	if f.CodeHosts != nil {
+		sp.CodeHosts = []Entry{}
+		for _, n := range f.CodeHosts {
+			e, err := ParseEntry(n, "443", "22")
+			if err != nil {
+				return nil, err
+			}
+			sp.CodeHosts = append(sp.CodeHosts, e)
+		}
+	}
+	return sp, nil
+}
+
+func parseEntries(names []string, hosts []HostFile) ([]Entry, error) {
+	var out []Entry
+	for _, n := range names {
+		e, err := ParseEntry(n)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	for _, h := range hosts {
+		e, err := ParseEntry(h.Name, h.Ports...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	return out, nil
+}
+
+func parsePatterns(ss []string) ([]Pattern, error) {
+	var out []Pattern
+	for _, s := range ss {
+		p, err := ParsePattern(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// ParseConfig decodes and validates a standalone egress config document (keys of
+// ConfigFile at top level; unknown keys are errors). Errors wrap ErrBadPolicy or the
+// parsing sentinels.
+func ParseConfig(data []byte) (LayerConfig, error) {
+	var f ConfigFile
+	if err := decodeStrict(data, &f); err != nil {
+		return LayerConfig{}, err
+	}
+	return f.Parse()
+}
+
+// ParseSystemPolicy decodes and validates the system policy document.
+func ParseSystemPolicy(data []byte) (*SystemPolicy, error) {
+	var f SystemPolicyFile
+	if err := decodeStrict(data, &f); err != nil {
+		return nil, err
+	}
+	return f.Parse()
+}
+
+func decodeStrict(data []byte, v any) error {
+	d := toml.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) {
+			return fmt.Errorf("decode policy: unknown key: %s: %w", strings.TrimSpace(sm.String()), ErrBadPolicy)
+		}
+		return fmt.Errorf("decode policy: %v: %w", err, ErrBadPolicy)
+	}
+	return nil
+}
+
+// LoadSystemPolicy reads the system policy at path (normally SystemPolicyPath). A missing
+// file returns (nil, nil): no system policy. The file must be a regular file (not followed
+// through a symlink) owned by root and not writable by group or others, in a directory that
+// is root-owned and not writable by group or others; otherwise ErrInsecurePolicyFile. A file
+// that cannot be read or does not parse is an error — never a fallback to permissive.
+func LoadSystemPolicy(path string) (*SystemPolicy, error) {
+	return loadSystemPolicy(path, 0)
+}
+
+// loadSystemPolicy is LoadSystemPolicy with the required owner uid as a parameter (tests
+// not running as root use their own uid).
+func loadSystemPolicy(path string, owner uint32) (*SystemPolicy, error) {
+	dir, err := os.OpenFile(filepath.Dir(path), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open system policy directory: %w", err)
+	}
+	defer dir.Close()
+	if err := checkOwner(dir, owner); err != nil {
+		return nil, fmt.Errorf("system policy directory %q: %w", dir.Name(), err)
+	}
+	fd, err := unix.Openat(int(dir.Fd()), filepath.Base(path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open system policy %q: %w", path, &os.PathError{Op: "openat", Path: path, Err: err})
+	}
+	f := os.NewFile(uintptr(fd), path)
+	defer f.Close()
+	if err := checkOwner(f, owner); err != nil {
+		return nil, fmt.Errorf("system policy %q: %w", path, err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("read system policy %q: %w", path, err)
+	}
+	if len(data) > maxPolicyBytes {
+		return nil, fmt.Errorf("read system policy %q: longer than %d bytes: %w", path, maxPolicyBytes, ErrBadPolicy)
+	}
+	sp, err := ParseSystemPolicy(data)
+	if err != nil {
+		return nil, fmt.Errorf("system policy %q: %w", path, err)
+	}
+	return sp, nil
+}
+
+// checkOwner requires f to be owned by uid and not writable by group or others; a
+// non-directory must be a regular file.
+func checkOwner(f *os.File, uid uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	typ := st.Mode & unix.S_IFMT
+	if typ != unix.S_IFDIR && typ != unix.S_IFREG {
+		return fmt.Errorf("not a regular file (mode %#o): %w", st.Mode, ErrInsecurePolicyFile)
+	}
+	if st.Uid != uid {
+		return fmt.Errorf("owned by uid %d, want %d: %w", st.Uid, uid, ErrInsecurePolicyFile)
+	}
+	if st.Mode&0o022 != 0 {
+		return fmt.Errorf("writable by group or others (mode %#o): %w", st.Mode&0o7777, ErrInsecurePolicyFile)
+	}
+	return nil
+}
+
+// ParseAllowHostFlag parses an --allow-host value: "NAME" (443/tcp) or "NAME:PORT[,PORT...]"
+// with ports as in ParsePort, e.g. "git.example.org:443,22".
+func ParseAllowHostFlag(s string) (Entry, error) {
+	name, ports, found := strings.Cut(s, ":")
+	if !found {
+		return ParseEntry(name)
+	}
+	return ParseEntry(name, strings.Split(ports, ",")...)
+}

@@ -1,0 +1,143 @@
+package netpolicy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"brood.dev/brood/internal/testenv"
+)
+
+const goodPolicy = `
+max_profile = "standard"
+forbid_allow_host = true
+allow_hosts = ["llm-gw.corp.example"]
+deny_hosts = ["*.paste.example"]
+code_hosts = ["git.corp.example"]
+[[host]]
+name = "apt.corp.example"
+ports = ["80", "443/tcp"]
+`
+
+func writePolicy(t *testing.T, content string, mode os.FileMode) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "brood")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "policy.toml")
+	if err := os.WriteFile(p, []byte(content), mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestLoadSystemPolicy(t *testing.T) {
+	me := uint32(os.Getuid())
+	sp, err := loadSystemPolicy(writePolicy(t, goodPolicy, 0o644), me)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.MaxProfile == nil || *sp.MaxProfile != Standard || !sp.ForbidAllowHost ||
+		len(sp.Allow) != 2 || sp.Allow[1].String() != "apt.corp.example (80/tcp, 443/tcp)" ||
+		len(sp.Deny) != 1 || len(sp.CodeHosts) != 1 {
+		t.Errorf("parsed policy = %+v", sp)
+	}
+
+	if sp, err := loadSystemPolicy(filepath.Join(t.TempDir(), "policy.toml"), me); sp != nil || err != nil {
+		t.Errorf("missing file: %v, %v; want no policy", sp, err)
+	}
+
+	bad := map[string]string{
+		"syntax":          "max_profile = ",
+		"unknown key":     "max_profil = \"locked\"",
+		"bad profile":     "max_profile = \"open\"",
+		"bad pattern":     "deny_hosts = [\"*github.com\"]",
+		"bad port":        "[[host]]\nname = \"a.example\"\nports = [\"0\"]",
+		"wrong type":      "forbid_allow_host = \"yes\"",
+		"unknown in host": "[[host]]\nname = \"a.example\"\nport = 22",
+	}
+	for name, content := range bad {
+		sp, err := loadSystemPolicy(writePolicy(t, content, 0o644), me)
+		if err == nil || sp != nil {
+			t.Errorf("%s: policy %+v loaded, want error", name, sp)
+		}
+	}
+	for _, mode := range []os.FileMode{0o664, 0o646, 0o666} {
+		if _, err := loadSystemPolicy(writePolicy(t, goodPolicy, mode), me); !errors.Is(err, ErrInsecurePolicyFile) {
+			t.Errorf("mode %#o: err = %v, want ErrInsecurePolicyFile", mode, err)
+		}
+	}
+	// A writable directory lets anyone replace the file.
+	p := writePolicy(t, goodPolicy, 0o644)
+	if err := os.Chmod(filepath.Dir(p), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadSystemPolicy(p, me); !errors.Is(err, ErrInsecurePolicyFile) {
+		t.Errorf("world-writable dir: err = %v", err)
+	}
+	// A symlink is not followed.
+	target := writePolicy(t, goodPolicy, 0o644)
+	link := filepath.Join(filepath.Dir(writePolicy(t, "", 0o644)), "link.toml")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := loadSystemPolicy(link, me); err == nil {
+		t.Errorf("symlinked policy loaded: %+v", sp)
+	}
+	// A directory in place of the file is an error, not "no policy".
+	d := writePolicy(t, "", 0o644)
+	os.Remove(d)
+	os.Mkdir(d, 0o755)
+	if sp, err := loadSystemPolicy(d, me); err == nil {
+		t.Errorf("directory loaded as policy: %+v", sp)
+	}
+}
+
+func TestLoadSystemPolicyOwner(t *testing.T) {
+	testenv.RequireRoot(t)
+	p := writePolicy(t, goodPolicy, 0o644)
+	if _, err := LoadSystemPolicy(p); err != nil {
+		t.Fatalf("root-owned policy: %v", err)
+	}
+	if err := os.Chown(p, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSystemPolicy(p); !errors.Is(err, ErrInsecurePolicyFile) {
+		t.Errorf("policy owned by 65534: err = %v", err)
+	}
+	q := writePolicy(t, goodPolicy, 0o644)
+	if err := os.Chown(filepath.Dir(q), 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadSystemPolicy(q); !errors.Is(err, ErrInsecurePolicyFile) {
+		t.Errorf("directory owned by 65534: err = %v", err)
+	}
+}
+
+func TestParseConfig(t *testing.T) {
+	lc, err := ParseConfig([]byte("profile = \"locked\"\ndeny_hosts = [\"github.com\"]\nallow_hosts = [\"x.example\"]\n[[host]]\nname = \"*.y.example\"\nports = [\"22\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lc.Profile == nil || *lc.Profile != Locked || len(lc.Deny) != 1 || len(lc.Allow) != 2 || lc.Allow[1].String() != "*.y.example (22/tcp)" {
+		t.Errorf("config = %+v", lc)
+	}
+	if _, err := ParseConfig([]byte("profile = \"wide-open\"")); !errors.Is(err, ErrBadProfile) {
+		t.Errorf("bad profile err = %v", err)
+	}
+	if _, err := ParseConfig([]byte("allow = [\"x\"]")); !errors.Is(err, ErrBadPolicy) {
+		t.Errorf("unknown key err = %v", err)
+	}
+	var zero ConfigFile
+	if lc, err := zero.Parse(); err != nil || lc.Profile != nil || lc.Allow != nil {
+		t.Errorf("zero config = %+v, %v", lc, err)
+	}
+}

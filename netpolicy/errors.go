@@ -1,0 +1,29 @@
+package netpolicy
+
+import "errors"
+
+// Errors returned by this package, checked with errors.Is. Every returned error wraps one of
+// these with the operation and the offending value.
+var (
+	// ErrBadPattern: a host pattern is not an exact DNS name or "*." + a DNS name of at least
+	// two labels (e.g. "*github.com", "a.*.com", "*", "exa mple.com").
+	ErrBadPattern = errors.New("invalid host pattern")
+	// ErrBadPort: a port/protocol entry is not "PORT", "PORT/tcp" or "PORT/udp" with
+	// 1 <= PORT <= 65535.
+	ErrBadPort = errors.New("invalid port")
+	// ErrBadProfile: a profile name is not permissive, standard or locked.
+	ErrBadProfile = errors.New("invalid egress profile")
+	// ErrBadPolicy: a policy or configuration file does not parse or has unknown keys.
+	ErrBadPolicy = errors.New("malformed policy")
+	// ErrInsecurePolicyFile: the system policy file is not a regular file owned by root, or is
+	// writable by group or others.
+	ErrInsecurePolicyFile = errors.New("insecure system policy file")
+	// ErrLoosen: a layer tried to loosen what a higher layer allows (raise the profile above
+	// the cap, or a workspace file adding hosts).
+	ErrLoosen = errors.New("layer may only tighten the policy")
+	// ErrAllowHostForbidden: hosts were added by the user or --allow-host while the system
+	// policy forbids it.
+	ErrAllowHostForbidden = errors.New("adding hosts is forbidden by the system policy")
+	// ErrBadAddress: a value is not exactly one IP address in canonical text form.
+	ErrBadAddress = errors.New("not exactly one IP address")
+)

@@ -1,0 +1,326 @@
+package netpolicy
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Profile is an egress profile. Profiles are ordered from tightest to loosest; the zero
+// value is Locked.
+type Profile uint8
+
+// The egress profiles (DESIGN.md, "Network egress").
+const (
+	// Locked allows the agent's LLM provider hosts only (plus hosts the system policy adds
+	// and, unless forbidden, hosts the user adds).
+	Locked Profile = iota
+	// Standard adds code hosting and the package registries the host is configured to use.
+	Standard
+	// Permissive allows every public name and address on any port; the always-refused ranges
+	// and denied names stay refused, and DNS still goes through the proxy.
+	Permissive
+)
+
+// ParseProfile parses "locked", "standard" or "permissive" (case-insensitive).
+func ParseProfile(s string) (Profile, error) {
+	switch strings.ToLower(s) {
+	case "locked":
+		return Locked, nil
+	case "standard":
+		return Standard, nil
+	case "permissive":
+		return Permissive, nil
+	}
+	return Locked, fmt.Errorf("parse profile %q: %w", s, ErrBadProfile)
+}
+
+func (p Profile) String() string {
+	switch p {
+	case Locked:
+		return "locked"
+	case Standard:
+		return "standard"
+	case Permissive:
+		return "permissive"
+	}
+	return fmt.Sprintf("profile(%d)", uint8(p))
+}
+
+// Layer names where an effective value came from, for `brood policy show`.
+type Layer string
+
+// Layers, from most to least authoritative, and the non-configuration sources of hosts.
+const (
+	LayerDefault    Layer = "default"    // built-in default
+	LayerSystem     Layer = "system"     // /etc/brood/policy.toml
+	LayerUser       Layer = "user"       // the user's config file
+	LayerWorkspace  Layer = "workspace"  // the workspace's .brood.toml
+	LayerFlags      Layer = "flags"      // brood run --egress / --allow-host
+	LayerAgent      Layer = "agent"      // the agent definition's LLM provider hosts
+	LayerDiscovered Layer = "discovered" // registries found in the host's tool configuration
+)
+
+// LayerConfig is the parsed egress part of one configuration layer (user, workspace or
+// flags). The zero value changes nothing.
+type LayerConfig struct {
+	// Profile, when non-nil, selects a profile; it may not exceed what the layers above allow.
+	Profile *Profile
+	// Allow adds hosts (refused for the workspace layer and when the system forbids it).
+	Allow []Entry
+	// Deny refuses names, removing the allowed entries it covers.
+	Deny []Pattern
+}
+
+// Source says which layer put a host into the effective policy, and how.
+type Source struct {
+	Layer Layer
+	// Detail: the agent name, "tool: file or command" for discovered registries, or empty.
+	Detail string
+}
+
+func (s Source) String() string {
+	if s.Detail == "" {
+		return string(s.Layer)
+	}
+	return string(s.Layer) + " (" + s.Detail + ")"
+}
+
+// Grant is one allowed host entry of the effective policy.
+type Grant struct {
+	Entry  Entry
+	Source Source
+}
+
+// Denial is one denied pattern of the effective policy.
+type Denial struct {
+	Pattern Pattern
+	Layer   Layer
+}
+
+// Note records a host that was left out of the effective policy and why.
+type Note struct {
+	What string
+	Why  string
+}
+
+// Effective is a session's resolved egress policy. The zero value refuses every name.
+type Effective struct {
+	Profile      Profile
+	ProfileLayer Layer
+	// Hosts lists the allowed entries, in the order they were added, one per pattern.
+	Hosts []Grant
+	// Denied names are refused even when an entry (or Permissive) would allow them.
+	Denied             []Denial
+	AllowHostForbidden bool
+	// Dropped lists entries left out (covered by a denial, user-controlled discoveries when
+	// the system forbids adding hosts).
+	Dropped []Note
+}
+
+// Inputs are everything Resolve merges. Nil System means no system policy file exists.
+type Inputs struct {
+	System    *SystemPolicy
+	User      LayerConfig
+	Workspace LayerConfig
+	Flags     LayerConfig
+	// Agent names the agent whose LLM provider hosts AgentHosts are.
+	Agent      string
+	AgentHosts []Entry
+	// Discovered registries; used by Standard and Permissive only.
+	Discovered []Discovered
+}
+
+// DefaultCodeHosts are the code hosting services Standard allows when the system policy
+// does not set code_hosts: HTTPS and git over SSH (TCP 22).
+func DefaultCodeHosts() []Entry {
+	var out []Entry
+	for _, n := range []string{"github.com", "*.githubusercontent.com", "gitlab.com", "bitbucket.org", "codeberg.org"} {
+		e, err := ParseEntry(n, "443", "22")
+		if err != nil {
+			panic(err) // constant input
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// Resolve merges the layers tighten-only: system ≥ user ≥ workspace ≥ flags.
+//
+// Profile: the system's max_profile caps it (default: no cap); each layer that sets a
+// profile may not exceed the system cap nor a profile set by a layer above (ErrLoosen);
+// with none set it is Standard, or the cap if that is tighter.
+// Hosts: agent hosts and system-added hosts always; code hosts and discovered registries
+// from Standard up; user and --allow-host hosts unless the system forbids adding hosts
+// (ErrAllowHostForbidden); a workspace may not add hosts (ErrLoosen). Every layer's denials
+// apply to all hosts, and a denied name is refused even under Permissive.
+func Resolve(in Inputs) (*Effective, error) {
+	sys := in.System
+	if sys == nil {
+		sys = &SystemPolicy{}
+	}
+	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost}
+
+	limit, limitLayer := Permissive, LayerDefault
+	if sys.MaxProfile != nil {
+		limit, limitLayer = *sys.MaxProfile, LayerSystem
+	}
+	eff.Profile, eff.ProfileLayer = min(Standard, limit), LayerDefault
+	if limit < Standard {
+		eff.ProfileLayer = LayerSystem
+	}
+	for _, l := range []struct {
+		layer Layer
+		cfg   LayerConfig
+	}{{LayerUser, in.User}, {LayerWorkspace, in.Workspace}, {LayerFlags, in.Flags}} {
+		if l.cfg.Profile == nil {
+			continue
+		}
+		p := *l.cfg.Profile
+		if p > limit {
+			return nil, fmt.Errorf("%s profile %s above %s set by %s: %w", l.layer, p, limit, limitLayer, ErrLoosen)
+		}
+		limit, limitLayer = p, l.layer
+		eff.Profile, eff.ProfileLayer = p, l.layer
+	}
+
+	if len(in.Workspace.Allow) > 0 {
+		return nil, fmt.Errorf("workspace adds host %s: %w", in.Workspace.Allow[0], ErrLoosen)
+	}
+	if sys.ForbidAllowHost {
+		if len(in.User.Allow) > 0 {
+			return nil, fmt.Errorf("user config adds host %s: %w", in.User.Allow[0], ErrAllowHostForbidden)
+		}
+		if len(in.Flags.Allow) > 0 {
+			return nil, fmt.Errorf("--allow-host %s: %w", in.Flags.Allow[0], ErrAllowHostForbidden)
+		}
+	}
+
+	for _, d := range sys.Deny {
+		eff.Denied = append(eff.Denied, Denial{d, LayerSystem})
+	}
+	for _, l := range []struct {
+		layer Layer
+		cfg   LayerConfig
+	}{{LayerUser, in.User}, {LayerWorkspace, in.Workspace}, {LayerFlags, in.Flags}} {
+		for _, d := range l.cfg.Deny {
+			eff.Denied = append(eff.Denied, Denial{d, l.layer})
+		}
+	}
+
+	for _, e := range in.AgentHosts {
+		eff.add(e, Source{LayerAgent, in.Agent})
+	}
+	for _, e := range sys.Allow {
+		eff.add(e, Source{Layer: LayerSystem})
+	}
+	if eff.Profile >= Standard {
+		code, codeLayer := sys.CodeHosts, LayerSystem
+		if code == nil {
+			code, codeLayer = DefaultCodeHosts(), LayerDefault
+		}
+		for _, e := range code {
+			eff.add(e, Source{codeLayer, "code hosting"})
+		}
+		for _, d := range in.Discovered {
+			if sys.ForbidAllowHost && d.UserControlled {
+				eff.Dropped = append(eff.Dropped, Note{d.Entry.String(), "discovered in user-controlled " + d.From + " while the system forbids adding hosts"})
+				continue
+			}
+			eff.add(d.Entry, Source{LayerDiscovered, d.Tool + ": " + d.From})
+		}
+	}
+	for _, e := range in.User.Allow {
+		eff.add(e, Source{Layer: LayerUser})
+	}
+	for _, e := range in.Flags.Allow {
+		eff.add(e, Source{Layer: LayerFlags})
+	}
+	return eff, nil
+}
+
+// add appends e unless a denial covers it; an entry for a pattern already present only adds
+// its ports.
+func (eff *Effective) add(e Entry, src Source) {
+	for _, d := range eff.Denied {
+		if d.Pattern.Covers(e.Pattern) {
+			eff.Dropped = append(eff.Dropped, Note{e.String() + " from " + src.String(), "denied by " + string(d.Layer) + " pattern " + d.Pattern.String()})
+			return
+		}
+	}
+	for i := range eff.Hosts {
+		if eff.Hosts[i].Entry.Pattern == e.Pattern {
+			h := &eff.Hosts[i].Entry
+			h.Ports = normPorts(append(slices.Clone(h.EffectivePorts()), e.EffectivePorts()...))
+			return
+		}
+	}
+	e.Ports = slices.Clone(e.EffectivePorts())
+	eff.Hosts = append(eff.Hosts, Grant{Entry: e, Source: src})
+}
+
+// Check decides a DNS name: the grant that allows it, or the reason it is refused. Names
+// that are not valid host names are refused. Under Permissive every valid name that is not
+// denied is allowed (the returned Grant then has an exact pattern for name and no ports).
+func (eff *Effective) Check(name string) (Grant, string, bool) {
+	if eff == nil {
+		return Grant{}, "no policy", false
+	}
+	n, err := CanonicalName(name)
+	if err != nil {
+		return Grant{}, "not a host name", false
+	}
+	for _, d := range eff.Denied {
+		if d.Pattern.matchCanonical(n) {
+			return Grant{}, "denied by " + string(d.Layer) + " pattern " + d.Pattern.String(), false
+		}
+	}
+	for _, g := range eff.Hosts {
+		if g.Entry.Pattern.matchCanonical(n) {
+			return g, "", true
+		}
+	}
+	if eff.Profile == Permissive {
+		return Grant{Entry: Entry{Pattern: Pattern{Name: n}}, Source: Source{Layer: eff.ProfileLayer, Detail: "permissive"}}, "", true
+	}
+	return Grant{}, "not in the " + eff.Profile.String() + " profile's hosts", false
+}
+
+// Allowed reports whether Check allows name.
+func (eff *Effective) Allowed(name string) bool {
+	_, _, ok := eff.Check(name)
+	return ok
+}
+
+// Ports returns the union of the allowed entries' ports, sorted; AnyPort reports that the
+// profile allows every port (Permissive).
+func (eff *Effective) Ports() []Port {
+	var ps []Port
+	for _, g := range eff.Hosts {
+		ps = append(ps, g.Entry.EffectivePorts()...)
+	}
+	return normPorts(ps)
+}
+
+// AnyPort reports whether every destination port of a public address is allowed.
+func (eff *Effective) AnyPort() bool { return eff != nil && eff.Profile == Permissive }
+
+// String renders the effective policy for `brood policy show`: the profile and its layer,
+// then one line per host, denial and dropped entry.
+func (eff *Effective) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "profile\t%s\t(%s)\n", eff.Profile, eff.ProfileLayer)
+	if eff.AllowHostForbidden {
+		fmt.Fprintf(&b, "allow-host\tforbidden\t(%s)\n", LayerSystem)
+	}
+	for _, g := range eff.Hosts {
+		fmt.Fprintf(&b, "allow\t%s\t(%s)\n", g.Entry, g.Source)
+	}
+	for _, d := range eff.Denied {
+		fmt.Fprintf(&b, "deny\t%s\t(%s)\n", d.Pattern, d.Layer)
+	}
+	for _, n := range eff.Dropped {
+		fmt.Fprintf(&b, "dropped\t%s\t(%s)\n", n.What, n.Why)
+	}
+	return b.String()
+}

@@ -1,0 +1,204 @@
+package netpolicy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func entries(t *testing.T, names ...string) []Entry {
+	t.Helper()
+	var out []Entry
+	for _, n := range names {
+		e, err := ParseAllowHostFlag(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+func patterns(t *testing.T, names ...string) []Pattern {
+	t.Helper()
+	var out []Pattern
+	for _, n := range names {
+		p, err := ParsePattern(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func prof(p Profile) *Profile { return &p }
+
+func TestZeroEffectiveDeniesEverything(t *testing.T) {
+	var eff Effective
+	for _, n := range []string{"github.com", "example.com", "a"} {
+		if eff.Allowed(n) {
+			t.Errorf("zero Effective allows %q", n)
+		}
+	}
+	var nilEff *Effective
+	if nilEff.Allowed("github.com") || nilEff.AnyPort() {
+		t.Error("nil Effective allows something")
+	}
+	eff2, err := Resolve(Inputs{Workspace: LayerConfig{Profile: prof(Locked)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eff2.Hosts) != 0 || eff2.Allowed("github.com") || len(eff2.Ports()) != 0 {
+		t.Errorf("locked with no agent hosts allows %v", eff2.Hosts)
+	}
+}
+
+func TestResolveProfiles(t *testing.T) {
+	disc := []Discovered{{Entry: entries(t, "mirror.corp.example")[0], Tool: "go", From: "go env GOPROXY", UserControlled: true}}
+	in := Inputs{Agent: "codex", AgentHosts: entries(t, "api.openai.com"), Discovered: disc}
+
+	eff, err := Resolve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.Profile != Standard || eff.ProfileLayer != LayerDefault {
+		t.Errorf("default profile = %v by %v", eff.Profile, eff.ProfileLayer)
+	}
+	for _, n := range []string{"api.openai.com", "mirror.corp.example", "github.com", "raw.githubusercontent.com"} {
+		if !eff.Allowed(n) {
+			t.Errorf("standard refuses %q", n)
+		}
+	}
+	if eff.Allowed("example.com") {
+		t.Error("standard allows example.com")
+	}
+	if g, _, _ := eff.Check("mirror.corp.example"); g.Source.Layer != LayerDiscovered || !strings.Contains(g.Source.Detail, "go env GOPROXY") {
+		t.Errorf("discovered source = %v", g.Source)
+	}
+
+	in.Flags.Profile = prof(Locked)
+	eff, err = Resolve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.Profile != Locked || eff.ProfileLayer != LayerFlags {
+		t.Errorf("profile = %v by %v", eff.Profile, eff.ProfileLayer)
+	}
+	if !eff.Allowed("api.openai.com") || eff.Allowed("github.com") || eff.Allowed("mirror.corp.example") {
+		t.Errorf("locked hosts = %v", eff.Hosts)
+	}
+
+	in.Flags.Profile = prof(Permissive)
+	eff, err = Resolve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eff.Allowed("example.com") || !eff.AnyPort() || eff.Allowed("not a name") {
+		t.Error("permissive does not allow public names / any port")
+	}
+}
+
+func TestResolveTightenOnly(t *testing.T) {
+	sys := &SystemPolicy{MaxProfile: prof(Standard), Deny: patterns(t, "*.paste.example"), Allow: entries(t, "llm-gw.corp.example")}
+	base := Inputs{System: sys, AgentHosts: entries(t, "api.openai.com")}
+
+	tests := []struct {
+		name    string
+		mod     func(in *Inputs)
+		wantErr error
+	}{
+		{"user above system cap", func(in *Inputs) { in.User.Profile = prof(Permissive) }, ErrLoosen},
+		{"flags above system cap", func(in *Inputs) { in.Flags.Profile = prof(Permissive) }, ErrLoosen},
+		{"workspace above user", func(in *Inputs) {
+			in.User.Profile = prof(Locked)
+			in.Workspace.Profile = prof(Standard)
+		}, ErrLoosen},
+		{"flags above workspace", func(in *Inputs) {
+			in.Workspace.Profile = prof(Locked)
+			in.Flags.Profile = prof(Standard)
+		}, ErrLoosen},
+		{"workspace adds host", func(in *Inputs) { in.Workspace.Allow = entries(t, "evil.example") }, ErrLoosen},
+		{"workspace tightens", func(in *Inputs) { in.Workspace.Profile = prof(Locked) }, nil},
+		{"user adds host", func(in *Inputs) { in.User.Allow = entries(t, "extra.example") }, nil},
+	}
+	for _, tt := range tests {
+		in := base
+		tt.mod(&in)
+		_, err := Resolve(in)
+		if !errors.Is(err, tt.wantErr) || (tt.wantErr == nil) != (err == nil) {
+			t.Errorf("%s: err = %v, want %v", tt.name, err, tt.wantErr)
+		}
+	}
+
+	// A workspace can remove hosts: deny wins over every allow, also under wildcards.
+	in := base
+	in.Flags.Allow = entries(t, "*.example.org")
+	in.Workspace.Deny = patterns(t, "github.com", "bad.example.org", "api.openai.com")
+	eff, err := Resolve(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{
+		"github.com": false, "api.openai.com": false, "bad.example.org": false, "good.example.org": true,
+		"llm-gw.corp.example": true, "x.paste.example": false,
+	} {
+		if got := eff.Allowed(name); got != want {
+			t.Errorf("Allowed(%q) = %v, want %v\n%s", name, got, want, eff)
+		}
+	}
+	if g, _, _ := eff.Check("good.example.org"); g.Source.Layer != LayerFlags {
+		t.Errorf("source of good.example.org = %v", g.Source)
+	}
+	if g, _, _ := eff.Check("llm-gw.corp.example"); g.Source.Layer != LayerSystem {
+		t.Errorf("source of llm-gw = %v", g.Source)
+	}
+	if !strings.Contains(eff.String(), "dropped\tgithub.com (22/tcp, 443/tcp) from default (code hosting)\t(denied by workspace pattern github.com)") {
+		t.Errorf("policy show lacks the dropped github.com:\n%s", eff)
+	}
+}
+
+func TestResolveForbidAllowHost(t *testing.T) {
+	sys := &SystemPolicy{ForbidAllowHost: true}
+	disc := []Discovered{
+		{Entry: entries(t, "proxy.user.example")[0], Tool: "go", From: "go env GOPROXY", UserControlled: true},
+		{Entry: entries(t, "apt.corp.example:80")[0], Tool: "apt", From: "/etc/apt/sources.list"},
+	}
+	_, err := Resolve(Inputs{System: sys, Flags: LayerConfig{Allow: entries(t, "x.example")}})
+	if !errors.Is(err, ErrAllowHostForbidden) {
+		t.Errorf("--allow-host err = %v", err)
+	}
+	_, err = Resolve(Inputs{System: sys, User: LayerConfig{Allow: entries(t, "x.example")}})
+	if !errors.Is(err, ErrAllowHostForbidden) {
+		t.Errorf("user allow err = %v", err)
+	}
+	eff, err := Resolve(Inputs{System: sys, Discovered: disc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.Allowed("proxy.user.example") || !eff.Allowed("apt.corp.example") {
+		t.Errorf("user-controlled discovery kept or system one dropped:\n%s", eff)
+	}
+	if ps := eff.Ports(); !containsPort(ps, Port{TCP, 80}) || !containsPort(ps, Port{TCP, 443}) || !containsPort(ps, Port{TCP, 22}) {
+		t.Errorf("ports = %v", ps)
+	}
+}
+
+func containsPort(ps []Port, p Port) bool {
+	for _, q := range ps {
+		if q == p {
+			return true
+		}
+	}
+	return false
+}
+
+func TestSystemCapBelowDefault(t *testing.T) {
+	eff, err := Resolve(Inputs{System: &SystemPolicy{MaxProfile: prof(Locked)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff.Profile != Locked || eff.ProfileLayer != LayerSystem {
+		t.Errorf("profile = %v by %v", eff.Profile, eff.ProfileLayer)
+	}
+}
