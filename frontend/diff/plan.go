@@ -1,0 +1,547 @@
+package diff
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/manifest"
+)
+
+// contents reads what the planner cannot learn from a stat: file digests and symlink
+// targets. The real one reads beneath the tree roots (tree.go); fuzz targets fake it.
+type contents interface {
+	digest(t Tree, p string, st manifest.Stat) (Digest, error)
+	readlink(t Tree, p string) (string, error)
+}
+
+// planner turns (manifest entry, W now, S now) triples into changes. It reads the content
+// of a file only when the file's stat differs from the manifest (or to learn the base of a
+// file whose S stat differs), and each file at most once.
+type planner struct {
+	src       contents
+	maxSize   int64
+	protected []string
+	caseFold  bool
+	memo      map[memoKey]Digest
+	unhashed  map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
+}
+
+type memoKey struct {
+	t Tree
+	p string
+}
+
+// item is one path of the merge: its manifest entry (nil when new) and its stat in W and
+// S now (TypeNone when absent).
+type item struct {
+	path string
+	me   *manifest.Entry
+	w, s manifest.Stat
+}
+
+// plan merges the sorted manifest entries and the sorted walks of W and S and returns the
+// changes sorted by path bytes. entries must be sorted by Path without duplicates.
+func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error) {
+	p.memo = make(map[memoKey]Digest)
+	p.unhashed = make(map[string]manifest.Stat)
+	var out []Change
+	i, j, k := 0, 0, 0
+	for i < len(entries) || j < len(wn) || k < len(sn) {
+		// The smallest path among the three heads.
+		var cur string
+		have := false
+		if i < len(entries) {
+			cur, have = entries[i].Path, true
+		}
+		if j < len(wn) && (!have || wn[j].path < cur) {
+			cur, have = wn[j].path, true
+		}
+		if k < len(sn) && (!have || sn[k].path < cur) {
+			cur = sn[k].path
+		}
+		it := item{path: cur}
+		if i < len(entries) && entries[i].Path == cur {
+			it.me = &entries[i]
+			i++
+		}
+		if j < len(wn) && wn[j].path == cur {
+			it.w = wn[j].st
+			j++
+		}
+		if k < len(sn) && sn[k].path == cur {
+			it.s = sn[k].st
+			k++
+		}
+		c, err := p.classify(it)
+		if err != nil {
+			return nil, err
+		}
+		if c != nil {
+			out = append(out, *c)
+		}
+	}
+	if p.caseFold {
+		markCaseCollisions(out, wn, sn)
+	}
+	if err := p.findRenames(out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// statChanged reports whether now differs from base in any field the guest could have
+// changed: type, permission bits, and for non-directories size, mtime, ctime and inode.
+// A directory's times and size change whenever its entries do, so only its type and
+// mode count (its entries are compared one by one).
+func statChanged(base, now manifest.Stat) bool {
+	if base.Type != now.Type {
+		return true
+	}
+	if base.Type == manifest.TypeNone {
+		return false
+	}
+	if base.Mode != now.Mode {
+		return true
+	}
+	if base.Type == manifest.TypeDir {
+		return false
+	}
+	return base.Size != now.Size || base.Mtime != now.Mtime || base.Ctime != now.Ctime || base.Ino != now.Ino
+}
+
+func isSpecial(t manifest.Type) bool {
+	return t == manifest.TypeFIFO || t == manifest.TypeSocket || t == manifest.TypeDevice
+}
+
+func typeName(t manifest.Type) string {
+	switch t {
+	case manifest.TypeNone:
+		return "nothing"
+	case manifest.TypeRegular:
+		return "file"
+	case manifest.TypeDir:
+		return "directory"
+	case manifest.TypeSymlink:
+		return "symlink"
+	case manifest.TypeFIFO:
+		return "fifo"
+	case manifest.TypeSocket:
+		return "socket"
+	case manifest.TypeDevice:
+		return "device"
+	}
+	return fmt.Sprintf("type %d", t)
+}
+
+// classify decides what happened to one path. It returns nil when S holds no change
+// there (in particular when only W changed).
+func (p *planner) classify(it item) (*Change, error) {
+	var baseS, baseW manifest.Stat
+	if it.me != nil {
+		baseS, baseW = it.me.S, it.me.W
+	}
+	sNow, wNow := it.s, it.w
+	if !statChanged(baseS, sNow) {
+		return nil, nil // S untouched here: nothing to flush, whatever W did
+	}
+	if sNow.Type == manifest.TypeNone && wNow.Type == manifest.TypeNone {
+		return nil, nil // deleted in both: nothing left to do
+	}
+	c := &Change{Path: it.path}
+	if baseW.Type != manifest.TypeNone {
+		c.OldMode = baseW.Mode
+	}
+	if baseW.Type == manifest.TypeRegular {
+		c.OldSize = baseW.Size
+	}
+	if sNow.Type != manifest.TypeNone {
+		c.NewMode = sNow.Mode
+	}
+	if sNow.Type == manifest.TypeRegular {
+		c.NewSize = sNow.Size
+	}
+	c.Risk = p.risk(it.path, baseS, sNow)
+
+	// 1. Refusals decided from names and stats alone: nothing is read.
+	if err := CheckPath(it.path); err != nil {
+		return refuse(c, nameReason(err)), nil
+	}
+	if it.me != nil && it.me.Excluded != "" {
+		return refuse(c, fmt.Sprintf("path is excluded from the snapshot by secret rule %s; S created a %s there", Escape(it.me.Excluded), typeName(sNow.Type))), nil
+	}
+	if it.me != nil && it.me.Skipped != "" {
+		return refuse(c, fmt.Sprintf("W holds a %s here that was not copied; S created a %s there", typeName(baseW.Type), typeName(sNow.Type))), nil
+	}
+	if isSpecial(sNow.Type) {
+		return refuse(c, fmt.Sprintf("special file (%s) in S", typeName(sNow.Type))), nil
+	}
+	if sNow.Type == manifest.TypeRegular && sNow.Size > p.maxSize {
+		return refuse(c, fmt.Sprintf("size %d bytes is over the limit of %d bytes", sNow.Size, p.maxSize)), nil
+	}
+
+	// 2. What S did, from content where the stat alone cannot tell.
+	if it.me == nil && sNow.Type == manifest.TypeDir && wNow.Type == manifest.TypeDir {
+		return nil, nil // the same directory created on both sides
+	}
+	change, err := p.sChange(it, c, baseS, baseW, sNow, wNow)
+	if err != nil || !change {
+		return nil, err
+	}
+
+	// 3. Refusals that need the target or the kind.
+	if sNow.Type == manifest.TypeSymlink {
+		t, err := p.src.readlink(TreeS, it.path)
+		if err != nil {
+			return nil, fmt.Errorf("classify %s: %w", Escape(it.path), err)
+		}
+		if why := symlinkTargetProblem(it.path, t); why != "" {
+			return refuse(c, why), nil
+		}
+	}
+	if rule := protectedPath(it.path, p.protected); rule != "" {
+		return refuse(c, fmt.Sprintf("protected path (%s)", Escape(rule))), nil
+	}
+
+	// 4. W changed too: a conflict, unless W now holds exactly what S holds.
+	if why, err := p.wChange(it, baseW, wNow); err != nil {
+		return nil, err
+	} else if why != "" {
+		if p.sameOnBothSides(it, c, sNow, wNow) {
+			return nil, nil
+		}
+		c.Kind = KindConflict
+		c.Reason = "W changed since the snapshot (" + why + ")"
+	}
+	return c, nil
+}
+
+func refuse(c *Change, reason string) *Change {
+	c.Kind = KindRefused
+	c.Reason = reason
+	c.OldHash, c.NewHash, c.SameAs = nil, nil, ""
+	return c
+}
+
+func nameReason(err error) string {
+	switch {
+	case errors.Is(err, ErrControlByte):
+		return "control or formatting character in name"
+	case errors.Is(err, ErrEscapesRoot), errors.Is(err, ErrEmptyPath):
+		return "path escapes the root"
+	case errors.Is(err, ErrNUL):
+		return "NUL byte in path"
+	}
+	return "invalid path"
+}
+
+// sChange fills c's kind, hashes and flags from what S holds now versus the snapshot.
+// It reports false when the stat changed but nothing real did (a touch, a rewrite of
+// the same bytes, a symlink recreated with the same target).
+func (p *planner) sChange(it item, c *Change, baseS, baseW, sNow, wNow manifest.Stat) (bool, error) {
+	switch {
+	case baseS.Type == manifest.TypeNone: // added
+		switch sNow.Type {
+		case manifest.TypeRegular:
+			d, err := p.digestS(it.path, sNow)
+			if err != nil {
+				return false, err
+			}
+			c.Kind, c.NewHash, c.Binary = KindAdded, d.Sum, d.Binary
+		case manifest.TypeSymlink:
+			c.Kind, c.Reason = KindSymlink, "added"
+		default:
+			c.Kind = KindAdded
+		}
+	case sNow.Type == manifest.TypeNone: // deleted
+		if it.me != nil && it.me.Hash != nil && baseS.Type == manifest.TypeRegular {
+			c.OldHash = it.me.Hash
+		}
+		c.Kind = KindDeleted
+		if c.OldHash == nil && baseS.Type == manifest.TypeRegular && baseW.Type == manifest.TypeRegular && !statChanged(baseW, wNow) {
+			p.unhashed[it.path] = wNow // hashed by findRenames only if an added file has its size
+		}
+		if baseS.Type == manifest.TypeSymlink {
+			c.Kind, c.Reason = KindSymlink, "removed"
+		}
+	case baseS.Type != sNow.Type:
+		c.Kind = KindType
+		c.Reason = typeName(baseS.Type) + " became " + typeName(sNow.Type)
+		if sNow.Type == manifest.TypeRegular {
+			d, err := p.digestS(it.path, sNow)
+			if err != nil {
+				return false, err
+			}
+			c.NewHash, c.Binary = d.Sum, d.Binary
+		}
+	case sNow.Type == manifest.TypeRegular:
+		d, err := p.digestS(it.path, sNow)
+		if err != nil {
+			return false, err
+		}
+		c.NewHash, c.Binary = d.Sum, d.Binary
+		base, baseBinary, known, err := p.base(it, baseW, wNow)
+		if err != nil {
+			return false, err
+		}
+		c.OldHash = base
+		if known && bytes.Equal(base, d.Sum) {
+			if baseS.Mode == sNow.Mode {
+				return false, nil
+			}
+			c.Kind = KindMode
+			return true, nil
+		}
+		c.Kind = KindModified
+		c.BecameBinary = d.Binary && baseBinary == 0
+	case sNow.Type == manifest.TypeDir:
+		c.Kind = KindMode // statChanged on a directory means its mode changed
+	case sNow.Type == manifest.TypeSymlink:
+		if baseW.Type == manifest.TypeSymlink && !statChanged(baseW, wNow) {
+			ts, err := p.src.readlink(TreeS, it.path)
+			if err != nil {
+				return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
+			}
+			tw, err := p.src.readlink(TreeW, it.path)
+			if err != nil {
+				return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
+			}
+			if ts == tw {
+				return false, nil
+			}
+		}
+		c.Kind, c.Reason = KindSymlink, "retargeted"
+	default:
+		c.Kind = KindModified
+	}
+	return true, nil
+}
+
+// base returns the content hash S held at snapshot time: the manifest's hash, or W's
+// current content when W's stat still matches the manifest. baseBinary is 1 (binary),
+// 0 (text) or -1 (unknown). known is false when the base cannot be learned (W changed
+// and no hash was recorded; the change then becomes a conflict anyway).
+func (p *planner) base(it item, baseW, wNow manifest.Stat) (sum []byte, baseBinary int, known bool, err error) {
+	baseBinary = -1
+	wSame := baseW.Type == manifest.TypeRegular && !statChanged(baseW, wNow)
+	if it.me.Hash != nil {
+		sum, known = it.me.Hash, true
+	}
+	if wSame {
+		d, ok, err := p.digestW(it.path, wNow)
+		if err != nil {
+			return nil, -1, false, err
+		}
+		if ok && (!known || bytes.Equal(d.Sum, sum)) {
+			sum, known = d.Sum, true
+			baseBinary = 0
+			if d.Binary {
+				baseBinary = 1
+			}
+		}
+	}
+	return sum, baseBinary, known, nil
+}
+
+// wChange describes how W differs from the snapshot ("" when it does not): a stat
+// change whose content and mode turn out equal to the recorded hash is not a change.
+func (p *planner) wChange(it item, baseW, wNow manifest.Stat) (string, error) {
+	if !statChanged(baseW, wNow) {
+		return "", nil
+	}
+	switch {
+	case baseW.Type == manifest.TypeNone:
+		return "created " + typeName(wNow.Type), nil
+	case wNow.Type == manifest.TypeNone:
+		return "deleted", nil
+	case baseW.Type != wNow.Type:
+		return typeName(baseW.Type) + " became " + typeName(wNow.Type), nil
+	case baseW.Mode != wNow.Mode:
+		return "mode", nil
+	case wNow.Type == manifest.TypeRegular && it.me.Hash != nil && !it.me.Sanitized:
+		d, ok, err := p.digestW(it.path, wNow)
+		if err != nil {
+			return "", err
+		}
+		if ok && bytes.Equal(d.Sum, it.me.Hash) {
+			return "", nil
+		}
+	}
+	return "content", nil
+}
+
+// sameOnBothSides reports whether W now holds exactly what S holds at a path where both
+// sides changed (then there is nothing to flush).
+func (p *planner) sameOnBothSides(it item, c *Change, sNow, wNow manifest.Stat) bool {
+	if sNow.Type != manifest.TypeRegular || wNow.Type != manifest.TypeRegular || sNow.Mode != wNow.Mode || sNow.Size != wNow.Size || c.NewHash == nil {
+		return false
+	}
+	d, ok, err := p.digestW(it.path, wNow)
+	return err == nil && ok && bytes.Equal(d.Sum, c.NewHash)
+}
+
+func (p *planner) digestS(path string, st manifest.Stat) (Digest, error) {
+	k := memoKey{TreeS, path}
+	if d, ok := p.memo[k]; ok {
+		return d, nil
+	}
+	d, err := p.src.digest(TreeS, path, st)
+	if err != nil {
+		return Digest{}, fmt.Errorf("classify %s: %w", Escape(path), err)
+	}
+	p.memo[k] = d
+	return d, nil
+}
+
+// digestW hashes W's file; ok is false when W is being changed under the walk (the file
+// vanished, changed, or is no longer a regular file): the caller then treats W as changed.
+func (p *planner) digestW(path string, st manifest.Stat) (d Digest, ok bool, err error) {
+	k := memoKey{TreeW, path}
+	if d, ok := p.memo[k]; ok {
+		return d, d.Sum != nil, nil
+	}
+	d, err = p.src.digest(TreeW, path, st)
+	if errors.Is(err, ErrChanged) || errors.Is(err, ErrNotRegular) || errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.EXDEV) {
+		p.memo[k] = Digest{}
+		return Digest{}, false, nil
+	}
+	if err != nil {
+		return Digest{}, false, fmt.Errorf("classify %s: %w", Escape(path), err)
+	}
+	p.memo[k] = d
+	return d, true, nil
+}
+
+// risk says why a change at path is high-risk ("" when it is not): its name (pathRisk),
+// a new executable bit, or setuid/setgid/sticky bits (the flush drops setuid/setgid).
+func (p *planner) risk(path string, baseS, sNow manifest.Stat) string {
+	var rs []string
+	if r := pathRisk(path); r != "" {
+		rs = append(rs, r)
+	}
+	if sNow.Type == manifest.TypeRegular && sNow.Mode&0o111 != 0 &&
+		(baseS.Type != manifest.TypeRegular || baseS.Mode&0o111 == 0) {
+		rs = append(rs, "new executable bit")
+	}
+	if sNow.Type != manifest.TypeNone && sNow.Mode&0o7000 != 0 && sNow.Mode&0o7000 != baseS.Mode&0o7000 {
+		rs = append(rs, "setuid/setgid/sticky bit")
+	}
+	return strings.Join(rs, "; ")
+}
+
+// symlinkTargetProblem returns why a symlink at path with target t must not reach W
+// ("" when it may): an empty or absolute target, or a relative one that climbs above the
+// root when resolved lexically from the link's directory. The reason names the class of
+// target only, never its bytes.
+func symlinkTargetProblem(path, t string) string {
+	switch {
+	case t == "":
+		return "symlink with an empty target"
+	case t[0] == '/':
+		return "symlink target is absolute"
+	case strings.IndexByte(t, 0) >= 0:
+		return "symlink target holds a NUL byte"
+	}
+	depth := strings.Count(path, "/") // directories above the link, below the root
+	for _, c := range strings.Split(t, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			depth--
+			if depth < 0 {
+				return "symlink target escapes the workspace"
+			}
+		default:
+			depth++
+		}
+	}
+	return ""
+}
+
+// markCaseCollisions refuses every change whose path equals another path of W or S
+// when case is folded (both would be one file on a case-insensitive W). Folding is
+// Unicode simple lower-casing, per whole path.
+func markCaseCollisions(changes []Change, wn, sn []node) {
+	if len(changes) == 0 {
+		return
+	}
+	first := make(map[string]string, len(wn)+len(sn))
+	other := make(map[string]string)
+	add := func(p string) {
+		k := strings.ToLower(p)
+		f, ok := first[k]
+		if !ok {
+			first[k] = p
+			return
+		}
+		if f != p {
+			other[p] = f
+			if _, ok := other[f]; !ok {
+				other[f] = p
+			}
+		}
+	}
+	for _, n := range wn {
+		add(n.path)
+	}
+	for _, n := range sn {
+		add(n.path)
+	}
+	for i := range changes {
+		c := &changes[i]
+		if c.Kind == KindRefused {
+			continue
+		}
+		if o, ok := other[c.Path]; ok {
+			refuse(c, "case collision with "+Escape(o)+" on a case-insensitive workspace")
+		}
+	}
+}
+
+// findRenames sets SameAs on added files whose content equals a deleted file's content
+// (a likely rename). Deleted files are hashed only when the manifest holds no hash and
+// an added file has the same size. Nothing else is implied: the delete stays a delete.
+func (p *planner) findRenames(changes []Change) error {
+	bySize := make(map[int64][]int)
+	for i, c := range changes {
+		if c.Kind == KindAdded && c.NewHash != nil {
+			bySize[c.NewSize] = append(bySize[c.NewSize], i)
+		}
+	}
+	if len(bySize) == 0 {
+		return nil
+	}
+	for i := range changes {
+		d := &changes[i]
+		if d.Kind != KindDeleted {
+			continue
+		}
+		adds := bySize[d.OldSize]
+		if len(adds) == 0 {
+			continue
+		}
+		if d.OldHash == nil {
+			st, ok := p.unhashed[d.Path]
+			if !ok {
+				continue // not a regular file, or W changed: no trustworthy base
+			}
+			dg, ok, err := p.digestW(d.Path, st)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				continue
+			}
+			d.OldHash = dg.Sum
+		}
+		for _, a := range adds {
+			if changes[a].SameAs == "" && bytes.Equal(changes[a].NewHash, d.OldHash) {
+				changes[a].SameAs = d.Path
+			}
+		}
+	}
+	return nil
+}

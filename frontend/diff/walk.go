@@ -1,0 +1,156 @@
+package diff
+
+import (
+	"context"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/manifest"
+)
+
+// node is one entry found by a tree walk: its relative path and lstat.
+type node struct {
+	path string
+	st   manifest.Stat
+}
+
+// walker lists every entry below a root with a pool of goroutines sharing a stack of
+// directories to read. Each directory is opened beneath the root without following
+// symlinks; entries are lstat'ed with fstatat(dirfd, name, AT_SYMLINK_NOFOLLOW).
+type walker struct {
+	r *root
+
+	mu      sync.Mutex
+	cond    sync.Cond
+	stack   []string // relative paths of directories still to read ("" = root)
+	pending int      // directories pushed and not yet finished
+	err     error
+}
+
+// walkTree returns every entry below r (not the root itself), sorted by path bytes,
+// using workers goroutines.
+func walkTree(ctx context.Context, r *root, workers int) ([]node, error) {
+	w := &walker{r: r, stack: []string{""}, pending: 1}
+	w.cond.L = &w.mu
+	if workers < 1 {
+		workers = 1
+	}
+	out := make([][]node, workers)
+	var wg sync.WaitGroup
+	for i := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i] = w.run(ctx)
+		}()
+	}
+	wg.Wait()
+	if w.err != nil {
+		return nil, w.err
+	}
+	n := 0
+	for _, o := range out {
+		n += len(o)
+	}
+	all := make([]node, 0, n)
+	for _, o := range out {
+		all = append(all, o...)
+	}
+	slices.SortFunc(all, func(a, b node) int { return strings.Compare(a.path, b.path) })
+	return all, nil
+}
+
+func (w *walker) run(ctx context.Context) []node {
+	var found []node
+	var names []string
+	for {
+		w.mu.Lock()
+		for len(w.stack) == 0 && w.pending > 0 && w.err == nil {
+			w.cond.Wait()
+		}
+		if w.pending == 0 || w.err != nil {
+			w.mu.Unlock()
+			return found
+		}
+		dir := w.stack[len(w.stack)-1]
+		w.stack = w.stack[:len(w.stack)-1]
+		w.mu.Unlock()
+
+		var subdirs []string
+		var err error
+		if err = ctx.Err(); err == nil {
+			found, names, subdirs, err = w.readDir(dir, found, names[:0])
+		}
+
+		w.mu.Lock()
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.stack = append(w.stack, subdirs...)
+		w.pending += len(subdirs) - 1
+		if w.pending == 0 || w.err != nil {
+			w.cond.Broadcast()
+		} else {
+			for range subdirs {
+				w.cond.Signal()
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// readDir lists dir, appends its entries to found and returns its subdirectories.
+func (w *walker) readDir(dir string, found []node, names []string) ([]node, []string, []string, error) {
+	fd, err := w.r.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return found, names, nil, err
+	}
+	f := os.NewFile(uintptr(fd), w.r.name+":"+Escape(dir))
+	defer f.Close()
+	names, err = readNames(fd, names)
+	if err != nil {
+		return found, names, nil, &os.PathError{Op: "getdents", Path: f.Name(), Err: err}
+	}
+	var subdirs []string
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	for _, name := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if err == unix.ENOENT {
+				continue // removed since getdents (W being edited)
+			}
+			return found, names, nil, &os.PathError{Op: "fstatat", Path: w.r.name + ":" + Escape(prefix+name), Err: err}
+		}
+		n := node{path: prefix + name, st: statFrom(&st)}
+		found = append(found, n)
+		if n.st.Type == manifest.TypeDir {
+			subdirs = append(subdirs, n.path)
+		}
+	}
+	return found, names, subdirs, nil
+}
+
+// readNames appends the names in the directory fd (without "." and "..") to names.
+func readNames(fd int, names []string) ([]string, error) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return names, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
