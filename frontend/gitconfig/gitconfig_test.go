@@ -1,0 +1,231 @@
+package gitconfig
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+func TestParse(t *testing.T) {
+	in := "\xef\xbb\xbf# comment\n" +
+		"[Core]\n\trepositoryFormatVersion = 0\r\n" +
+		"\tbare = false ; trailing comment\n" +
+		"\tIgnoreCase\n" +
+		"[remote \"Origin \\\"x\\\\\"] url = git@host:r.git\n" +
+		"\tfetch = +refs/heads/*:refs/remotes/origin/*   \n" +
+		"[alias]\n\tlg = \"log  --graph # not a comment\" --oneline\n" +
+		"\tmulti = one \\\n  two\\tthree\\n\n" +
+		"\tempty =\n" +
+		"; another\n[Branch.Main]\n\tremote = origin\n"
+	got, err := Parse([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{Sections: []Section{
+		{Name: "core", Vars: []Var{{Name: "repositoryformatversion", Value: "0"}, {Name: "bare", Value: "false"}, {Name: "ignorecase", NoValue: true}}},
+		{Name: "remote", Sub: `Origin "x\`, HasSub: true, Vars: []Var{{Name: "url", Value: "git@host:r.git"}, {Name: "fetch", Value: "+refs/heads/*:refs/remotes/origin/*"}}},
+		{Name: "alias", Vars: []Var{{Name: "lg", Value: "log  --graph # not a comment --oneline"}, {Name: "multi", Value: "one   two\tthree\n"}, {Name: "empty", Value: ""}}},
+		{Name: "branch.main", Vars: []Var{{Name: "remote", Value: "origin"}}},
+	}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("Parse:\n got %#v\nwant %#v", got, want)
+	}
+	again, err := Parse(got.Bytes())
+	if err != nil {
+		t.Fatalf("reparse canonical form: %v\n%s", err, got.Bytes())
+	}
+	if !reflect.DeepEqual(again, got) {
+		t.Fatalf("canonical form does not round-trip:\n%s\n got %#v", got.Bytes(), again)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, in := range []string{
+		"key = value\n",                  // outside any section
+		"[core\n",                        // unterminated header
+		"[core \"x]\n",                   // unterminated subsection
+		"[core x]\n",                     // unquoted subsection
+		"[core \"x\" ]\n",                // junk after subsection
+		"[]\n",                           // empty name
+		"[co/re]\n",                      // bad char
+		"[core]\n\t1abc = x\n",           // name must start with a letter
+		"[core]\n\tabc x\n",              // missing '='
+		"[core]\n\ta = \"open\n",         // unterminated quote
+		"[core]\n\ta = bad \\q escape\n", // bad escape
+	} {
+		if _, err := Parse([]byte(in)); !errors.Is(err, ErrSyntax) {
+			t.Errorf("Parse(%q) = %v, want ErrSyntax", in, err)
+		}
+	}
+}
+
+const tok = "CANARYtok3n9f8e7d"
+
+// TestSanitizeKeys checks each credential position on its own: the token is gone, the
+// removal is reported under the right key, and unrelated content survives.
+func TestSanitizeKeys(t *testing.T) {
+	keep := "[core]\n\tbare = false\n"
+	for _, tc := range []struct {
+		name, in, key, reason, want string // want: a string that must remain in the output
+	}{
+		{"remote url user:token", `[remote "origin"]` + "\n\turl = https://user:" + tok + "@github.com/o/r.git\n", "remote.origin.url", ReasonURLCredentials, "url = https://github.com/o/r.git"},
+		{"remote url token as user", `[remote "origin"]` + "\n\turl = https://" + tok + "@github.com/o/r.git\n", "remote.origin.url", ReasonURLCredentials, "https://github.com/o/r.git"},
+		{"pushurl", `[remote "o"]` + "\n\tpushurl = https://x-access-token:" + tok + "@h/r\n", "remote.o.pushurl", ReasonURLCredentials, "pushurl = https://h/r"},
+		{"submodule url", `[submodule "s"]` + "\n\turl = https://u:" + tok + "@h/s\n", "submodule.s.url", ReasonURLCredentials, "url = https://h/s"},
+		{"ssh password", `[remote "o"]` + "\n\turl = ssh://git:" + tok + "@h/r\n", "remote.o.url", ReasonURLCredentials, "ssh://git@h/r"},
+		{"http extraheader", "[http]\n\textraHeader = Authorization: Bearer " + tok + "\n", "http.extraheader", ReasonExtraHeader, "[http]"},
+		{"http url extraheader", `[http "https://github.com/"]` + "\n\textraheader = AUTHORIZATION: basic " + tok + "\n\tsslVerify = true\n", "http.https://github.com/.extraheader", ReasonExtraHeader, "sslverify = true"},
+		{"credential helper", "[credential]\n\thelper = store --file=/tmp/" + tok + "\n", "credential", ReasonCredential, ""},
+		{"credential url section", `[credential "https://h"]` + "\n\tusername = " + tok + "\n", "credential.https://h", ReasonCredential, ""},
+		{"include", "[include]\n\tpath = ~/" + tok + ".inc\n", "include", ReasonInclude, ""},
+		{"includeIf", `[includeIf "gitdir:~/w/"]` + "\n\tpath = " + tok + "\n", "includeif.gitdir:~/w/", ReasonInclude, ""},
+		{"core.fsmonitor", "[core]\n\tfsmonitor = /bin/" + tok + "\n", "core.fsmonitor", ReasonCommand, ""},
+		{"core.hooksPath", "[core]\n\thooksPath = /" + tok + "\n", "core.hookspath", ReasonCommand, ""},
+		{"core.sshCommand", "[core]\n\tsshCommand = ssh -i /" + tok + "\n", "core.sshcommand", ReasonCommand, ""},
+		{"core.askPass", "[core]\n\taskpass = " + tok + "\n", "core.askpass", ReasonCommand, ""},
+		{"insteadOf value with creds", `[url "https://github.com/"]` + "\n\tinsteadOf = https://u:" + tok + "@github.com/\n", "url.https://github.com/", ReasonInsteadOf, ""},
+		{"insteadOf base with creds", `[url "https://u:` + tok + `@github.com/"]` + "\n\tinsteadOf = https://github.com/\n", "url.https://github.com/", ReasonURLCredentials, ""},
+		{"smtp pass", "[sendemail]\n\tsmtpPass = " + tok + "\n", "sendemail.smtppass", ReasonSecretName, ""},
+		{"token name", "[github]\n\toauthToken = " + tok + "\n", "github.oauthtoken", ReasonSecretName, ""},
+		{"proxy url", "[http]\n\tproxy = http://u:" + tok + "@proxy:3128\n", "http.proxy", ReasonURLCredentials, "proxy = http://proxy:3128"},
+		{"dotted credential", "[credential.https://h]\n", "", "", ""}, // bad syntax: ':' in name
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, removed, err := Sanitize([]byte(keep + tc.in))
+			if tc.key == "" {
+				if !errors.Is(err, ErrSyntax) {
+					t.Fatalf("want ErrSyntax, got %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(out), tok) {
+				t.Fatalf("token survived:\n%s", out)
+			}
+			if !strings.Contains(string(out), "bare = false") {
+				t.Fatalf("unrelated content lost:\n%s", out)
+			}
+			if tc.want != "" && !strings.Contains(string(out), tc.want) {
+				t.Fatalf("output lacks %q:\n%s", tc.want, out)
+			}
+			if len(removed) != 1 || removed[0] != (Removal{tc.key, tc.reason}) {
+				t.Fatalf("removed = %+v, want [{%s %s}]", removed, tc.key, tc.reason)
+			}
+			for _, r := range removed {
+				if strings.Contains(r.Key, tok) {
+					t.Fatalf("removal key leaks token: %q", r.Key)
+				}
+			}
+			again, rem2, err := Sanitize(out)
+			if err != nil || string(again) != string(out) || len(rem2) != 0 {
+				t.Fatalf("not idempotent: err=%v removed=%v\n%s\n---\n%s", err, rem2, out, again)
+			}
+		})
+	}
+}
+
+func TestSanitizeKeepsOrdinary(t *testing.T) {
+	in := "[core]\n\tbare = false\n[remote \"origin\"]\n\turl = git@github.com:o/r.git\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n" +
+		"[remote \"u\"]\n\turl = ssh://git@github.com/o/r\n[url \"git@github.com:\"]\n\tinsteadof = https://github.com/\n" +
+		"[filter \"lfs\"]\n\tprocess = git-lfs filter-process\n"
+	out, removed, err := Sanitize([]byte(in))
+	if err != nil || len(removed) != 0 {
+		t.Fatalf("err=%v removed=%v", err, removed)
+	}
+	if string(out) != in {
+		t.Fatalf("ordinary config changed:\n%s", out)
+	}
+}
+
+func TestStripURLCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"https://u:p@h/x":             "https://h/x",
+		"https://a@b@h":               "https://h",
+		"HTTPS://tok@h":               "HTTPS://h",
+		"ssh://git@h/r":               "ssh://git@h/r",
+		"ssh://git:pw@h/r":            "ssh://git@h/r",
+		"git@github.com:o/r":          "git@github.com:o/r",
+		"x https://u:p@a y ftp://q@b": "x https://a y ftp://b",
+		"https://h/path@x":            "https://h/path@x",
+	} {
+		if got := StripURLCredentials(in); got != want {
+			t.Errorf("StripURLCredentials(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// credentialTemplates put %s (the token) in each credential position Sanitize handles.
+var credentialTemplates = []string{
+	"[remote \"o\"]\n\turl = https://user:%s@example.net/r\n",
+	"[remote \"o\"]\n\tpushurl = https://%s@example.net/r\n",
+	"[submodule \"s\"]\n\turl = ssh://git:%s@example.net/s\n",
+	"[http]\n\textraHeader = Authorization: Bearer %s\n",
+	"[http \"https://example.net\"]\n\textraheader = X: %s\n",
+	"[credential]\n\thelper = store %s\n",
+	"[credential \"https://example.net\"]\n\tusername = %s\n",
+	"[include]\n\tpath = %s\n",
+	"[includeIf \"gitdir:/w/\"]\n\tpath = %s\n",
+	"[core]\n\tfsmonitor = %s\n",
+	"[core]\n\thooksPath = %s\n",
+	"[core]\n\tsshCommand = ssh -i %s\n",
+	"[url \"https://example.net/\"]\n\tinsteadOf = https://u:%s@example.net/\n",
+	"[url \"https://u:%s@example.net/\"]\n\tinsteadOf = https://example.net/\n",
+	"[sendemail]\n\tsmtpPass = %s\n",
+}
+
+// FuzzSanitize: Sanitize never panics; a token placed in a credential position (between
+// arbitrary config text) never appears in the output; the output re-sanitizes to itself.
+func FuzzSanitize(f *testing.F) {
+	f.Add("[core]\n\tbare = false\n", "ghp1234567890abc", uint8(0), "[user]\n\tname = x\n")
+	f.Add("[a \"b\"] c = \"d\\\\\" ; e\n", "tokentoken", uint8(5), "[x.y]\nz\n")
+	f.Add("[a]\nb = c\\", "secretvalue1", uint8(13), "")
+	f.Add("", "AbCdEfGh12", uint8(3), "[http]\n\textraHeader = a\n")
+	f.Fuzz(func(t *testing.T, before, token string, which uint8, after string) {
+		// Plain Sanitize on arbitrary input: no panic, idempotent output.
+		for _, in := range []string{before, after} {
+			out, _, err := Sanitize([]byte(in))
+			if err != nil {
+				continue
+			}
+			again, rem, err := Sanitize(out)
+			if err != nil || string(again) != string(out) || len(rem) != 0 {
+				t.Fatalf("not idempotent for %q: err=%v removed=%v\nout:  %q\nagain:%q", in, err, rem, out, again)
+			}
+		}
+		// A token in a credential position must disappear.
+		token = strings.Map(func(r rune) rune {
+			if r < unicode.MaxASCII && (unicode.IsLetter(r) || unicode.IsDigit(r)) {
+				return r
+			}
+			return -1
+		}, token)
+		if len(token) < 8 {
+			return
+		}
+		tmpl := credentialTemplates[int(which)%len(credentialTemplates)]
+		in := before + "\n\n" + strings.Replace(tmpl, "%s", token, 1) + after
+		if strings.Count(strings.ToLower(in), strings.ToLower(token)) != 1 {
+			return // the token also occurs outside the credential position
+		}
+		out, removed, err := Sanitize([]byte(in))
+		if err != nil {
+			return
+		}
+		if strings.Contains(strings.ToLower(string(out)), strings.ToLower(token)) {
+			t.Fatalf("token %q survived in\n%s\nfrom\n%s", token, out, in)
+		}
+		for _, r := range removed {
+			if strings.Contains(strings.ToLower(r.Key), strings.ToLower(token)) {
+				t.Fatalf("removal key %q leaks the token", r.Key)
+			}
+		}
+		again, rem, err := Sanitize(out)
+		if err != nil || string(again) != string(out) || len(rem) != 0 {
+			t.Fatalf("not idempotent: err=%v removed=%v", err, rem)
+		}
+	})
+}
