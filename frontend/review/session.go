@@ -1,0 +1,547 @@
+package review
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"strconv"
+	"strings"
+
+	"brood.dev/brood/frontend/diff"
+)
+
+// DefaultMaxLines is how many diff lines a change shows before "v" (view all).
+const DefaultMaxLines = 200
+
+// Session is one interactive review over a terminal. In delivers key presses one byte at a
+// time (a terminal in raw mode, see Terminal); Out receives the screen.
+type Session struct {
+	Changes   []diff.Change
+	Trees     Trees
+	In        io.Reader
+	Out       io.Writer
+	Color     bool
+	Workspace string // shown in the final confirmation
+	MaxLines  int    // diff lines per change before "v"; 0 means DefaultMaxLines
+}
+
+// entry is a change with the contents the review loaded for it.
+type entry struct {
+	c                diff.Change
+	old, new         string // W now, S; "" when absent or not loaded
+	haveOld, haveNew bool   // regular file read on that side
+	oldErr, newErr   error  // why a side was not read (nil: absent by kind, or read)
+	binary           bool   // either side binary (or too large): sizes and hashes only
+	becameBinary     bool   // base text, new content binary: diff of printable text + flag
+	hunks            []Hunk // W -> S (text only)
+}
+
+// errQuit is returned by decide when the developer pressed q.
+var errQuit = errors.New("quit")
+
+// Run shows every change, asks for a decision on each, then prints a summary and asks for
+// confirmation. It returns one decision per change (in order; changes left when the
+// developer quit are Skip) and whether the developer confirmed applying the accepted ones.
+// It returns ErrAborted on Ctrl-C, Ctrl-D or end of input: nothing is to be applied then.
+func (s *Session) Run() ([]Decision, bool, error) {
+	p := &printer{w: s.Out, color: s.Color}
+	k := &keys{r: s.In, p: p}
+	ds := make([]Decision, len(s.Changes))
+	for i := range ds {
+		ds[i] = Decision{Change: s.Changes[i], Verdict: Skip, Note: "not reviewed"}
+	}
+	p.printf("Reviewing %d change(s). Press ? for help.\n", len(s.Changes))
+	for i := range s.Changes {
+		e := s.load(s.Changes[i])
+		d, err := s.decide(p, k, e, i)
+		if errors.Is(err, errQuit) {
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		ds[i] = d
+		if p.err != nil {
+			return nil, false, fmt.Errorf("write review: %w", p.err)
+		}
+	}
+	ok, err := s.confirm(p, k, ds)
+	if err != nil {
+		return nil, false, err
+	}
+	if p.err != nil {
+		return nil, false, fmt.Errorf("write review: %w", p.err)
+	}
+	return ds, ok, nil
+}
+
+// load reads the sides of c the review shows.
+func (s *Session) load(c diff.Change) *entry {
+	e := &entry{c: c}
+	readOld := c.Kind == diff.KindModified || c.Kind == diff.KindDeleted || c.Kind == diff.KindConflict
+	readNew := c.Kind == diff.KindModified || c.Kind == diff.KindAdded || c.Kind == diff.KindConflict
+	if readOld {
+		b, err := s.Trees.Workspace(c.Path)
+		e.old, e.haveOld, e.oldErr = string(b), err == nil, err
+	}
+	if readNew {
+		b, err := s.Trees.Snapshot(c.Path)
+		e.new, e.haveNew, e.newErr = string(b), err == nil, err
+	}
+	// A side that does not exist (deleted in S, or by the developer in W) is empty text;
+	// a side that exists but could not be read (too large, not regular) makes the change
+	// binary-like: only sizes and hashes are shown and hunk selection is off.
+	for _, err := range []error{e.oldErr, e.newErr} {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			e.binary = true
+		}
+	}
+	oldBin, newBin := isBinary([]byte(e.old)), isBinary([]byte(e.new))
+	if c.BecameBinary || (!oldBin && newBin && e.haveOld && e.old != "") {
+		e.becameBinary = true
+	} else if c.Binary || oldBin || newBin {
+		e.binary = true
+	}
+	if (readOld || readNew) && !e.binary {
+		hs, err := Hunks(e.old, e.new)
+		if err != nil {
+			e.binary, e.oldErr = true, err
+		}
+		e.hunks = hs
+	}
+	return e
+}
+
+// show prints a change: header, then its diff (limited to maxLines lines; 0 = all).
+func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
+	c := e.c
+	stat := ""
+	if e.hunks != nil {
+		stat = diffStat(e.hunks)
+	}
+	p.header(i, len(s.Changes), c, stat)
+	for _, err := range []error{e.oldErr, e.newErr} {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.printf("  note: %s\n", EscapeLine(err.Error()))
+		}
+	}
+	switch c.Kind {
+	case diff.KindRefused:
+		p.printf("  %s\n", p.paint(sgrBoldRed, "This change is refused and cannot be accepted."))
+		return
+	case diff.KindSymlink, diff.KindType:
+		p.printf("  W: %s\n  S: %s\n", s.describe(s.Trees.W, c.Path), s.describe(s.Trees.S, c.Path))
+		return
+	case diff.KindMode:
+		return
+	case diff.KindConflict:
+		p.printf("  %s\n", p.paint(sgrYellow, "You changed this file in W after the snapshot, and the agent changed it in S."))
+		if _, err := s.Trees.BaseCopy(c.Path, c.OldHash); err == nil {
+			p.printf("  A three-way merge is available (m).\n")
+		} else {
+			p.printf("  No three-way merge: %s. Pick w (keep yours) or t (take the agent's).\n", EscapeLine(err.Error()))
+		}
+	}
+	switch {
+	case e.binary:
+		p.binary(c, []byte(e.old), []byte(e.new), e.haveOld, e.haveNew)
+	case e.becameBinary:
+		p.printf("  %s\n", p.paint(sgrBoldRed, "TEXT -> BINARY: the new content has NUL bytes; printable changes below (non-printable bytes escaped)"))
+		p.binary(c, []byte(e.old), []byte(e.new), e.haveOld, e.haveNew)
+		p.hunks(s.oldLabel(c), s.newLabel(c), e.hunks, maxLines)
+	default:
+		p.hunks(s.oldLabel(c), s.newLabel(c), e.hunks, maxLines)
+	}
+}
+
+func (s *Session) oldLabel(c diff.Change) string {
+	if c.Kind == diff.KindConflict {
+		return "W (yours, now) " + EscapeName(c.Path)
+	}
+	return "W " + EscapeName(c.Path)
+}
+
+func (s *Session) newLabel(c diff.Change) string { return "S (agent) " + EscapeName(c.Path) }
+
+// describe says what path is in the tree dir, for symlink and type changes: the kind of
+// entry and, for a symlink, its escaped target (read with readlink, never followed).
+func (s *Session) describe(dir, path string) string {
+	fi, err := s.Trees.Lstat(dir, path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "(absent)"
+	}
+	if err != nil {
+		return "(" + EscapeLine(err.Error()) + ")"
+	}
+	switch m := fi.Mode(); {
+	case m&fs.ModeSymlink != 0:
+		t, err := s.Trees.Readlink(dir, path)
+		if err != nil {
+			return "symlink (" + EscapeLine(err.Error()) + ")"
+		}
+		return "symlink -> " + EscapeName(t)
+	case m.IsDir():
+		return "directory"
+	case m.IsRegular():
+		return fmt.Sprintf("regular file, %d bytes, mode %04o", fi.Size(), m.Perm())
+	default:
+		return "special file (" + m.Type().String() + ")"
+	}
+}
+
+func (s *Session) maxLines() int {
+	if s.MaxLines > 0 {
+		return s.MaxLines
+	}
+	return DefaultMaxLines
+}
+
+// decide runs the prompt loop for one change.
+func (s *Session) decide(p *printer, k *keys, e *entry, i int) (Decision, error) {
+	c := e.c
+	s.show(p, e, i, s.maxLines())
+	canHunks := c.Kind == diff.KindModified && !e.binary && !e.becameBinary && len(e.hunks) > 0
+	var choices, helpText string
+	switch c.Kind {
+	case diff.KindRefused:
+		choices, helpText = "r,s,v,q,?", helpRefused
+	case diff.KindConflict:
+		choices, helpText = "w,t,m,s,v,q,?", helpConflict
+	default:
+		choices, helpText = "a,r,s,v,q,?", helpChange
+		if canHunks {
+			choices, helpText = "a,r,s,h,v,q,?", helpChange+helpHunks
+		}
+	}
+	prompt := fmt.Sprintf("%s [%s]? ", promptFor(c.Kind), choices)
+	for {
+		key, err := k.read(p.paint(sgrBold, prompt))
+		if err != nil {
+			return Decision{}, err
+		}
+		switch {
+		case key == 'q':
+			return Decision{}, errQuit
+		case key == '?':
+			p.printf("%s", helpText)
+		case key == 'v':
+			s.view(p, e, i)
+		case key == 's':
+			return Decision{Change: c, Verdict: Skip, Note: "skipped"}, nil
+		case c.Kind == diff.KindRefused:
+			if key == 'r' {
+				return Decision{Change: c, Verdict: Reject, Note: "refused: " + c.Reason}, nil
+			}
+			if key == 'a' {
+				p.printf("  refused (%s): this change cannot be accepted.\n", EscapeLine(c.Reason))
+				continue
+			}
+			p.printf("  unknown key; ? for help\n")
+		case c.Kind == diff.KindConflict:
+			switch key {
+			case 'w', 'r':
+				return Decision{Change: c, Verdict: Reject, Note: "conflict: kept yours (W)"}, nil
+			case 't':
+				ok, err := s.confirmRisk(p, k, c)
+				if err != nil {
+					return Decision{}, err
+				}
+				if ok {
+					return Decision{Change: c, Verdict: Accept, Note: "conflict: took the agent's (S)"}, nil
+				}
+			case 'm':
+				d, ok, err := s.merge(p, k, e)
+				if err != nil || ok {
+					return d, err
+				}
+			case 'a':
+				p.printf("  conflict: choose w (keep yours), t (take the agent's) or m (three-way merge).\n")
+			default:
+				p.printf("  unknown key; ? for help\n")
+			}
+		case key == 'a':
+			ok, err := s.confirmRisk(p, k, c)
+			if err != nil {
+				return Decision{}, err
+			}
+			if ok {
+				return Decision{Change: c, Verdict: Accept, Note: "accepted"}, nil
+			}
+		case key == 'r':
+			return Decision{Change: c, Verdict: Reject, Note: "rejected"}, nil
+		case key == 'h' && canHunks:
+			d, ok, err := s.selectHunks(p, k, e)
+			if err != nil || ok {
+				return d, err
+			}
+		default:
+			p.printf("  unknown key; ? for help\n")
+		}
+	}
+}
+
+func promptFor(k diff.Kind) string {
+	switch k {
+	case diff.KindRefused:
+		return "Refused change"
+	case diff.KindConflict:
+		return "Resolve conflict"
+	}
+	return "Apply this change to W"
+}
+
+// view prints the change again without the line limit; for a conflict with a base copy it
+// also prints each side's own changes since the snapshot.
+func (s *Session) view(p *printer, e *entry, i int) {
+	s.show(p, e, i, 0)
+	if e.c.Kind != diff.KindConflict || e.binary || e.becameBinary {
+		return
+	}
+	base, err := s.Trees.BaseCopy(e.c.Path, e.c.OldHash)
+	if err != nil || isBinary(base) {
+		return
+	}
+	for _, side := range []struct{ label, text string }{{"W (yours, now)", e.old}, {"S (agent)", e.new}} {
+		hs, err := Hunks(string(base), side.text)
+		if err != nil {
+			continue
+		}
+		p.printf("%s\n", p.paint(sgrBold, "Changes in "+side.label+" since the snapshot:"))
+		p.hunks("base "+EscapeName(e.c.Path), side.label+" "+EscapeName(e.c.Path), hs, 0)
+	}
+}
+
+// confirmRisk asks a second, explicit confirmation for a high-risk change; it returns true
+// at once for others.
+func (s *Session) confirmRisk(p *printer, k *keys, c diff.Change) (bool, error) {
+	if c.Risk == "" {
+		return true, nil
+	}
+	key, err := k.read(p.paint(sgrBoldRed, "HIGH RISK ("+EscapeLine(c.Risk)+"): really accept? [y/N] "))
+	if err != nil {
+		return false, err
+	}
+	if key == 'y' || key == 'Y' {
+		return true, nil
+	}
+	p.printf("  not accepted.\n")
+	return false, nil
+}
+
+// selectHunks asks y/n for each hunk and returns an Accept with exactly W plus the chosen
+// hunks, a Reject when none was chosen, or ok=false when a high-risk selection was not
+// confirmed.
+func (s *Session) selectHunks(p *printer, k *keys, e *entry) (Decision, bool, error) {
+	chosen := make([]bool, len(e.hunks))
+	var picked []string
+	for j := range e.hunks {
+		p.printf("%s\n", p.paint(sgrBold, fmt.Sprintf("hunk %d/%d of %s", j+1, len(e.hunks), EscapeName(e.c.Path))))
+		p.hunk(&e.hunks[j])
+		for {
+			key, err := k.read(p.paint(sgrBold, "Apply this hunk [y,n,?]? "))
+			if err != nil {
+				return Decision{}, false, err
+			}
+			if key == 'y' || key == 'n' {
+				chosen[j] = key == 'y'
+				break
+			}
+			p.printf("%s", helpHunk)
+		}
+		if chosen[j] {
+			picked = append(picked, strconv.Itoa(j+1))
+		}
+	}
+	note := fmt.Sprintf("hunks %s of %d", strings.Join(picked, ","), len(e.hunks))
+	switch len(picked) {
+	case 0:
+		return Decision{Change: e.c, Verdict: Reject, Note: "no hunk selected"}, true, nil
+	case len(e.hunks):
+		note = fmt.Sprintf("all %d hunks", len(e.hunks))
+	}
+	out, err := Select(e.old, e.hunks, chosen)
+	if err != nil {
+		return Decision{}, false, fmt.Errorf("select hunks of %s: %w", EscapeName(e.c.Path), err)
+	}
+	ok, err := s.confirmRisk(p, k, e.c)
+	if err != nil || !ok {
+		return Decision{}, false, err
+	}
+	d := Decision{Change: e.c, Verdict: Accept, Note: note}
+	if len(picked) < len(e.hunks) {
+		d.Content = []byte(out)
+	}
+	p.printf("  selected %s.\n", note)
+	return d, true, nil
+}
+
+// merge runs the three-way merge of a conflict. A clean result can be accepted after it
+// was shown; a conflicted one is shown with markers and never accepted.
+func (s *Session) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
+	base, err := s.Trees.BaseCopy(e.c.Path, e.c.OldHash)
+	if err != nil {
+		p.printf("  three-way merge unavailable: %s\n  Pick w (keep yours) or t (take the agent's); v shows both sides.\n", EscapeLine(err.Error()))
+		return Decision{}, false, nil
+	}
+	if e.binary || e.becameBinary || isBinary(base) || !e.haveOld || !e.haveNew {
+		p.printf("  three-way merge unavailable: both sides must be text files. Pick w or t.\n")
+		return Decision{}, false, nil
+	}
+	merged, n := Merge3(string(base), e.old, e.new)
+	if n > 0 {
+		p.printf("%s\n", p.paint(sgrBoldRed, fmt.Sprintf("three-way merge: %d conflicting region(s); result with markers:", n)))
+		p.text(merged, 0)
+		p.printf("  A conflicted merge is not accepted. Pick w (keep yours) or t (take the agent's).\n")
+		return Decision{}, false, nil
+	}
+	hs, err := Hunks(e.old, merged)
+	if err != nil {
+		return Decision{}, false, fmt.Errorf("diff merge of %s: %w", EscapeName(e.c.Path), err)
+	}
+	p.printf("%s\n", p.paint(sgrGreen, "three-way merge is clean; it changes your current file as follows:"))
+	p.hunks("W (yours, now) "+EscapeName(e.c.Path), "merged "+EscapeName(e.c.Path), hs, 0)
+	key, err := k.read(p.paint(sgrBold, "Accept the merged result [y/N]? "))
+	if err != nil {
+		return Decision{}, false, err
+	}
+	if key != 'y' && key != 'Y' {
+		p.printf("  merge not taken.\n")
+		return Decision{}, false, nil
+	}
+	ok, err := s.confirmRisk(p, k, e.c)
+	if err != nil || !ok {
+		return Decision{}, false, err
+	}
+	return Decision{Change: e.c, Verdict: Accept, Content: []byte(merged), Note: "three-way merge"}, true, nil
+}
+
+// confirm prints the summary and asks whether to apply the accepted changes.
+func (s *Session) confirm(p *printer, k *keys, ds []Decision) (bool, error) {
+	na, nr, ns := Count(ds, Accept), Count(ds, Reject), Count(ds, Skip)
+	p.printf("\n%s %d to apply, %d rejected, %d skipped\n", p.paint(sgrBold, "Summary:"), na, nr, ns)
+	for _, d := range ds {
+		v := string(d.Verdict)
+		switch d.Verdict {
+		case Accept:
+			v = p.paint(sgrGreen, fmt.Sprintf("%-6s", v))
+		case Reject:
+			v = p.paint(sgrRed, fmt.Sprintf("%-6s", v))
+		default:
+			v = fmt.Sprintf("%-6s", v)
+		}
+		risk := ""
+		if d.Change.Risk != "" {
+			risk = " " + p.paint(sgrBoldRed, "[HIGH RISK]")
+		}
+		p.printf("  %s %-9s %s%s  (%s)\n", v, d.Change.Kind, EscapeName(d.Change.Path), risk, EscapeLine(d.Note))
+	}
+	if na == 0 {
+		p.printf("Nothing to apply; W is unchanged.\n")
+		return false, nil
+	}
+	where := "W"
+	if s.Workspace != "" {
+		where = EscapeName(s.Workspace)
+	}
+	key, err := k.read(p.paint(sgrBold, fmt.Sprintf("Apply %d change(s) to %s? [y/N] ", na, where)))
+	if err != nil {
+		return false, err
+	}
+	if key != 'y' && key != 'Y' {
+		p.printf("Nothing applied; W is unchanged.\n")
+		return false, nil
+	}
+	return true, nil
+}
+
+// keys reads single key presses.
+type keys struct {
+	r   io.Reader
+	p   *printer
+	buf [1]byte
+}
+
+// read prints prompt, then returns the next key press, echoed with a newline. Enter is
+// ignored; ESC sequences (arrow keys) are consumed and ignored; Ctrl-C, Ctrl-D and end of
+// input return ErrAborted.
+func (k *keys) read(prompt string) (byte, error) {
+	k.p.printf("%s", prompt)
+	for {
+		c, err := k.byte()
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case c == 0x03 || c == 0x04: // Ctrl-C, Ctrl-D
+			k.p.printf("\n")
+			return 0, ErrAborted
+		case c == '\r' || c == '\n' || c == ' ':
+			continue
+		case c == 0x1b:
+			if err := k.skipEscape(); err != nil {
+				return 0, err
+			}
+			continue
+		case c >= 0x20 && c < 0x7f:
+			k.p.printf("%c\n", c)
+			return c, nil
+		}
+	}
+}
+
+func (k *keys) byte() (byte, error) {
+	n, err := k.r.Read(k.buf[:])
+	if n == 1 {
+		return k.buf[0], nil
+	}
+	if err == nil {
+		err = io.ErrNoProgress
+	}
+	if errors.Is(err, io.EOF) {
+		return 0, ErrAborted
+	}
+	return 0, fmt.Errorf("read key: %w", err)
+}
+
+// skipEscape consumes the rest of a CSI or SS3 sequence (ECMA-48: ESC [ params final,
+// final byte 0x40–0x7e) after ESC.
+func (k *keys) skipEscape() error {
+	c, err := k.byte()
+	if err != nil || (c != '[' && c != 'O') {
+		return err
+	}
+	for {
+		c, err := k.byte()
+		if err != nil {
+			return err
+		}
+		if c >= 0x40 && c <= 0x7e {
+			return nil
+		}
+	}
+}
+
+const (
+	helpChange = `  a  accept: apply the agent's version of this file to W
+  r  reject: keep W's version (recorded)
+  s  skip: decide later (nothing is applied, nothing recorded)
+  v  view the whole diff
+  q  quit: stop reviewing; the remaining changes are skipped
+  ?  this help
+  Ctrl-C aborts the review without applying anything.
+`
+	helpHunks = `  h  hunk-select: answer y/n for each hunk; W gets exactly the chosen hunks
+`
+	helpHunk = `  y  apply this hunk   n  leave this part of W as it is
+`
+	helpRefused = `  This change was refused by the diff (see the reason) and cannot be accepted.
+  r  reject (recorded)   s  skip   v  view   q  quit   ?  help
+`
+	helpConflict = `  W changed since the snapshot and S changed too: nothing is resolved for you.
+  w  keep yours (W unchanged; r does the same)
+  t  take the agent's version (S) over yours
+  m  three-way merge against the snapshot-time base (a clean merge can be accepted)
+  s  skip   v  view both sides   q  quit   ?  help
+`
+)

@@ -1,0 +1,60 @@
+package review
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+
+	"golang.org/x/term"
+)
+
+// IsTerminal reports whether f is a terminal.
+func IsTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
+
+// ColorOK reports whether output to f may be colored: f is a terminal, NO_COLOR
+// (no-color.org) is unset or empty, and TERM is not "dumb".
+func ColorOK(f *os.File) bool {
+	return IsTerminal(f) && os.Getenv("NO_COLOR") == "" && os.Getenv("TERM") != "dumb"
+}
+
+// Terminal is a terminal put in raw mode (golang.org/x/term.MakeRaw) so that the review
+// reads single key presses without Enter, sees Ctrl-C as a key (so it can abort cleanly
+// and restore the terminal), and echoes nothing by itself.
+type Terminal struct {
+	in    *os.File
+	state *term.State
+	// Out writes to the terminal, turning "\n" into "\r\n" (raw mode turns off the
+	// kernel's output processing, OPOST/ONLCR).
+	Out io.Writer
+}
+
+// OpenTerminal puts in (a terminal) in raw mode; output goes to out. Call Restore when done.
+func OpenTerminal(in, out *os.File) (*Terminal, error) {
+	st, err := term.MakeRaw(int(in.Fd()))
+	if err != nil {
+		return nil, fmt.Errorf("set raw mode on %s: %w", in.Name(), err)
+	}
+	return &Terminal{in: in, state: st, Out: crlfWriter{out}}, nil
+}
+
+// Read reads key presses.
+func (t *Terminal) Read(p []byte) (int, error) { return t.in.Read(p) }
+
+// Restore puts the terminal back in the mode it had before OpenTerminal.
+func (t *Terminal) Restore() error {
+	if err := term.Restore(int(t.in.Fd()), t.state); err != nil {
+		return fmt.Errorf("restore terminal %s: %w", t.in.Name(), err)
+	}
+	return nil
+}
+
+// crlfWriter writes "\r\n" for every "\n".
+type crlfWriter struct{ w io.Writer }
+
+func (c crlfWriter) Write(p []byte) (int, error) {
+	if _, err := c.w.Write(bytes.ReplaceAll(p, []byte("\n"), []byte("\r\n"))); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
