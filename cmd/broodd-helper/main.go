@@ -1,0 +1,11 @@
+// Command broodd-helper is brood's privileged helper: socket-activated, peer-credential
+// checked, Landlock-confined. All logic lives in package helper.
+package main
+
+import (
+	"os"
+
+	"brood.dev/brood/helper"
+)
+
+func main() { os.Exit(helper.Main(os.Args[1:])) }

@@ -1,0 +1,164 @@
+// Package api is the versioned wire protocol between the unprivileged brood frontend and
+// the privileged broodd-helper: the request and response types, the frame codec, the typed
+// errors and a typed client. Both sides import it, so it must stay small and must not
+// import nftables, netlink, Landlock or package helper (frontend/deps_test.go checks this).
+//
+// Transport: a Unix stream socket. Every message is one frame: a 4-byte big-endian body
+// length followed by a JSON body of at most MaxFrame bytes. Decoding is strict: unknown
+// fields and trailing data are rejected. The first call on a connection must be Hello.
+// File descriptors travel with SCM_RIGHTS on the frames of the calls that declare them
+// (Request.FDs); the API carries no filesystem paths at all.
+package api
+
+import (
+	"encoding/json"
+	"os"
+	"regexp"
+)
+
+// Version is the protocol version this package speaks. A helper answers a Hello of a
+// different version with CodeVersionMismatch.
+const Version = 1
+
+// MaxFrame is the largest frame body in bytes (64 KiB, DESIGN.md "Helper protocol").
+const MaxFrame = 64 << 10
+
+// MaxFDs is the largest number of descriptors one frame may carry.
+const MaxFDs = 4
+
+// DefaultSocket is where the frontend finds the helper (systemd/broodd-helper.socket).
+const DefaultSocket = "/run/brood/helper.sock"
+
+// SocketEnv names the environment variable that overrides DefaultSocket (tests, development).
+const SocketEnv = "BROOD_HELPER_SOCKET"
+
+// SocketPath returns the helper socket path: $BROOD_HELPER_SOCKET, or DefaultSocket.
+func SocketPath() string {
+	if p := os.Getenv(SocketEnv); p != "" {
+		return p
+	}
+	return DefaultSocket
+}
+
+// Call names. Each call declares how many descriptors its request carries (CallFDs).
+const (
+	CallHello          = "hello"
+	CallCreateSession  = "create_session"
+	CallListSessions   = "list_sessions"
+	CallDestroySession = "destroy_session"
+	CallDoctor         = "doctor"
+)
+
+// CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
+// whose Request.FDs or received descriptors differ is rejected with CodeBadRequest.
+var CallFDs = map[string]int{
+	CallHello:          0,
+	CallCreateSession:  1, // the workspace share: an O_DIRECTORY fd opened by the client
+	CallListSessions:   0,
+	CallDestroySession: 0,
+	CallDoctor:         0,
+}
+
+// Request is one call from the client. Args is the call's argument object (decoded
+// strictly into the call's *Args type); FDs is the number of descriptors attached.
+type Request struct {
+	Call string          `json:"call"`
+	FDs  int             `json:"fds,omitempty"`
+	Args json.RawMessage `json:"args,omitempty"`
+}
+
+// Response answers one Request: exactly one of Result and Error is set.
+type Response struct {
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  *Error          `json:"error,omitempty"`
+}
+
+// HelloArgs opens a conversation; Version must equal the helper's Version.
+type HelloArgs struct {
+	Version int `json:"version"`
+}
+
+// Peer is the identity the helper read from the socket (SO_PEERCRED) at accept. PID is for
+// logs only: pids are reused.
+type Peer struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	PID int32  `json:"pid"`
+}
+
+// Landlock is the helper's self-confinement status.
+type Landlock struct {
+	// ABI is the kernel's Landlock ABI version (0: no Landlock).
+	ABI int `json:"abi"`
+	// PinnedABI is the ABI the helper's rules were written and tested for.
+	PinnedABI int `json:"pinned_abi"`
+	// Enforced reports whether a ruleset was applied to the helper.
+	Enforced bool `json:"enforced"`
+	// Mode is "enforced", "degraded" (weaker or no confinement, allowed by config) or
+	// "off" (development: --no-landlock).
+	Mode string `json:"mode"`
+	// Detail explains a degraded or off mode.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Capabilities answers Hello.
+type Capabilities struct {
+	Version  int      `json:"version"`
+	Helper   string   `json:"helper"`   // helper build version
+	Backends []string `json:"backends"` // VM backends available on the host, e.g. "qemu", "krun"
+	Accel    string   `json:"accel"`    // "kvm" when /dev/kvm exists, else "tcg"
+	Landlock Landlock `json:"landlock"`
+	Peer     Peer     `json:"peer"`          // who the helper thinks you are
+	Policy   string   `json:"policy_digest"` // digest of the system egress policy ("none" until netpolicy lands)
+}
+
+// CreateSessionArgs creates a session. The workspace share is the single descriptor
+// attached to the request (an O_DIRECTORY fd the client opened); it has no fields.
+type CreateSessionArgs struct{}
+
+// SessionArgs names one of the caller's sessions.
+type SessionArgs struct {
+	ID string `json:"id"`
+}
+
+// ListSessionsArgs has no fields; the helper lists the caller's sessions (all for root).
+type ListSessionsArgs struct{}
+
+// DoctorArgs has no fields.
+type DoctorArgs struct{}
+
+// Session describes one helper session. Resource names are generated by the helper.
+type Session struct {
+	ID      string `json:"id"`
+	Owner   uint32 `json:"owner"`   // uid of the peer that created it
+	State   string `json:"state"`   // "created" (later: "running", "stopped")
+	Tap     string `json:"tap"`     // tap device name reserved for the session ("brd"+id)
+	Created int64  `json:"created"` // unix seconds
+}
+
+// SessionList answers ListSessions.
+type SessionList struct {
+	Sessions []Session `json:"sessions"`
+}
+
+// Empty is the result of calls that return nothing.
+type Empty struct{}
+
+// Check is one line of the helper's doctor report.
+type Check struct {
+	Name   string `json:"name"`
+	OK     bool   `json:"ok"`
+	Detail string `json:"detail"`
+}
+
+// DoctorReport answers Doctor.
+type DoctorReport struct {
+	Checks []Check `json:"checks"`
+}
+
+// sessionIDRe is the only form of session id: 8 lower-case hex digits, generated by the
+// helper, so a tap name "brd"+id is 11 bytes (the kernel limit is 15, IFNAMSIZ-1).
+var sessionIDRe = regexp.MustCompile(`^[0-9a-f]{8}$`)
+
+// ValidSessionID reports whether id has the form of a helper-generated session id.
+func ValidSessionID(id string) bool { return sessionIDRe.MatchString(id) }

@@ -1,0 +1,138 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DefaultCallTimeout bounds one call when the context has no deadline.
+const DefaultCallTimeout = 30 * time.Second
+
+// Client is a typed helper client on one connection. It is not safe for concurrent use;
+// open one Client per goroutine.
+type Client struct {
+	conn *Conn
+	// Caps is the helper's answer to Hello.
+	Caps Capabilities
+}
+
+// Dial connects to the helper socket at path and performs the Hello handshake. Errors
+// wrap the dial error (e.g. unix.ENOENT, unix.ECONNREFUSED, unix.EACCES) or the helper's
+// typed *Error, so the CLI can tell "socket missing" from "not in group brood".
+func Dial(ctx context.Context, path string) (*Client, error) {
+	var d net.Dialer
+	nc, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("dial helper %q: %w", path, err)
+	}
+	c := &Client{conn: NewConn(nc.(*net.UnixConn))}
+	if err := c.Call(ctx, CallHello, HelloArgs{Version: Version}, &c.Caps); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("hello helper %q: %w", path, err)
+	}
+	return c, nil
+}
+
+// NewClient wraps an established connection without a handshake (tests, raw use).
+func NewClient(conn *Conn) *Client { return &Client{conn: conn} }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Call sends one request with files attached and decodes the result into result (a
+// pointer, or nil to discard it). A helper error is returned as *Error.
+func (c *Client) Call(ctx context.Context, call string, args, result any, files ...*os.File) error {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("encode %s arguments: %w", call, err)
+	}
+	body, err := json.Marshal(Request{Call: call, FDs: len(files), Args: raw})
+	if err != nil {
+		return fmt.Errorf("encode %s request: %w", call, err)
+	}
+	return c.CallRaw(ctx, body, result, files...)
+}
+
+// CallRaw sends an already encoded request body; it exists so tests can send requests the
+// typed methods cannot produce.
+func (c *Client) CallRaw(ctx context.Context, body []byte, result any, files ...*os.File) error {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(DefaultCallTimeout)
+	}
+	if err := c.conn.UnixConn().SetDeadline(deadline); err != nil {
+		return fmt.Errorf("set deadline: %w", err)
+	}
+	if err := c.conn.WriteFrame(body, files...); err != nil {
+		return err
+	}
+	rbody, rfiles, err := c.conn.ReadFrame()
+	closeAll(rfiles) // no call returns descriptors yet
+	if err != nil {
+		return fmt.Errorf("read response: %w", err)
+	}
+	resp, err := DecodeResponse(rbody)
+	if err != nil {
+		return err
+	}
+	if resp.Error != nil {
+		return resp.Error
+	}
+	if result == nil {
+		return nil
+	}
+	if err := json.Unmarshal(resp.Result, result); err != nil {
+		return fmt.Errorf("decode result: %w", err)
+	}
+	return nil
+}
+
+// CreateSession creates a session whose workspace share is the directory share (opened
+// with OpenShare). The helper checks it is a directory owned by the caller.
+func (c *Client) CreateSession(ctx context.Context, share *os.File) (Session, error) {
+	var s Session
+	err := c.Call(ctx, CallCreateSession, CreateSessionArgs{}, &s, share)
+	return s, err
+}
+
+// ListSessions lists the caller's sessions (every session for root).
+func (c *Client) ListSessions(ctx context.Context) ([]Session, error) {
+	var l SessionList
+	err := c.Call(ctx, CallListSessions, ListSessionsArgs{}, &l)
+	return l.Sessions, err
+}
+
+// DestroySession destroys one of the caller's sessions and releases its resources.
+func (c *Client) DestroySession(ctx context.Context, id string) error {
+	return c.Call(ctx, CallDestroySession, SessionArgs{ID: id}, nil)
+}
+
+// Doctor returns the helper's view of the host.
+func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
+	var r DoctorReport
+	err := c.Call(ctx, CallDoctor, DoctorArgs{}, &r)
+	return r, err
+}
+
+// OpenShare opens dir as a workspace share descriptor: a directory, not followed through
+// a final symlink. The helper never sees the path.
+func OpenShare(dir string) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open share", Path: dir, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dir), nil
+}
+
+// IsCode reports whether err carries the helper error code.
+func IsCode(err error, code Code) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}

@@ -1,0 +1,195 @@
+package helper
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// NetlinkLinks implements Links with a vishvananda/netlink handle bound to one network
+// namespace.
+type NetlinkLinks struct{ h *netlink.Handle }
+
+var _ Links = (*NetlinkLinks)(nil)
+
+// NewNetlinkLinks opens a netlink handle in the network namespace nsFD (-1: the current
+// one). Close it with Close.
+func NewNetlinkLinks(nsFD int) (*NetlinkLinks, error) {
+	var h *netlink.Handle
+	var err error
+	if nsFD < 0 {
+		h, err = netlink.NewHandle()
+	} else {
+		h, err = netlink.NewHandleAt(netns.NsHandle(nsFD))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open netlink handle: %w", err)
+	}
+	return &NetlinkLinks{h: h}, nil
+}
+
+// Close releases the netlink sockets.
+func (l *NetlinkLinks) Close() { l.h.Close() }
+
+// ListTaps returns tap (tuntap) links whose name starts with prefix.
+func (l *NetlinkLinks) ListTaps(prefix string) ([]string, error) {
+	links, err := l.h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	var names []string
+	for _, link := range links {
+		a := link.Attrs()
+		if link.Type() == "tuntap" && strings.HasPrefix(a.Name, prefix) {
+			names = append(names, a.Name)
+		}
+	}
+	return names, nil
+}
+
+// DeleteLink deletes link name; a missing link is not an error.
+func (l *NetlinkLinks) DeleteLink(name string) error {
+	link, err := l.h.LinkByName(name)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("find link %q: %w", name, err)
+	}
+	if err := l.h.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %q: %w", name, err)
+	}
+	return nil
+}
+
+// NFTables implements Firewall with google/nftables in one network namespace.
+type NFTables struct{ c *nftables.Conn }
+
+var _ Firewall = (*NFTables)(nil)
+
+// NewNFTables opens a lasting nftables netlink connection in the network namespace nsFD
+// (-1: the current one). Close it with Close.
+func NewNFTables(nsFD int) (*NFTables, error) {
+	opts := []nftables.ConnOption{nftables.AsLasting()}
+	if nsFD >= 0 {
+		opts = append(opts, nftables.WithNetNSFd(nsFD))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("open nftables connection: %w", err)
+	}
+	return &NFTables{c: c}, nil
+}
+
+// Close releases the netlink socket.
+func (n *NFTables) Close() error { return n.c.CloseLasting() }
+
+// DeleteTable deletes "inet brood" if it exists.
+func (n *NFTables) DeleteTable() error {
+	tables, err := n.c.ListTablesOfFamily(nftables.TableFamilyINet)
+	if err != nil {
+		return fmt.Errorf("list nft tables: %w", err)
+	}
+	for _, t := range tables {
+		if t.Name == TableName {
+			n.c.DelTable(t)
+			if err := n.c.Flush(); err != nil {
+				return fmt.Errorf("delete nft table inet %s: %w", TableName, err)
+			}
+		}
+	}
+	return nil
+}
+
+// RunnerSubcommand is the hidden subcommand of broodd-helper that runs one VM.
+const RunnerSubcommand = "vm-run"
+
+// ProcRunners implements Runners by scanning /proc: a runner is a process whose
+// executable is Exe and whose argv[1] is RunnerSubcommand. Self (this process) and its
+// children are never orphans.
+type ProcRunners struct {
+	Proc string // procfs mount, "/proc"
+	Exe  string // the helper executable (os.Executable)
+	Self int    // this process id
+}
+
+var _ Runners = (*ProcRunners)(nil)
+
+// NewProcRunners returns a ProcRunners for this process.
+func NewProcRunners() (*ProcRunners, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	return &ProcRunners{Proc: "/proc", Exe: exe, Self: os.Getpid()}, nil
+}
+
+// ListOrphans lists runner processes whose parent is not this process.
+func (r *ProcRunners) ListOrphans() ([]int, error) {
+	ents, err := os.ReadDir(r.Proc)
+	if err != nil {
+		return nil, fmt.Errorf("list processes: %w", err)
+	}
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == r.Self {
+			continue
+		}
+		dir := filepath.Join(r.Proc, e.Name())
+		exe, err := os.Readlink(filepath.Join(dir, "exe"))
+		if err != nil || strings.TrimSuffix(exe, " (deleted)") != r.Exe {
+			continue // gone, kernel thread, or another program
+		}
+		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
+		if err != nil {
+			continue
+		}
+		argv := bytes.Split(cmdline, []byte{0})
+		if len(argv) < 2 || string(argv[1]) != RunnerSubcommand {
+			continue
+		}
+		if ppid(dir) == r.Self {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids, nil
+}
+
+// ppid returns the parent pid from /proc/<pid>/stat (0 when unreadable).
+func ppid(dir string) int {
+	b, err := os.ReadFile(filepath.Join(dir, "stat"))
+	if err != nil {
+		return 0
+	}
+	// stat is "pid (comm) state ppid ..."; comm may contain spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	p, _ := strconv.Atoi(f[1])
+	return p
+}
+
+// Kill sends SIGKILL to pid; ESRCH (already gone) is not an error.
+func (r *ProcRunners) Kill(pid int) error {
+	if err := unix.Kill(pid, unix.SIGKILL); err != nil && !errors.Is(err, unix.ESRCH) {
+		return os.NewSyscallError("kill", err)
+	}
+	return nil
+}

@@ -1,0 +1,147 @@
+package helper
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// DefaultConfigPath is the helper's configuration file, written by IT (root-owned).
+const DefaultConfigPath = "/etc/brood/helper.toml"
+
+// Config is the helper configuration (TOML at DefaultConfigPath). The zero value is not
+// usable: start from DefaultConfig. An empty allow list (no group, no uids) lets only root
+// in.
+type Config struct {
+	// RuntimeDir holds the socket; created by the helper, root-owned (default /run/brood).
+	RuntimeDir string `toml:"runtime_dir"`
+	// StateDir holds persistent state (default /var/lib/brood).
+	StateDir string `toml:"state_dir"`
+	// AllowGroup names the group whose members may use the helper (default "brood"); a
+	// group that does not exist admits nobody.
+	AllowGroup string `toml:"allow_group"`
+	// AllowGIDs lists further group ids whose members may use the helper.
+	AllowGIDs []uint32 `toml:"allow_gids"`
+	// AllowUIDs lists user ids that may use the helper.
+	AllowUIDs []uint32 `toml:"allow_uids"`
+	// RequireLandlock makes the helper refuse to start unless Landlock enforces its full
+	// pinned ruleset (IT's policy); false allows a logged degraded mode.
+	RequireLandlock bool `toml:"require_landlock"`
+	// IdleSeconds: the helper exits after this many seconds with no connection and no
+	// session (socket activation restarts it); 0 never exits.
+	IdleSeconds int `toml:"idle_seconds"`
+	// ReadTimeoutSeconds bounds the wait for each request frame, including the idle
+	// time between requests on one connection (slow-loris protection).
+	ReadTimeoutSeconds int `toml:"read_timeout_seconds"`
+	// MaxConns bounds concurrent connections; further ones are closed at once.
+	MaxConns int `toml:"max_conns"`
+	// MaxSessionsPerUser bounds the sessions one uid may hold.
+	MaxSessionsPerUser int `toml:"max_sessions_per_user"`
+
+	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
+	allowGIDs []uint32
+}
+
+// DefaultConfig returns the built-in configuration.
+func DefaultConfig() Config {
+	return Config{
+		RuntimeDir:         "/run/brood",
+		StateDir:           "/var/lib/brood",
+		AllowGroup:         "brood",
+		IdleSeconds:        300,
+		ReadTimeoutSeconds: 30,
+		MaxConns:           256,
+		MaxSessionsPerUser: 16,
+	}
+}
+
+// LoadConfig reads the TOML file at path over DefaultConfig. A missing file at
+// DefaultConfigPath yields the defaults; a missing file elsewhere is an error. Unknown
+// keys are rejected.
+func LoadConfig(path string) (Config, error) {
+	cfg := DefaultConfig()
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && path == DefaultConfigPath {
+		return cfg, nil
+	}
+	if err != nil {
+		return cfg, fmt.Errorf("read helper config: %w", err)
+	}
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, fmt.Errorf("parse helper config %q: %w: %w", path, ErrConfig, err)
+	}
+	return cfg, nil
+}
+
+// IdleTimeout is IdleSeconds as a duration (0: never).
+func (c *Config) IdleTimeout() time.Duration { return time.Duration(c.IdleSeconds) * time.Second }
+
+// ReadTimeout is ReadTimeoutSeconds as a duration.
+func (c *Config) ReadTimeout() time.Duration {
+	return time.Duration(c.ReadTimeoutSeconds) * time.Second
+}
+
+// configChecks validate one aspect of a Config each (runc-style list of checks).
+var configChecks = []func(*Config) error{
+	func(c *Config) error { return absDir("runtime_dir", c.RuntimeDir) },
+	func(c *Config) error { return absDir("state_dir", c.StateDir) },
+	func(c *Config) error { return positive("read_timeout_seconds", c.ReadTimeoutSeconds) },
+	func(c *Config) error { return positive("max_conns", c.MaxConns) },
+	func(c *Config) error { return positive("max_sessions_per_user", c.MaxSessionsPerUser) },
+	func(c *Config) error {
+		if c.IdleSeconds < 0 {
+			return fmt.Errorf("idle_seconds %d is negative", c.IdleSeconds)
+		}
+		return nil
+	},
+	func(c *Config) error {
+		if c.RuntimeDir == c.StateDir {
+			return fmt.Errorf("runtime_dir and state_dir are both %q", c.RuntimeDir)
+		}
+		return nil
+	},
+}
+
+// Validate runs every check and resolves AllowGroup. It returns every problem found,
+// each wrapping ErrConfig. warn receives non-fatal findings (a missing group).
+func (c *Config) Validate(warn func(msg string)) error {
+	var errs []error
+	for _, check := range configChecks {
+		if err := check(c); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrConfig, err))
+		}
+	}
+	c.allowGIDs = append([]uint32(nil), c.AllowGIDs...)
+	if c.AllowGroup != "" {
+		g, err := user.LookupGroup(c.AllowGroup)
+		if err != nil {
+			warn(fmt.Sprintf("group %q not found, its members cannot be admitted: %v", c.AllowGroup, err))
+		} else if gid, err := strconv.ParseUint(g.Gid, 10, 32); err == nil {
+			c.allowGIDs = append(c.allowGIDs, uint32(gid))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func absDir(key, p string) error {
+	if p == "" || !filepath.IsAbs(p) || filepath.Clean(p) != p || p == "/" {
+		return fmt.Errorf("%s %q is not a clean absolute path below /", key, p)
+	}
+	return nil
+}
+
+func positive(key string, v int) error {
+	if v <= 0 {
+		return fmt.Errorf("%s %d must be positive", key, v)
+	}
+	return nil
+}

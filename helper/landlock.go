@@ -1,0 +1,90 @@
+package helper
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+
+	"brood.dev/brood/helper/api"
+)
+
+// PinnedABI is the Landlock ABI the helper's ruleset is written and tested for (ABI 7:
+// filesystem, TCP bind/connect, IPC scopes; LAB.md 5 measured it on kernel 6.18). On a
+// newer kernel the helper still enforces exactly the ABI 7 rights.
+const PinnedABI = 7
+
+// pinnedConfig is the Landlock configuration of PinnedABI.
+var pinnedConfig = landlock.V7
+
+// systemRODirs are the system paths the helper may read and execute after confinement:
+// binaries and libraries (runner re-exec, qemu), /etc for resolv.conf and NSS, /proc and
+// /sys for process and device probes. Missing ones are skipped.
+var systemRODirs = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "/proc", "/sys"}
+
+// deviceFiles are the devices the helper opens read-write after confinement, with device
+// ioctls (TUNSETIFF on the tap, KVM ioctls are the runner's). /dev/null is needed by
+// os/exec for nil stdio (LAB.md 5).
+var deviceFiles = []string{"/dev/null", "/dev/net/tun", "/dev/kvm"}
+
+// ConfinementRules builds the helper's Landlock ruleset: read-only system paths,
+// read-write runtime and state directories, a few devices. No network rules: with the
+// ABI 7 config every classic TCP bind and connect is denied (the helper uses only Unix and
+// netlink sockets). Caveat (LAB.md 5): MPTCP sockets bypass Landlock TCP rules and UDP is
+// not restrictable before ABI 10; the helper opens neither.
+func ConfinementRules(cfg *Config) []landlock.Rule {
+	return []landlock.Rule{
+		landlock.RODirs(systemRODirs...).IgnoreIfMissing(),
+		landlock.RWDirs(cfg.RuntimeDir, cfg.StateDir).WithRefer(),
+		landlock.RWFiles(deviceFiles...).WithIoctlDev().IgnoreIfMissing(),
+	}
+}
+
+// Confine restricts the helper (all its threads, irreversibly) with ConfinementRules.
+//
+//   - Kernel ABI >= PinnedABI: the pinned ruleset is enforced; any error is returned.
+//   - Older kernel or no Landlock: with cfg.RequireLandlock the helper refuses
+//     (ErrNoLandlock); otherwise it enforces what the kernel supports (best effort) and
+//     reports the explicit, logged mode "degraded".
+//
+// When NOTIFY_SOCKET names an abstract socket (systemd may use one), the abstract-socket
+// scope is left out so that sd_notify keeps working; this is logged.
+func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
+	abi, err := llsys.LandlockGetABIVersion()
+	if err != nil {
+		abi = 0
+	}
+	st := api.Landlock{ABI: abi, PinnedABI: PinnedABI}
+	llcfg := pinnedConfig
+	if strings.HasPrefix(os.Getenv("NOTIFY_SOCKET"), "@") {
+		llcfg.Scoped &^= llsys.ScopeAbstractUnixSocket
+		log.Warn("landlock: abstract NOTIFY_SOCKET, abstract unix socket scope not restricted")
+	}
+	rules := ConfinementRules(cfg)
+	if abi >= PinnedABI {
+		if err := llcfg.Restrict(rules...); err != nil {
+			return st, fmt.Errorf("landlock restrict (ABI %d): %w", PinnedABI, err)
+		}
+		st.Enforced, st.Mode = true, "enforced"
+		return st, nil
+	}
+	detail := fmt.Sprintf("kernel Landlock ABI %d is below the pinned ABI %d", abi, PinnedABI)
+	if abi == 0 {
+		detail = fmt.Sprintf("Landlock unavailable: %v", err)
+	}
+	if cfg.RequireLandlock {
+		return st, fmt.Errorf("%w: %s and require_landlock is set", ErrNoLandlock, detail)
+	}
+	if abi > 0 {
+		if err := llcfg.BestEffort().Restrict(rules...); err != nil {
+			return st, fmt.Errorf("landlock restrict (best effort, ABI %d): %w", abi, err)
+		}
+		st.Enforced = true
+	}
+	st.Mode, st.Detail = "degraded", detail
+	log.Warn("landlock: DEGRADED confinement", "detail", detail, "enforced", st.Enforced)
+	return st, nil
+}

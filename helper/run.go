@@ -1,0 +1,190 @@
+// Package helper is broodd-helper, brood's only privileged process: a socket-activated
+// RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
+// session table with owners, confines itself with Landlock, and cleans up what a crashed
+// predecessor left (taps, the nft table, orphaned VM runners). See DESIGN.md "Processes
+// and trust boundaries" and "Helper protocol".
+package helper
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"time"
+
+	"github.com/coreos/go-systemd/v22/daemon"
+	"golang.org/x/sys/unix"
+)
+
+// Options are the command-line settings of broodd-helper; they override the config file.
+type Options struct {
+	ConfigPath  string        // --config (default DefaultConfigPath)
+	Listen      string        // --listen PATH: create the socket instead of socket activation
+	Cleanup     bool          // --cleanup: remove stale state and exit (ExecStopPost)
+	RuntimeDir  string        // --runtime-dir overrides runtime_dir
+	StateDir    string        // --state-dir overrides state_dir
+	IdleTimeout time.Duration // --idle-timeout overrides idle_seconds when >= 0
+}
+
+// subcommands are the hidden subcommands of broodd-helper (the VM runner lands here).
+var subcommands = map[string]func(args []string) int{}
+
+// Main runs broodd-helper with args (without the program name) and returns the exit code:
+// 0 after a clean stop or idle exit, 1 on failure, 2 on bad flags.
+func Main(args []string) int {
+	if len(args) > 0 {
+		if sub, ok := subcommands[args[0]]; ok {
+			return sub(args[1:])
+		}
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	fs := flag.NewFlagSet("broodd-helper", flag.ContinueOnError)
+	var o Options
+	fs.StringVar(&o.ConfigPath, "config", DefaultConfigPath, "helper configuration `file` (TOML)")
+	fs.StringVar(&o.Listen, "listen", "", "create the socket at `path` instead of taking it from socket activation (development, tests)")
+	fs.BoolVar(&o.Cleanup, "cleanup", false, "remove stale taps, the nft table and orphaned runners, then exit")
+	fs.StringVar(&o.RuntimeDir, "runtime-dir", "", "override runtime_dir")
+	fs.StringVar(&o.StateDir, "state-dir", "", "override state_dir")
+	fs.DurationVar(&o.IdleTimeout, "idle-timeout", -1, "override idle_seconds (0: never exit)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "broodd-helper: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
+	defer stop()
+	if err := Run(ctx, o, log); err != nil && !errors.Is(err, ErrIdle) {
+		log.Error("broodd-helper failed", "err", err)
+		fmt.Fprintf(os.Stderr, "broodd-helper: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// Run is the helper's startup, one linear sequence (STYLE.md 7), then serving until ctx
+// ends or the idle timeout (ErrIdle).
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	// 1. Validate the configuration (file, then flags).
+	cfg, err := LoadConfig(o.ConfigPath)
+	if err != nil {
+		return err
+	}
+	if o.RuntimeDir != "" {
+		cfg.RuntimeDir = o.RuntimeDir
+	}
+	if o.StateDir != "" {
+		cfg.StateDir = o.StateDir
+	}
+	if o.IdleTimeout >= 0 {
+		cfg.IdleSeconds = int(o.IdleTimeout / time.Second)
+	}
+	if err := cfg.Validate(func(msg string) { log.Warn(msg) }); err != nil {
+		return err
+	}
+	if os.Geteuid() != 0 {
+		log.Warn("not running as root: taps, nft and other uids' sessions will fail")
+	}
+
+	// 2. --cleanup: remove stale state (ExecStopPost) and stop here.
+	if o.Cleanup {
+		return cleanupHost(log)
+	}
+
+	// 3. Runtime and state directories: create, then lstat-check (never follow).
+	for _, d := range []string{cfg.RuntimeDir, cfg.StateDir} {
+		if err := EnsureDir(d); err != nil {
+			return err
+		}
+	}
+
+	// 4. Take the socket: strictly from socket activation, or --listen in development.
+	ln, err := takeListener(&cfg, o.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+
+	// 5. Open what the helper needs before confinement: netlink and nftables.
+	links, err := NewNetlinkLinks(-1)
+	if err != nil {
+		return err
+	}
+	defer links.Close()
+	nft, err := NewNFTables(-1)
+	if err != nil {
+		return err
+	}
+	defer nft.Close()
+	runners, err := NewProcRunners()
+	if err != nil {
+		return err
+	}
+
+	// 6. Clean up what a crashed predecessor left.
+	if rep, err := Cleanup(log, links, nft, runners); err != nil {
+		return err
+	} else {
+		log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners)
+	}
+
+	// 7. Probe the host, then confine with Landlock (irreversible; never discard errors).
+	ll, err := Confine(&cfg, log)
+	if err != nil {
+		return err
+	}
+	caps, checks := ProbeHost(&cfg, ll)
+
+	// 8. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
+	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {
+		return fmt.Errorf("sd_notify READY: %w", err)
+	}
+	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
+
+	// 9. Serve until stopped or idle; then release every session.
+	srv := NewServer(&cfg, log, links, caps, checks)
+	err = srv.Serve(ctx, ln)
+	for _, derr := range srv.Sessions().DestroyAll() {
+		log.Warn("shutdown: release session", "err", derr)
+	}
+	return err
+}
+
+// takeListener returns the --listen socket (group: the first allowed gid) or the
+// activated one.
+func takeListener(cfg *Config, listen string) (*net.UnixListener, error) {
+	if listen == "" {
+		return ActivatedListener()
+	}
+	gid := -1
+	if len(cfg.allowGIDs) > 0 {
+		gid = int(cfg.allowGIDs[0])
+	}
+	return ListenPath(listen, gid)
+}
+
+// cleanupHost runs Cleanup against the host's links, nft table and processes.
+func cleanupHost(log *slog.Logger) error {
+	links, err := NewNetlinkLinks(-1)
+	if err != nil {
+		return err
+	}
+	defer links.Close()
+	nft, err := NewNFTables(-1)
+	if err != nil {
+		return err
+	}
+	defer nft.Close()
+	runners, err := NewProcRunners()
+	if err != nil {
+		return err
+	}
+	rep, err := Cleanup(log, links, nft, runners)
+	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table)
+	return err
+}

@@ -1,0 +1,326 @@
+package helper
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
+)
+
+// writeTimeout bounds writing one response frame to a client that does not read.
+const writeTimeout = 10 * time.Second
+
+// Server answers helper calls on a listener. Every connection gets its own goroutine;
+// identity is read once at accept and authorization decided once by Authorize.
+type Server struct {
+	cfg      *Config
+	log      *slog.Logger
+	sessions *Table
+	caps     api.Capabilities // template; Peer is filled per connection
+	doctor   []api.Check
+
+	conns    atomic.Int64
+	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
+	sem      chan struct{}
+	wg       sync.WaitGroup
+}
+
+// NewServer returns a server for a validated cfg. links releases session taps (a
+// FakeLinks in tests); caps and doctor are the host facts reported by Hello and Doctor.
+func NewServer(cfg *Config, log *slog.Logger, links Links, caps api.Capabilities, doctor []api.Check) *Server {
+	s := &Server{
+		cfg:      cfg,
+		log:      log,
+		sessions: NewTable(cfg.MaxSessionsPerUser, links),
+		caps:     caps,
+		doctor:   doctor,
+		sem:      make(chan struct{}, cfg.MaxConns),
+	}
+	s.caps.Version = api.Version
+	s.lastBusy.Store(time.Now().UnixNano())
+	return s
+}
+
+// Sessions returns the session table (for shutdown and tests).
+func (s *Server) Sessions() *Table { return s.sessions }
+
+// Serve accepts connections on ln until ctx is cancelled (returns nil) or the helper has
+// been idle for cfg.IdleTimeout with no connection and no session (returns ErrIdle). It
+// closes ln and waits for the connection goroutines before returning.
+func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	if idle := s.cfg.IdleTimeout(); idle > 0 {
+		go s.watchIdle(ctx, cancel, idle)
+	}
+	var err error
+	for {
+		var uc *net.UnixConn
+		uc, err = ln.AcceptUnix()
+		if err != nil {
+			break
+		}
+		select {
+		case s.sem <- struct{}{}:
+		default:
+			s.log.Warn("connection limit reached, closing new connection", "max_conns", s.cfg.MaxConns)
+			uc.Close()
+			continue
+		}
+		s.conns.Add(1)
+		s.wg.Add(1)
+		go func() {
+			defer func() {
+				<-s.sem
+				s.lastBusy.Store(time.Now().UnixNano())
+				s.conns.Add(-1)
+				s.wg.Done()
+			}()
+			s.handleConn(ctx, uc)
+		}()
+	}
+	cancel(nil)
+	s.wg.Wait()
+	if cause := context.Cause(ctx); errors.Is(cause, ErrIdle) {
+		return ErrIdle
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("accept: %w", err)
+}
+
+// watchIdle cancels ctx with ErrIdle once no connection and no session has existed for idle.
+func (s *Server) watchIdle(ctx context.Context, cancel context.CancelCauseFunc, idle time.Duration) {
+	tick := time.NewTicker(min(idle/4+time.Millisecond, time.Second))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if s.conns.Load() > 0 || s.sessions.Len() > 0 {
+				s.lastBusy.Store(time.Now().UnixNano())
+				continue
+			}
+			if time.Since(time.Unix(0, s.lastBusy.Load())) >= idle {
+				s.log.Info("idle timeout, no sessions: exiting", "idle", idle)
+				cancel(ErrIdle)
+				return
+			}
+		}
+	}
+}
+
+// connState is what the server knows about one connection.
+type connState struct {
+	cred     Cred
+	decision Decision
+	hello    bool
+}
+
+func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
+	defer uc.Close()
+	// 1. Identity, once, from the kernel. No credentials: close without a word.
+	cred, err := PeerCred(uc)
+	if err != nil {
+		s.log.Warn("audit: closing connection", "err", err)
+		return
+	}
+	st := &connState{cred: cred, decision: Authorize(cred, s.cfg.AllowUIDs, s.cfg.allowGIDs)}
+	s.log.Info("audit: accept", "uid", cred.UID, "gid", cred.GID, "pid", cred.PID,
+		"allowed", st.decision.Allowed, "reason", st.decision.Reason)
+	conn := api.NewConn(uc)
+	stop := context.AfterFunc(ctx, func() { uc.SetReadDeadline(time.Now()) })
+	defer stop()
+	for {
+		// 2. One request, bounded in time and size.
+		if err := uc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout())); err != nil {
+			return
+		}
+		body, files, err := conn.ReadFrame()
+		if err != nil {
+			if errors.Is(err, api.ErrTooLarge) {
+				s.reply(conn, st, nil, err)
+			}
+			if !errors.Is(err, io.EOF) {
+				s.log.Info("connection closed", "uid", cred.UID, "pid", cred.PID, "err", err)
+			}
+			return
+		}
+		// 3. Unauthorized peers get one typed answer, then the connection is closed.
+		if !st.decision.Allowed {
+			closeFiles(files)
+			s.reply(conn, st, nil, fmt.Errorf("uid %d may not use the helper (%s): %w", cred.UID, st.decision.Reason, api.ErrPermissionDenied))
+			return
+		}
+		result, err := s.dispatch(st, body, files)
+		if !s.reply(conn, st, result, err) {
+			return
+		}
+	}
+}
+
+// reply sends result or err; it reports whether the connection is still usable.
+func (s *Server) reply(conn *api.Conn, st *connState, result any, err error) bool {
+	var resp api.Response
+	if err != nil {
+		resp.Error = api.AsError(err)
+		if resp.Error.Code == api.CodeInternal {
+			s.log.Error("call failed", "uid", st.cred.UID, "err", err)
+			resp.Error.Message = "internal error (see the helper's log)"
+		}
+	} else {
+		raw, merr := json.Marshal(result)
+		if merr != nil {
+			resp.Error = &api.Error{Code: api.CodeInternal, Message: "encode result"}
+		} else {
+			resp.Result = raw
+		}
+	}
+	body, err := json.Marshal(resp)
+	if err != nil {
+		return false
+	}
+	conn.UnixConn().SetWriteDeadline(time.Now().Add(writeTimeout))
+	return conn.WriteFrame(body) == nil
+}
+
+// dispatch decodes one request and runs its handler. It owns files: those a handler does
+// not keep are closed.
+func (s *Server) dispatch(st *connState, body []byte, files []*os.File) (result any, err error) {
+	uid := st.cred.UID
+	call := "?"
+	defer func() {
+		code := "ok"
+		if err != nil {
+			code = string(api.AsError(err).Code)
+		}
+		s.log.Info("audit: call", "uid", uid, "pid", st.cred.PID, "call", call, "result", code)
+	}()
+	req, err := api.DecodeRequest(body)
+	if err != nil {
+		closeFiles(files)
+		return nil, err
+	}
+	call = req.Call
+	want, ok := api.CallFDs[req.Call]
+	if !ok {
+		closeFiles(files)
+		return nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+	}
+	if req.FDs != want || len(files) != want {
+		closeFiles(files)
+		return nil, fmt.Errorf("call %q: declares %d and carries %d descriptors, want %d: %w", req.Call, req.FDs, len(files), want, api.ErrBadRequest)
+	}
+	if !st.hello && req.Call != api.CallHello {
+		closeFiles(files)
+		return nil, fmt.Errorf("call %q before hello: %w", req.Call, api.ErrHelloRequired)
+	}
+	switch req.Call {
+	case api.CallHello:
+		return s.hello(st, req)
+	case api.CallCreateSession:
+		return s.createSession(st, req, files[0])
+	case api.CallListSessions:
+		var a api.ListSessionsArgs
+		if err := api.DecodeArgs(req.Args, &a); err != nil {
+			return nil, err
+		}
+		return api.SessionList{Sessions: s.sessions.List(uid)}, nil
+	case api.CallDestroySession:
+		var a api.SessionArgs
+		if err := api.DecodeArgs(req.Args, &a); err != nil {
+			return nil, err
+		}
+		if !api.ValidSessionID(a.ID) {
+			return nil, fmt.Errorf("destroy session %q: malformed id: %w", a.ID, api.ErrBadRequest)
+		}
+		if err := s.sessions.Destroy(a.ID, uid); err != nil {
+			return nil, err
+		}
+		s.lastBusy.Store(time.Now().UnixNano())
+		s.log.Info("audit: session destroyed", "uid", uid, "session", a.ID)
+		return api.Empty{}, nil
+	case api.CallDoctor:
+		var a api.DoctorArgs
+		if err := api.DecodeArgs(req.Args, &a); err != nil {
+			return nil, err
+		}
+		return api.DoctorReport{Checks: s.doctor}, nil
+	}
+	closeFiles(files)
+	return nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+}
+
+func (s *Server) hello(st *connState, req *api.Request) (any, error) {
+	var a api.HelloArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, err
+	}
+	if a.Version != api.Version {
+		return nil, fmt.Errorf("client speaks protocol %d, helper %d: %w", a.Version, api.Version, api.ErrVersionMismatch)
+	}
+	st.hello = true
+	caps := s.caps
+	caps.Peer = st.cred.Peer
+	return caps, nil
+}
+
+// createSession checks the share descriptor with fstat (a directory owned by the peer)
+// and records the session. The share is kept open for the session's VM.
+func (s *Server) createSession(st *connState, req *api.Request, share *os.File) (any, error) {
+	var a api.CreateSessionArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		share.Close()
+		return nil, err
+	}
+	if err := checkShare(share, st.cred.UID); err != nil {
+		share.Close()
+		return nil, err
+	}
+	sess, err := s.sessions.Create(st.cred.UID, share)
+	if err != nil {
+		share.Close()
+		return nil, err
+	}
+	s.lastBusy.Store(time.Now().UnixNano())
+	s.log.Info("audit: session created", "uid", st.cred.UID, "session", sess.ID, "tap", sess.Tap)
+	return sess, nil
+}
+
+// checkShare requires the workspace share to be a directory owned by uid.
+func checkShare(f *os.File, uid uint32) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return fmt.Errorf("fstat share: %w: %w", api.ErrBadFD, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("share is not a directory (mode %#o): %w", st.Mode, api.ErrBadFD)
+	}
+	if st.Uid != uid {
+		return fmt.Errorf("share directory is owned by uid %d, not by the caller (uid %d): %w", st.Uid, uid, api.ErrBadFD)
+	}
+	return nil
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}

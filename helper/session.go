@@ -1,0 +1,176 @@
+package helper
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"brood.dev/brood/helper/api"
+)
+
+// TapPrefix starts the name of every tap device the helper creates ("brd" + session id,
+// 11 bytes, under the kernel's 15-byte IFNAMSIZ-1 limit). Cleanup deletes every tap with
+// this prefix, so nothing else may use it.
+const TapPrefix = "brd"
+
+// Session states.
+const (
+	StateCreated = "created"
+)
+
+// session is one row of the session table: the public description plus the resources
+// the helper holds for it.
+type session struct {
+	api.Session
+	share *os.File // workspace share descriptor passed by the owner
+}
+
+// Table is the helper's session table. Every operation takes the caller's uid and checks
+// ownership: a session is visible and destroyable only by its owner and by root.
+type Table struct {
+	mu      sync.Mutex
+	byID    map[string]*session
+	perUser int
+	links   Links // releases the session's tap
+}
+
+// NewTable returns an empty table allowing perUser sessions per uid; links deletes the
+// sessions' taps on destroy.
+func NewTable(perUser int, links Links) *Table {
+	return &Table{byID: map[string]*session{}, perUser: perUser, links: links}
+}
+
+// newSessionID returns 8 random lower-case hex digits (api.ValidSessionID).
+func newSessionID() (string, error) {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("generate session id: %w", err)
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// Create adds a session owned by owner, taking ownership of share. It fails with
+// api.ErrLimit when owner already holds the maximum number of sessions.
+func (t *Table) Create(owner uint32, share *os.File) (api.Session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, s := range t.byID {
+		if s.Owner == owner {
+			n++
+		}
+	}
+	if n >= t.perUser {
+		return api.Session{}, fmt.Errorf("create session for uid %d: %d sessions open (max %d): %w", owner, n, t.perUser, api.ErrLimit)
+	}
+	var id string
+	for {
+		var err error
+		if id, err = newSessionID(); err != nil {
+			return api.Session{}, err
+		}
+		if _, dup := t.byID[id]; !dup {
+			break
+		}
+	}
+	s := &session{
+		Session: api.Session{ID: id, Owner: owner, State: StateCreated, Tap: TapPrefix + id, Created: time.Now().Unix()},
+		share:   share,
+	}
+	t.byID[id] = s
+	return s.Session, nil
+}
+
+// lookup returns the session id if uid may act on it: api.ErrNotFound when it does not
+// exist, api.ErrPermissionDenied when it belongs to someone else (and uid is not root).
+// The caller holds t.mu.
+func (t *Table) lookup(id string, uid uint32) (*session, error) {
+	s, ok := t.byID[id]
+	if !ok {
+		return nil, fmt.Errorf("session %q: %w", id, api.ErrNotFound)
+	}
+	if s.Owner != uid && uid != 0 {
+		return nil, fmt.Errorf("session %q of another user: %w", id, api.ErrPermissionDenied)
+	}
+	return s, nil
+}
+
+// Get returns session id as seen by uid (see lookup for errors).
+func (t *Table) Get(id string, uid uint32) (api.Session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := t.lookup(id, uid)
+	if err != nil {
+		return api.Session{}, err
+	}
+	return s.Session, nil
+}
+
+// List returns uid's sessions (all sessions for root), ordered by id.
+func (t *Table) List(uid uint32) []api.Session {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := []api.Session{}
+	for _, s := range t.byID {
+		if s.Owner == uid || uid == 0 {
+			out = append(out, s.Session)
+		}
+	}
+	slices.SortFunc(out, func(a, b api.Session) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Destroy removes session id on behalf of uid and releases its resources (tap, share
+// descriptor). Errors of lookup are returned before anything is touched.
+func (t *Table) Destroy(id string, uid uint32) error {
+	t.mu.Lock()
+	s, err := t.lookup(id, uid)
+	if err == nil {
+		delete(t.byID, id)
+	}
+	t.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return t.release(s)
+}
+
+func (t *Table) release(s *session) error {
+	var err error
+	if s.share != nil {
+		s.share.Close()
+	}
+	if t.links != nil {
+		if derr := t.links.DeleteLink(s.Tap); derr != nil {
+			err = fmt.Errorf("destroy session %q: %w", s.ID, derr)
+		}
+	}
+	return err
+}
+
+// Len returns the number of live sessions.
+func (t *Table) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.byID)
+}
+
+// DestroyAll removes every session (helper shutdown) and returns the release errors.
+func (t *Table) DestroyAll() []error {
+	t.mu.Lock()
+	all := t.byID
+	t.byID = map[string]*session{}
+	t.mu.Unlock()
+	var errs []error
+	for _, s := range all {
+		if err := t.release(s); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
