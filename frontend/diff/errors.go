@@ -18,6 +18,8 @@ var (
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrChanged: a file changed between the stat walk and the read (W being edited).
 	ErrChanged = errors.New("file changed while it was read")
+	// ErrTooLarge: ReadFile's size limit was exceeded.
+	ErrTooLarge = errors.New("file too large")
 	// ErrNoManifest: Compute was called with a nil manifest.
 	ErrNoManifest = errors.New("no manifest")
 )

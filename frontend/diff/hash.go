@@ -3,9 +3,11 @@ package diff
 import (
 	"bytes"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 
 	"golang.org/x/sys/unix"
 )
@@ -84,4 +86,49 @@ func IsBinary(content []byte) bool {
 		content = content[:binarySniffLen]
 	}
 	return bytes.IndexByte(content, 0) >= 0
+}
+
+// ReadFile returns the content of the regular file rel (relative, '/'-separated) below
+// the directory root, opened without following a symlink in any component and without
+// leaving root. It reads at most max bytes (ErrTooLarge beyond) and, when want is not nil,
+// requires the content's SHA-256 to equal want (ErrChanged otherwise), so what a caller
+// shows is exactly what was reviewed.
+func ReadFile(root, rel string, want []byte, max int64) ([]byte, error) {
+	if err := CheckPath(rel); err != nil && !errors.Is(err, ErrControlByte) {
+		return nil, err
+	}
+	r, err := openRoot("root", root)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	fd, err := r.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), filepath.Join(root, Escape(rel)))
+	defer f.Close()
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil, fmt.Errorf("read %s: %w", f.Name(), ErrNotRegular)
+	}
+	if st.Size > max {
+		return nil, fmt.Errorf("read %s (%d bytes, limit %d): %w", f.Name(), st.Size, max, ErrTooLarge)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	if int64(len(b)) > max {
+		return nil, fmt.Errorf("read %s (limit %d bytes): %w", f.Name(), max, ErrTooLarge)
+	}
+	if want != nil {
+		if sum := sha256.Sum256(b); !bytes.Equal(sum[:], want) {
+			return nil, fmt.Errorf("read %s: %w", f.Name(), ErrChanged)
+		}
+	}
+	return b, nil
 }

@@ -1,7 +1,6 @@
 package diff
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -171,5 +170,3 @@ func statFrom(st *unix.Stat_t) manifest.Stat {
 		Nlink: uint64(st.Nlink),
 	}
 }
-
-var errStop = errors.New("stop")
