@@ -1,6 +1,7 @@
 package review
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -243,12 +244,20 @@ func (s *Session) decide(p *printer, k *keys, e *entry, i int) (Decision, error)
 			case 'w', 'r':
 				return Decision{Change: c, Verdict: Reject, Note: "conflict: kept yours (W)"}, nil
 			case 't':
+				if why := takeable(e); why != "" {
+					p.printf("  cannot take the agent's version: %s. Pick w (keep yours).\n", why)
+					continue
+				}
 				ok, err := s.confirmRisk(p, k, c)
 				if err != nil {
 					return Decision{}, err
 				}
 				if ok {
-					return Decision{Change: c, Verdict: Accept, Note: "conflict: took the agent's (S)"}, nil
+					d := Decision{Change: c, Verdict: Accept, Note: "conflict: took the agent's (S)", WHash: sha(e.old)}
+					if e.haveNew {
+						d.Content = []byte(e.new)
+					}
+					return d, nil
 				}
 			case 'm':
 				d, ok, err := s.merge(p, k, e)
@@ -413,7 +422,25 @@ func (s *Session) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
 	if err != nil || !ok {
 		return Decision{}, false, err
 	}
-	return Decision{Change: e.c, Verdict: Accept, Content: []byte(merged), Note: "three-way merge"}, true, nil
+	return Decision{Change: e.c, Verdict: Accept, Content: []byte(merged), Note: "three-way merge", WHash: sha(e.old)}, true, nil
+}
+
+// takeable says why S's side of a conflict cannot be taken ("" when it can): the flush
+// replaces only a regular file W still holds, with a regular file (or a deletion) from S,
+// both read in full here so the developer saw exactly what is written.
+func takeable(e *entry) string {
+	switch {
+	case !e.haveOld:
+		return "W holds no regular file here now"
+	case e.newErr != nil && !errors.Is(e.newErr, fs.ErrNotExist):
+		return EscapeLine(e.newErr.Error())
+	}
+	return ""
+}
+
+func sha(s string) []byte {
+	h := sha256.Sum256([]byte(s))
+	return h[:]
 }
 
 // confirm prints the summary and asks whether to apply the accepted changes.
