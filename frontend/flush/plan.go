@@ -1,0 +1,383 @@
+package flush
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"io"
+	"sort"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/manifest"
+)
+
+// applier holds the open trees of one apply, undo or recover.
+type applier struct {
+	w, s    *tree // s is nil for undo and recover
+	m       *manifest.Manifest
+	workers int
+}
+
+func newApplier(ws, snap string, m *manifest.Manifest, opts Options) (*applier, error) {
+	w, err := openTree(ws, "workspace")
+	if err != nil {
+		return nil, err
+	}
+	a := &applier{w: w, m: m, workers: opts.Workers}
+	if a.workers <= 0 {
+		a.workers = 4
+	}
+	if snap != "" {
+		if a.s, err = openTree(snap, "snapshot"); err != nil {
+			w.close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (a *applier) close() {
+	a.w.close()
+	if a.s != nil {
+		a.s.close()
+	}
+}
+
+func typeOf(mode uint32) manifest.Type {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return manifest.TypeRegular
+	case unix.S_IFDIR:
+		return manifest.TypeDir
+	case unix.S_IFLNK:
+		return manifest.TypeSymlink
+	case unix.S_IFIFO:
+		return manifest.TypeFIFO
+	case unix.S_IFSOCK:
+		return manifest.TypeSocket
+	}
+	return manifest.TypeDevice
+}
+
+// statMatches reports whether the current lstat st is the entry recorded at snapshot time.
+func statMatches(st *unix.Stat_t, base *manifest.Stat) bool {
+	return st.Ino == base.Ino && st.Size == base.Size &&
+		st.Mtim.Nano() == base.Mtime && st.Ctim.Nano() == base.Ctime &&
+		st.Mode&07777 == base.Mode && typeOf(st.Mode) == base.Type
+}
+
+// sameEntry reports whether two lstat results are the same, unchanged entry.
+func sameEntry(a, b *unix.Stat_t) bool {
+	return a.Ino == b.Ino && a.Dev == b.Dev && a.Size == b.Size && a.Mode == b.Mode &&
+		a.Mtim == b.Mtim && a.Ctim == b.Ctim
+}
+
+// hashFile returns the SHA-256 of the regular file rel below t and its fstat.
+func hashFile(t *tree, rel string) ([]byte, unix.Stat_t, error) {
+	f, _, err := t.openFile(rel)
+	if err != nil {
+		return nil, unix.Stat_t{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return nil, unix.Stat_t{}, fmt.Errorf("hash %s %q: %w", t.name, rel, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return nil, st, fmt.Errorf("fstat %s %q: %w", t.name, rel, err)
+	}
+	return h.Sum(nil), st, nil
+}
+
+// plan turns items into ordered operations; items that cannot be applied go to
+// res.Problems. Removals come first, deepest path first; then directory creations, files,
+// symlinks and mode changes, in path order (parents before children).
+func (a *applier) plan(items []Item, res *Result) []*op {
+	var ops []*op
+	for _, it := range items {
+		o, err := a.planItem(it)
+		if err != nil {
+			res.Problems = append(res.Problems, Problem{Path: it.Change.Path, Err: err})
+			continue
+		}
+		ops = append(ops, o...)
+	}
+	ops = a.planParents(ops, res)
+	sort.SliceStable(ops, func(i, j int) bool {
+		ri, rj := ops[i].Action == actDelete || ops[i].Action == actRmdir, ops[j].Action == actDelete || ops[j].Action == actRmdir
+		if ri != rj {
+			return ri
+		}
+		if ri {
+			return ops[i].Path > ops[j].Path
+		}
+		return ops[i].Path < ops[j].Path
+	})
+	return ops
+}
+
+// planParents adds implicit mkdir operations for missing parents of created entries
+// (mode taken from S's directory, masked with 0777) and drops creations whose parent is
+// not a plain directory in W.
+func (a *applier) planParents(ops []*op, res *Result) []*op {
+	dirs := map[string]bool{} // parent path -> exists or will be created
+	for _, o := range ops {
+		if o.Action == actMkdir {
+			dirs[o.Path] = true
+		}
+	}
+	var out []*op
+	for _, o := range ops {
+		if o.Action != actCreate && o.Action != actMkdir {
+			out = append(out, o)
+			continue
+		}
+		var added []*op
+		var err error
+		parent, _ := splitPath(o.Path)
+		var chain []string
+		for p := parent; p != ""; p, _ = splitPath(p) {
+			chain = append(chain, p)
+		}
+		for i := len(chain) - 1; i >= 0 && err == nil; i-- {
+			p := chain[i]
+			if dirs[p] {
+				continue
+			}
+			st, ok, lerr := a.w.lstat(p)
+			switch {
+			case lerr != nil:
+				err = fmt.Errorf("apply %q: %w", o.Path, lerr)
+			case ok && typeOf(st.Mode) == manifest.TypeDir:
+				dirs[p] = true
+			case ok:
+				err = fmt.Errorf("apply %q: parent %q is not a directory in the workspace: %w", o.Path, p, ErrConflict)
+			default:
+				mode := uint32(0o755)
+				if sst, sok, _ := a.s.lstat(p); sok && typeOf(sst.Mode) == manifest.TypeDir {
+					mode = sst.Mode & 0o777
+				}
+				added = append(added, &op{Path: p, Kind: diff.KindAdded, Action: actMkdir, Implicit: true,
+					New: entryState{Type: manifest.TypeDir, Mode: mode}})
+				dirs[p] = true
+			}
+		}
+		if err != nil {
+			res.Problems = append(res.Problems, Problem{Path: o.Path, Err: err})
+			continue
+		}
+		out = append(out, added...)
+		out = append(out, o)
+	}
+	return out
+}
+
+// planItem checks one item and returns its operations (two for a type change that
+// involves a directory: remove, then create).
+func (a *applier) planItem(it Item) ([]*op, error) {
+	c := it.Change
+	if err := ValidatePath(c.Path); err != nil {
+		return nil, err
+	}
+	switch c.Kind {
+	case diff.KindRefused:
+		return nil, fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrRefused)
+	case diff.KindConflict:
+		return nil, fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrConflict)
+	case diff.KindAdded, diff.KindModified, diff.KindDeleted, diff.KindMode, diff.KindSymlink, diff.KindType:
+	default:
+		return nil, fmt.Errorf("apply %q: unknown change kind %q: %w", c.Path, c.Kind, ErrRefused)
+	}
+	nw, err := a.newState(it)
+	if err != nil {
+		return nil, err
+	}
+	old, seen, err := a.oldState(c)
+	if err != nil {
+		return nil, err
+	}
+	if c.Kind == diff.KindMode && nw.Type == manifest.TypeRegular && len(nw.Hash) != sha256.Size {
+		// A mode-only change without a new hash: the content stays W's; only fchmod.
+		if old.Type != manifest.TypeRegular {
+			return nil, fmt.Errorf("apply %q: %w", c.Path, ErrNoReviewedHash)
+		}
+		nw.Hash = old.Hash
+	}
+	o := &op{Path: c.Path, Kind: c.Kind, Old: old, New: nw, content: it.Content, seen: seen}
+	isDir := func(t manifest.Type) bool { return t == manifest.TypeDir }
+	switch {
+	case old.Type == manifest.TypeNone && nw.Type == manifest.TypeNone:
+		return nil, fmt.Errorf("apply %q: absent from both the workspace and the snapshot: %w", c.Path, ErrRefused)
+	case nw.Type == manifest.TypeNone:
+		o.Action = actDelete
+		if isDir(old.Type) {
+			o.Action = actRmdir
+		}
+	case old.Type == manifest.TypeNone:
+		o.Action = actCreate
+		if isDir(nw.Type) {
+			o.Action = actMkdir
+		}
+	case isDir(old.Type) && isDir(nw.Type):
+		if old.Mode == nw.Mode {
+			return nil, nil
+		}
+		o.Action, o.New.Type = actChmod, manifest.TypeDir
+	case isDir(old.Type) || isDir(nw.Type):
+		// Not atomic: remove the old entry, then create the new one.
+		rm := &op{Path: c.Path, Kind: c.Kind, Old: old, Action: actDelete, seen: seen}
+		if isDir(old.Type) {
+			rm.Action = actRmdir
+		}
+		mk := &op{Path: c.Path, Kind: c.Kind, New: nw, Action: actCreate, content: it.Content}
+		if isDir(nw.Type) {
+			mk.Action = actMkdir
+		}
+		return []*op{rm, mk}, nil
+	case old.Type == manifest.TypeRegular && nw.Type == manifest.TypeRegular && bytes.Equal(old.Hash, nw.Hash):
+		if old.Mode == nw.Mode {
+			return nil, nil
+		}
+		o.Action = actChmod
+	default:
+		o.Action = actReplace
+	}
+	if o.Action == actChmod && it.Content != nil {
+		o.content = nil
+	}
+	return []*op{o}, nil
+}
+
+// newState is what the item asks W to hold: from Content, or from S's entry.
+func (a *applier) newState(it Item) (entryState, error) {
+	c := it.Change
+	var nw entryState
+	if c.Kind == diff.KindDeleted {
+		if it.Content != nil {
+			return nw, fmt.Errorf("apply %q: content given for a deletion: %w", c.Path, ErrRefused)
+		}
+		return nw, nil
+	}
+	st, ok, err := a.s.lstat(c.Path)
+	if err != nil {
+		return nw, fmt.Errorf("apply %q: %w", c.Path, err)
+	}
+	typ := manifest.TypeNone
+	if ok {
+		typ = typeOf(st.Mode)
+	}
+	if it.Content != nil {
+		if typ != manifest.TypeRegular && typ != manifest.TypeNone {
+			return nw, fmt.Errorf("apply %q: content given for a non-regular file: %w", c.Path, ErrRefused)
+		}
+		sum := sha256.Sum256(it.Content)
+		mode := c.NewMode & 0o777
+		if mode == 0 && ok {
+			mode = st.Mode & 0o777
+		} else if mode == 0 {
+			mode = 0o644
+		}
+		return entryState{Type: manifest.TypeRegular, Mode: mode, Hash: sum[:]}, nil
+	}
+	switch typ {
+	case manifest.TypeNone:
+		return nw, nil
+	case manifest.TypeRegular:
+		if len(c.NewHash) != sha256.Size && c.Kind != diff.KindMode {
+			return nw, fmt.Errorf("apply %q: %w", c.Path, ErrNoReviewedHash)
+		}
+		mode := c.NewMode & 0o777
+		if mode == 0 {
+			mode = st.Mode & 0o777
+		}
+		return entryState{Type: typ, Mode: mode, Hash: append([]byte(nil), c.NewHash...)}, nil
+	case manifest.TypeSymlink:
+		target, err := a.s.readlink(c.Path)
+		if err != nil {
+			return nw, fmt.Errorf("apply %q: %w", c.Path, err)
+		}
+		if err := checkLinkTarget(c.Path, target); err != nil {
+			return nw, err
+		}
+		return entryState{Type: typ, Mode: 0o777, Link: target}, nil
+	case manifest.TypeDir:
+		return entryState{Type: typ, Mode: st.Mode & 0o777}, nil
+	}
+	return nw, fmt.Errorf("apply %q: special file in the snapshot: %w", c.Path, ErrRefused)
+}
+
+// oldState checks that W's entry still matches the base recorded at snapshot time and
+// returns it with its current lstat.
+func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
+	var old entryState
+	var base manifest.Stat
+	var baseHash []byte
+	if a.m != nil {
+		if e := a.m.Lookup(c.Path); e != nil {
+			base, baseHash = e.W, e.Hash
+		}
+	}
+	if c.OldHash != nil {
+		baseHash = c.OldHash
+	}
+	cur, ok, err := a.w.lstat(c.Path)
+	if err != nil {
+		return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
+	}
+	conflict := func(why string) (entryState, unix.Stat_t, error) {
+		return old, cur, fmt.Errorf("apply %q: %s: %w", c.Path, why, ErrConflict)
+	}
+	if base.Type == manifest.TypeNone {
+		if ok {
+			return conflict("absent at snapshot, present in the workspace now")
+		}
+		return old, cur, nil
+	}
+	if !ok {
+		return conflict("removed from the workspace since the snapshot")
+	}
+	typ := typeOf(cur.Mode)
+	if typ != base.Type {
+		return conflict("type changed in the workspace since the snapshot")
+	}
+	if cur.Mode&0o7777 != base.Mode {
+		return conflict("mode changed in the workspace since the snapshot")
+	}
+	old = entryState{Type: typ, Mode: cur.Mode & 0o7777}
+	same := statMatches(&cur, &base)
+	switch typ {
+	case manifest.TypeRegular:
+		if same && len(baseHash) == sha256.Size {
+			old.Hash = baseHash
+			break
+		}
+		h, st, err := hashFile(a.w, c.Path)
+		if err != nil {
+			return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
+		}
+		if !sameEntry(&st, &cur) {
+			return conflict("changing in the workspace")
+		}
+		if baseHash == nil && !same {
+			return conflict("changed in the workspace since the snapshot (no base hash)")
+		}
+		if baseHash != nil && !bytes.Equal(h, baseHash) {
+			return conflict("content changed in the workspace since the snapshot")
+		}
+		old.Hash = h
+	case manifest.TypeSymlink:
+		if !same {
+			return conflict("symlink changed in the workspace since the snapshot")
+		}
+		if old.Link, err = a.w.readlink(c.Path); err != nil {
+			return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
+		}
+	case manifest.TypeDir:
+	default:
+		return old, cur, fmt.Errorf("apply %q: special file in the workspace: %w", c.Path, ErrRefused)
+	}
+	return old, cur, nil
+}

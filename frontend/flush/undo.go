@@ -1,0 +1,389 @@
+package flush
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/frontend/session"
+)
+
+// Undo reverts the latest apply of the session that is not undone yet, from its journal:
+// deleted and replaced files get their prior inode (or a verified copy) back, created
+// entries are removed, modes are restored exactly. If any path the apply changed is now
+// neither what the apply wrote nor what it replaced, Undo changes nothing and returns
+// ErrChangedSinceApply naming each such path. Undo is idempotent: a path already back
+// in its prior state is skipped, so an interrupted undo is completed by running it
+// again. An interrupted apply is rolled back as by Recover. It returns ErrNothingToUndo
+// when every apply is already undone.
+func Undo(ctx context.Context, sess *session.Session) (Result, error) {
+	var res Result
+	j, err := openJournal(sess.JournalDir())
+	if err != nil {
+		return res, err
+	}
+	defer j.close()
+	pend, err := j.interrupted()
+	if err != nil {
+		return res, err
+	}
+	if len(pend) > 0 {
+		return recoverTxs(ctx, j, sess, pend)
+	}
+	txs, err := j.txs()
+	if err != nil {
+		return res, err
+	}
+	tx := ""
+	for i := len(txs) - 1; i >= 0; i-- {
+		if done, undone := j.txStatus(txs[i]); done && !undone {
+			tx = txs[i]
+			break
+		}
+	}
+	if tx == "" {
+		return res, fmt.Errorf("undo session %s: %w", sess.ID, ErrNothingToUndo)
+	}
+	res.Tx = tx
+	rec, err := j.readPlan(tx)
+	if err != nil {
+		return res, err
+	}
+	doneIdx, err := j.readDone(tx)
+	if err != nil {
+		return res, err
+	}
+	a, err := newApplier(rec.Workspace, "", nil, Options{})
+	if err != nil {
+		return res, err
+	}
+	defer a.close()
+	var idx []int
+	for _, i := range doneIdx {
+		if i < 0 || i >= len(rec.Ops) {
+			return res, fmt.Errorf("undo session %s: tx %s: operation %d: %w", sess.ID, tx, i, ErrJournal)
+		}
+		idx = append(idx, i)
+	}
+	// Refuse the whole undo if W changed after the apply: check the state of each path
+	// after its last operation.
+	last := map[string]int{}
+	for _, i := range idx {
+		last[rec.Ops[i].Path] = i
+	}
+	for _, i := range idx {
+		if last[rec.Ops[i].Path] != i {
+			continue
+		}
+		o := &rec.Ops[i]
+		isNew, isOld, err := a.classify(o)
+		if err != nil {
+			res.Problems = append(res.Problems, Problem{Path: o.Path, Err: fmt.Errorf("undo %q: %w", o.Path, err)})
+		} else if !isNew && !isOld {
+			res.Problems = append(res.Problems, Problem{Path: o.Path,
+				Err: fmt.Errorf("undo %q: %w", o.Path, ErrChangedSinceApply)})
+		}
+	}
+	if len(res.Problems) > 0 {
+		return res, res.err()
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("undo session %s: %w", sess.ID, err)
+	}
+	if err := a.revert(j, rec, idx, &res, true); err != nil {
+		return res, err
+	}
+	if err := writeFileSync(j.txDir(tx), undoneName, nil); err != nil {
+		return res, err
+	}
+	return res, res.err()
+}
+
+// Recover rolls back every interrupted apply of the session (one killed before it
+// completed): temp files are removed, and each path the apply already changed gets its
+// prior state back from the journal. Paths that hold neither the prior nor the new state
+// (the user changed them, or the apply never reached them and they had been changed) are
+// left as they are and reported in Result.Problems without failing Recover. With nothing
+// to recover it returns an empty Result. Recover is idempotent.
+func Recover(ctx context.Context, sess *session.Session) (Result, error) {
+	j, err := openJournal(sess.JournalDir())
+	if err != nil {
+		return Result{}, err
+	}
+	defer j.close()
+	pend, err := j.interrupted()
+	if err != nil || len(pend) == 0 {
+		return Result{}, err
+	}
+	return recoverTxs(ctx, j, sess, pend)
+}
+
+func recoverTxs(ctx context.Context, j *journal, sess *session.Session, txs []string) (Result, error) {
+	var res Result
+	for k := len(txs) - 1; k >= 0; k-- {
+		tx := txs[k]
+		res.Tx = tx
+		rec, err := j.readPlan(tx)
+		if err != nil {
+			return res, err
+		}
+		a, err := newApplier(rec.Workspace, "", nil, Options{})
+		if err != nil {
+			return res, err
+		}
+		idx := make([]int, len(rec.Ops))
+		for i := range idx {
+			idx[i] = i
+		}
+		err = a.revert(j, rec, idx, &res, false)
+		a.close()
+		if err != nil {
+			return res, err
+		}
+		if err := writeFileSync(j.txDir(tx), undoneName, nil); err != nil {
+			return res, err
+		}
+	}
+	return res, nil
+}
+
+// classify reports whether W's entry for o is in o's new state, its prior state, or
+// neither (both false).
+func (a *applier) classify(o *op) (isNew, isOld bool, err error) {
+	st, ok, err := a.w.lstat(o.Path)
+	if err != nil {
+		return false, false, err
+	}
+	checkMode := o.Action == actChmod || o.Action == actRmdir
+	isNew, err = a.matches(o.Path, &st, ok, &o.New, checkMode || o.New.Type != manifest.TypeDir)
+	if err != nil || isNew {
+		return isNew, false, err
+	}
+	isOld, err = a.matches(o.Path, &st, ok, &o.Old, checkMode || o.Old.Type != manifest.TypeDir)
+	return false, isOld, err
+}
+
+func (a *applier) matches(rel string, st *unix.Stat_t, ok bool, es *entryState, checkMode bool) (bool, error) {
+	if es.Type == manifest.TypeNone || !ok {
+		return es.Type == manifest.TypeNone && !ok, nil
+	}
+	if typeOf(st.Mode) != es.Type {
+		return false, nil
+	}
+	switch es.Type {
+	case manifest.TypeRegular:
+		if st.Mode&0o7777 != es.Mode {
+			return false, nil
+		}
+		h, _, err := hashFile(a.w, rel)
+		if err != nil {
+			return false, err
+		}
+		return bytes.Equal(h, es.Hash), nil
+	case manifest.TypeSymlink:
+		target, err := a.w.readlink(rel)
+		return err == nil && target == es.Link, err
+	case manifest.TypeDir:
+		return !checkMode || st.Mode&0o7777 == es.Mode, nil
+	}
+	return false, nil
+}
+
+// revert undoes the operations idx of rec in reverse order. strict (Undo) treats a path
+// in neither state as a problem that was checked beforehand; otherwise (Recover) it is
+// left and reported.
+func (a *applier) revert(j *journal, rec *record, idx []int, res *Result, strict bool) error {
+	txd := j.txDir(rec.Tx)
+	for _, i := range idx {
+		o := &rec.Ops[i]
+		if o.Action == actCreate || o.Action == actReplace {
+			a.removeTemp(o)
+		}
+		a.removeTempName(o.Path, undoTemp(rec.Tx, i))
+	}
+	dirty := map[string]bool{}
+	for k := len(idx) - 1; k >= 0; k-- {
+		i := idx[k]
+		o := &rec.Ops[i]
+		isNew, _, err := a.classify(o)
+		if err != nil {
+			res.Problems = append(res.Problems, Problem{Path: o.Path, Err: fmt.Errorf("revert %q: %w", o.Path, err)})
+			continue
+		}
+		if !isNew {
+			continue // prior state (never applied or already reverted) or, for Recover, left
+		}
+		if err := a.revertOne(txd, rec.Tx, i, o); err != nil {
+			res.Problems = append(res.Problems, Problem{Path: o.Path, Err: err})
+			continue
+		}
+		d, _ := splitPath(o.Path)
+		dirty[d] = true
+		if !o.Implicit {
+			res.Applied = append(res.Applied, o.Path)
+		}
+		hook("reverted", k)
+	}
+	if !strict {
+		// Report paths that are now in neither state (left as they are).
+		for _, i := range idx {
+			o := &rec.Ops[i]
+			if isNew, isOld, err := a.classify(o); err == nil && !isNew && !isOld && !o.Implicit {
+				res.Problems = append(res.Problems, Problem{Path: o.Path,
+					Err: fmt.Errorf("recover %q: left as it is: %w", o.Path, ErrChangedSinceApply)})
+			}
+		}
+	}
+	for d := range dirty {
+		fd, err := a.w.dir(d)
+		if err == nil {
+			err = unix.Fsync(fd)
+		}
+		if err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("fsync workspace directory %q: %w", d, err)
+		}
+	}
+	return nil
+}
+
+func undoTemp(tx string, i int) string { return ".brood-" + tx + "-" + strconv.Itoa(i) + ".undo" }
+
+func (a *applier) removeTempName(path, temp string) {
+	dir, _ := splitPath(path)
+	if pfd, err := a.w.dir(dir); err == nil {
+		unix.Unlinkat(pfd, temp, 0)
+	}
+}
+
+// revertOne puts o's prior state back in place of its new state.
+func (a *applier) revertOne(txd, tx string, i int, o *op) error {
+	dir, name := splitPath(o.Path)
+	pfd, err := a.w.dir(dir)
+	if err != nil {
+		return fmt.Errorf("revert %q: %w", o.Path, err)
+	}
+	switch o.Action {
+	case actMkdir:
+		if err := unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR); err != nil {
+			if err == unix.ENOTEMPTY || err == unix.EEXIST {
+				return fmt.Errorf("revert %q: directory not empty, left: %w", o.Path, ErrChangedSinceApply)
+			}
+			return fmt.Errorf("revert %q: rmdir: %w", o.Path, err)
+		}
+	case actCreate:
+		if err := unix.Unlinkat(pfd, name, 0); err != nil {
+			return fmt.Errorf("revert %q: unlink: %w", o.Path, err)
+		}
+	case actChmod:
+		return fchmodEntry(pfd, name, o.Old.Type, o.Old.Mode)
+	case actRmdir:
+		if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
+			return fmt.Errorf("revert %q: mkdir: %w", o.Path, err)
+		}
+		return fchmodEntry(pfd, name, manifest.TypeDir, o.Old.Mode)
+	case actReplace, actDelete:
+		var flags uint = unix.RENAME_NOREPLACE
+		if o.Action == actReplace {
+			flags = 0
+		}
+		return a.restore(pfd, name, txd, tx, i, o, flags)
+	default:
+		return fmt.Errorf("revert %q: %v: %w", o.Path, o.Action, ErrJournal)
+	}
+	return nil
+}
+
+// restore puts o's prior file or symlink at name in pfd with renameat2(flags): the
+// journal's inode itself when on the same filesystem, else a verified copy.
+func (a *applier) restore(pfd int, name, txd, tx string, i int, o *op, flags uint) error {
+	temp := undoTemp(tx, i)
+	if o.Old.Type == manifest.TypeSymlink {
+		if err := unix.Symlinkat(o.Old.Link, pfd, temp); err != nil {
+			return fmt.Errorf("revert %q: symlink: %w", o.Path, err)
+		}
+		if err := unix.Renameat2(pfd, temp, pfd, name, flags); err != nil {
+			unix.Unlinkat(pfd, temp, 0)
+			return fmt.Errorf("revert %q: renameat2: %w", o.Path, err)
+		}
+		return nil
+	}
+	if o.Old.Type != manifest.TypeRegular || !o.Backup {
+		return fmt.Errorf("revert %q: no prior content in the journal: %w", o.Path, ErrJournal)
+	}
+	bdir := filepath.Join(txd, backupDir)
+	bname := strconv.Itoa(i)
+	src, err := os.Open(filepath.Join(bdir, bname))
+	if err != nil {
+		return fmt.Errorf("revert %q: open journal copy: %w", o.Path, err)
+	}
+	defer src.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, src); err != nil {
+		return fmt.Errorf("revert %q: read journal copy: %w", o.Path, err)
+	}
+	if !bytes.Equal(h.Sum(nil), o.Old.Hash) {
+		return fmt.Errorf("revert %q: journal copy does not match the prior hash: %w", o.Path, ErrJournal)
+	}
+	bfd, err := unix.Open(bdir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("revert %q: open journal: %w", o.Path, err)
+	}
+	defer unix.Close(bfd)
+	err = unix.Renameat2(bfd, bname, pfd, name, flags)
+	if err == unix.EXDEV {
+		err = a.restoreCopy(pfd, name, temp, src, o, flags)
+	} else if err == nil {
+		err = fchmodEntry(pfd, name, manifest.TypeRegular, o.Old.Mode)
+	}
+	if err != nil {
+		return fmt.Errorf("revert %q: %w", o.Path, err)
+	}
+	return nil
+}
+
+func (a *applier) restoreCopy(pfd int, name, temp string, src *os.File, o *op, flags uint) error {
+	if _, err := src.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(pfd, temp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return fmt.Errorf("create temp file: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), temp)
+	fail := func(err error) error {
+		f.Close()
+		unix.Unlinkat(pfd, temp, 0)
+		return err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(f, h), src); err != nil {
+		return fail(fmt.Errorf("copy: %w", err))
+	}
+	if !bytes.Equal(h.Sum(nil), o.Old.Hash) {
+		return fail(fmt.Errorf("copy: %w", ErrHashMismatch))
+	}
+	if err := unix.Fchmod(fd, o.Old.Mode); err != nil {
+		return fail(fmt.Errorf("fchmod: %w", err))
+	}
+	if err := f.Sync(); err != nil {
+		return fail(fmt.Errorf("fsync: %w", err))
+	}
+	if err := f.Close(); err != nil {
+		unix.Unlinkat(pfd, temp, 0)
+		return fmt.Errorf("close: %w", err)
+	}
+	if err := unix.Renameat2(pfd, temp, pfd, name, flags); err != nil {
+		unix.Unlinkat(pfd, temp, 0)
+		return fmt.Errorf("renameat2: %w", err)
+	}
+	return nil
+}
