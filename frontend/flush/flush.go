@@ -15,8 +15,8 @@
 //     directories with mkdirat, write each new file to a temp file in its target
 //     directory, fsync, verify the SHA-256 of what was written against the reviewed hash,
 //     re-check that the target is the very entry checked in phase 1, rename it into place
-//     with renameat2 (RENAME_NOREPLACE for added paths), set modes with fchmod (masked with
-//  0777. and fsync each touched directory once.
+//     with renameat2 (RENAME_NOREPLACE for added paths), set modes with fchmod (always
+//     masked with 0777) and fsync each touched directory once.
 //
 // Every W path is resolved from W's root fd with openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS), so a directory swapped for a symlink makes the write fail with
