@@ -1,0 +1,333 @@
+package helper
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
+)
+
+// childEnv selects what a re-executed test binary does instead of running tests.
+const childEnv = "BROOD_HELPER_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(childEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "helper-main":
+		os.Exit(Main(os.Args[1:]))
+	case "client":
+		os.Exit(childClient())
+	case "landlock":
+		os.Exit(childLandlock())
+	case "sleep":
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	default:
+		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, os.Getenv(childEnv))
+		os.Exit(3)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// testServer is an in-process helper server on a socket in a world-traversable dir.
+type testServer struct {
+	sock  string
+	srv   *Server
+	log   *syncBuffer
+	links *FakeLinks
+	cfg   *Config
+}
+
+// publicTempDir returns a fresh directory other uids can traverse (t.TempDir is 0700).
+func publicTempDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("", "brood-helper-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func startServer(t *testing.T, mutate func(*Config)) *testServer {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.AllowGroup = ""
+	cfg.AllowUIDs = []uint32{uint32(os.Getuid())}
+	cfg.IdleSeconds = 0
+	cfg.ReadTimeoutSeconds = 2
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if err := cfg.Validate(func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	dir := publicTempDir(t)
+	sock := filepath.Join(dir, "helper.sock")
+	ln, err := ListenPath(sock, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Authorization is the helper's job here, not the file mode's.
+	if err := os.Chmod(sock, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	buf := &syncBuffer{}
+	links := &FakeLinks{}
+	log := slog.New(slog.NewJSONHandler(buf, nil))
+	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: "tcg", Policy: "none"}
+	srv := NewServer(&cfg, log, links, caps, []api.Check{{Name: "test", OK: true}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Serve: %v", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Errorf("Serve did not stop")
+		}
+	})
+	return &testServer{sock: sock, srv: srv, log: buf, links: links, cfg: &cfg}
+}
+
+// dial opens a typed client (after hello) as this process.
+func (ts *testServer) dial(t *testing.T) *api.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	c, err := api.Dial(ctx, ts.sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rawConn opens an unframed connection for malformed-input tests.
+func (ts *testServer) rawConn(t *testing.T) *net.UnixConn {
+	t.Helper()
+	uc, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: ts.sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { uc.Close() })
+	return uc
+}
+
+// --- re-executed children ---------------------------------------------------------------
+
+var (
+	publicBinOnce sync.Once
+	publicBin     string
+	publicBinErr  error
+)
+
+// publicTestBinary copies the test binary where other uids can execute it (the go test
+// build dir is private to root).
+func publicTestBinary(t *testing.T) string {
+	t.Helper()
+	publicBinOnce.Do(func() {
+		self, err := os.Executable()
+		if err != nil {
+			publicBinErr = err
+			return
+		}
+		dir, err := os.MkdirTemp("", "brood-helper-bin-")
+		if err != nil {
+			publicBinErr = err
+			return
+		}
+		os.Chmod(dir, 0o755)
+		data, err := os.ReadFile(self)
+		if err != nil {
+			publicBinErr = err
+			return
+		}
+		publicBin = filepath.Join(dir, "helper.test")
+		publicBinErr = os.WriteFile(publicBin, data, 0o755)
+	})
+	if publicBinErr != nil {
+		t.Fatal(publicBinErr)
+	}
+	return publicBin
+}
+
+// childOp is one step of a re-executed client.
+type childOp struct {
+	Op   string `json:"op"`             // hello, create, list, destroy, raw
+	Dir  string `json:"dir,omitempty"`  // create: the share directory to open
+	ID   string `json:"id,omitempty"`   // destroy
+	Body string `json:"body,omitempty"` // raw: request body
+}
+
+// childResult is the outcome of one childOp: Code is "" on success, the helper's error
+// code, or "io: ..." for transport failures.
+type childResult struct {
+	Code     string            `json:"code"`
+	Caps     *api.Capabilities `json:"caps,omitempty"`
+	Session  *api.Session      `json:"session,omitempty"`
+	Sessions []api.Session     `json:"sessions,omitempty"`
+}
+
+type childSpec struct {
+	Sock string    `json:"sock"`
+	Bind string    `json:"bind,omitempty"` // bind the client socket to this path first
+	Ops  []childOp `json:"ops"`
+}
+
+func childClient() int {
+	var spec childSpec
+	if err := json.Unmarshal([]byte(os.Getenv("BROOD_TEST_SPEC")), &spec); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 3
+	}
+	var laddr *net.UnixAddr
+	if spec.Bind != "" {
+		laddr = &net.UnixAddr{Name: spec.Bind, Net: "unix"}
+	}
+	uc, err := net.DialUnix("unix", laddr, &net.UnixAddr{Name: spec.Sock, Net: "unix"})
+	if err != nil {
+		json.NewEncoder(os.Stdout).Encode([]childResult{{Code: "io: " + err.Error()}})
+		return 0
+	}
+	c := api.NewClient(api.NewConn(uc))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var out []childResult
+	for _, op := range spec.Ops {
+		var r childResult
+		var err error
+		switch op.Op {
+		case "hello":
+			r.Caps = &api.Capabilities{}
+			err = c.Call(ctx, api.CallHello, api.HelloArgs{Version: api.Version}, r.Caps)
+		case "create":
+			var f *os.File
+			if f, err = api.OpenShare(op.Dir); err == nil {
+				var s api.Session
+				s, err = c.CreateSession(ctx, f)
+				f.Close()
+				r.Session = &s
+			}
+		case "list":
+			r.Sessions, err = c.ListSessions(ctx)
+		case "destroy":
+			err = c.DestroySession(ctx, op.ID)
+		case "raw":
+			err = c.CallRaw(ctx, []byte(op.Body), nil)
+		}
+		if err != nil {
+			var e *api.Error
+			if errors.As(err, &e) {
+				r.Code = string(e.Code)
+			} else {
+				r.Code = "io: " + err.Error()
+			}
+		}
+		out = append(out, r)
+	}
+	json.NewEncoder(os.Stdout).Encode(out)
+	return 0
+}
+
+// runChildClient runs spec in a re-executed test binary under cred (nil: as this process).
+func runChildClient(t *testing.T, cred *syscall.Credential, spec childSpec) []childResult {
+	t.Helper()
+	bin := publicTestBinary(t)
+	js, _ := json.Marshal(spec)
+	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=client", "BROOD_TEST_SPEC="+string(js))
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child client: %v\n%s", err, stderr.String())
+	}
+	var res []childResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("child client output %q: %v", out, err)
+	}
+	return res
+}
+
+// ownedDir creates a directory owned by uid:gid in a public temp dir.
+func ownedDir(t *testing.T, parent string, name string, uid, gid int) string {
+	t.Helper()
+	d := filepath.Join(parent, name)
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(d, uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func requireRoot(t *testing.T) { testenv.RequireRoot(t) }
+
+// waitGone waits until pid has exited (or is a zombie) or fails after d.
+func waitGone(t *testing.T, pid int, d time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for time.Now().Before(deadline) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		if i := bytes.LastIndexByte(b, ')'); i > 0 && strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z") {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("process %d still alive after %v", pid, d)
+}
+
+
+func chmod(t *testing.T, p string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
