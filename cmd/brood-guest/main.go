@@ -1,0 +1,17 @@
+// Command brood-guest is PID 1 in brood's microVM (see package guest). Build it static:
+// CGO_ENABLED=0 go build -trimpath -ldflags=-s ./cmd/brood-guest
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"brood.dev/brood/sandbox/guest"
+)
+
+func main() {
+	if err := guest.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "brood-guest:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,315 @@
+// Package guest is brood-guest, PID 1 of the microVM (cmd/brood-guest is its thin main,
+// built static with CGO_ENABLED=0 and packed into the initramfs as /init).
+//
+// Boot sequence (Run):
+//  1. mount /proc, /sys, /dev (devtmpfs: the kernel has no DEVTMPFS_MOUNT) in the initramfs;
+//  2. set the clock from brood.time on the kernel command line;
+//  3. read the session config (guestcfg.SessionPath) and delete it;
+//  4. load the kernel modules listed in guestcfg.ModulesLoadPath (modules.dep walk, finit_module);
+//  5. mount the rootfs disk /dev/vda read-only under a tmpfs overlay (writes outside
+//     /workspace live in RAM and die with the VM), the 9p share at /workspace, and
+//     /tmp, /dev/pts, /dev/shm; then switch root into it;
+//  6. configure lo, and eth0 only when the config has a network;
+//  7. serve SSH on the virtio-serial port guestcfg/sandbox call "brood.ssh": one
+//     connection, authenticated by the session's client key only, each session channel
+//     running its command as the unprivileged agent user in /workspace;
+//  8. when that connection ends: kill what is left, sync, power off.
+//
+// Any failure logs to the console and powers off: PID 1 never exits (that would panic
+// the kernel).
+package guest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/sandbox/guestcfg"
+)
+
+// sshPortName must match sandbox.SSHPortName (guest code does not import the host side).
+const sshPortName = "brood.ssh"
+
+// shareTag must match sandbox.ShareTag.
+const shareTag = "workspace"
+
+// Workspace is where the share is mounted in the guest.
+const Workspace = "/workspace"
+
+// Run is brood-guest's main. It returns only on failure before anything was mounted
+// when not PID 1; as PID 1 it ends by powering off.
+func Run() error {
+	if os.Getpid() != 1 {
+		return ErrNotPID1
+	}
+	g := &guest{start: time.Now()}
+	err := g.boot()
+	if err != nil {
+		g.logf("FATAL: %v", err)
+	}
+	g.shutdown()
+	return err // not reached: shutdown powers off
+}
+
+type guest struct {
+	start   time.Time
+	debug   bool
+	cfg     guestcfg.Config
+	reaper  *reaper
+	cmdline map[string]string
+}
+
+// logf writes one line to the console (fd 2 is /dev/console for init).
+func (g *guest) logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "brood-guest %6.3fs: %s\n", time.Since(g.start).Seconds(), fmt.Sprintf(format, a...))
+}
+
+func (g *guest) debugf(format string, a ...any) {
+	if g.debug {
+		g.logf(format, a...)
+	}
+}
+
+func (g *guest) boot() error {
+	// 1. Kernel filesystems in the initramfs.
+	for _, m := range []struct{ src, dst, typ string }{
+		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
+	} {
+		if err := mount(m.src, m.dst, m.typ, unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil && m.typ != "devtmpfs" {
+			return err
+		}
+	}
+	cl, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return fmt.Errorf("read kernel cmdline: %w", err)
+	}
+	g.cmdline = parseCmdline(string(cl))
+	g.debug = g.cmdline[guestcfg.CmdlineDebug] == "1"
+
+	// 2. Clock.
+	if v, ok := g.cmdline[guestcfg.CmdlineTime]; ok {
+		if err := setClock(v); err != nil {
+			g.logf("set clock: %v", err) // a wrong clock is not fatal
+		}
+	}
+
+	// 3. Session config, then remove it from the initramfs.
+	b, err := os.ReadFile("/" + guestcfg.SessionPath)
+	if err != nil {
+		return fmt.Errorf("read session config: %w", err)
+	}
+	os.Remove("/" + guestcfg.SessionPath)
+	if g.cfg, err = guestcfg.Unmarshal(b); err != nil {
+		return err
+	}
+
+	// 4. Modules.
+	if err := g.loadModules(); err != nil {
+		return err
+	}
+	g.debugf("modules loaded")
+
+	// 5. Root filesystem and switch root.
+	if err := g.mountRoot(); err != nil {
+		return err
+	}
+	g.debugf("root mounted")
+	g.reaper = newReaper()
+
+	// 6. Network.
+	if err := configureNet(g.cfg.Net); err != nil {
+		return err
+	}
+	_ = unix.Sethostname([]byte("brood"))
+
+	// 7. SSH until the session ends (8. is shutdown, in Run).
+	return g.serveSSH()
+}
+
+// parseCmdline splits /proc/cmdline into key=value words (bare words map to "").
+func parseCmdline(s string) map[string]string {
+	m := map[string]string{}
+	for _, w := range strings.Fields(s) {
+		k, v, _ := strings.Cut(w, "=")
+		m[k] = v
+	}
+	return m
+}
+
+// setClock sets the wall clock from "SECONDS.NANOSECONDS".
+func setClock(v string) error {
+	secs, nsecs, _ := strings.Cut(v, ".")
+	s, err := strconv.ParseInt(secs, 10, 64)
+	if err != nil {
+		return fmt.Errorf("parse %s=%q: %w", guestcfg.CmdlineTime, v, err)
+	}
+	var ns int64
+	if nsecs != "" {
+		if ns, err = strconv.ParseInt(nsecs, 10, 64); err != nil {
+			return fmt.Errorf("parse %s=%q: %w", guestcfg.CmdlineTime, v, err)
+		}
+	}
+	tv := unix.NsecToTimeval(s*1e9 + ns)
+	return os.NewSyscallError("settimeofday", unix.Settimeofday(&tv))
+}
+
+func (g *guest) loadModules() error {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return os.NewSyscallError("uname", err)
+	}
+	rel := unix.ByteSliceToString(uts.Release[:])
+	l, err := newModLoader(filepath.Join("/lib/modules", rel))
+	if err != nil {
+		return err
+	}
+	list, err := os.ReadFile("/" + guestcfg.ModulesLoadPath)
+	if err != nil {
+		return fmt.Errorf("read module list: %w", err)
+	}
+	for _, name := range strings.Fields(string(list)) {
+		if guestcfg.OptionalModules[name] && !(name == "virtio_net" && g.cfg.Net != nil) {
+			continue
+		}
+		if err := l.load(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mount is unix.Mount with the directory created and an error naming both.
+func mount(src, dst, typ string, flags uintptr, data string) error {
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return fmt.Errorf("mount %s: %w", dst, err)
+	}
+	if err := unix.Mount(src, dst, typ, flags, data); err != nil {
+		return fmt.Errorf("mount %s (%s) on %s: %w", src, typ, dst, err)
+	}
+	return nil
+}
+
+// waitFor polls until path exists or d passes (device nodes appear asynchronously).
+func waitFor(path string, d time.Duration) bool {
+	for end := time.Now().Add(d); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(path); err == nil {
+			return true
+		}
+		if time.Now().After(end) {
+			return false
+		}
+	}
+}
+
+// mountRoot builds the agent's root: rootfs read-only + tmpfs upper as an overlay at
+// /newroot, the share at /newroot/workspace, kernel filesystems moved in; then
+// switches root to it.
+func (g *guest) mountRoot() error {
+	const nr = "/newroot"
+	if !waitFor("/dev/vda", 5*time.Second) {
+		return ErrNoRootfs
+	}
+	if err := mount("/dev/vda", "/lower", "ext4", unix.MS_RDONLY, "noload"); err != nil {
+		return err
+	}
+	if err := mount("tmpfs", "/rw", "tmpfs", 0, "mode=0755"); err != nil {
+		return err
+	}
+	for _, d := range []string{"/rw/upper", "/rw/work"} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			return fmt.Errorf("create overlay dir: %w", err)
+		}
+	}
+	if err := mount("overlay", nr, "overlay", 0, "lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
+		return err
+	}
+	if hasShare() {
+		if err := mount(shareTag, nr+Workspace, "9p", unix.MS_NOSUID|unix.MS_NODEV,
+			"trans=virtio,version=9p2000.L,msize=512000,cache=none,access=user"); err != nil {
+			return err
+		}
+	} else if err := os.MkdirAll(nr+Workspace, 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", Workspace, err)
+	}
+	for _, d := range []string{"/proc", "/sys", "/dev"} {
+		if err := os.MkdirAll(nr+d, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", nr+d, err)
+		}
+		if err := unix.Mount(d, nr+d, "", unix.MS_MOVE, ""); err != nil {
+			return fmt.Errorf("move mount %s: %w", d, err)
+		}
+	}
+	for _, m := range []struct{ src, dst, typ, data string }{
+		{"tmpfs", nr + "/tmp", "tmpfs", "mode=1777"},
+		{"devpts", nr + "/dev/pts", "devpts", "newinstance,ptmxmode=0666,mode=0620,gid=5"},
+		{"tmpfs", nr + "/dev/shm", "tmpfs", "mode=1777"},
+		{"tmpfs", nr + "/run", "tmpfs", "mode=0755"},
+	} {
+		if err := mount(m.src, m.dst, m.typ, unix.MS_NOSUID|unix.MS_NODEV, m.data); err != nil {
+			return err
+		}
+	}
+	// /dev/ptmx must reach the devpts instance above.
+	os.Remove(nr + "/dev/ptmx")
+	if err := os.Symlink("pts/ptmx", nr+"/dev/ptmx"); err != nil {
+		return fmt.Errorf("link /dev/ptmx: %w", err)
+	}
+	// switch_root: make /newroot the root; the initramfs stays behind, unreachable.
+	if err := unix.Chdir(nr); err != nil {
+		return os.NewSyscallError("chdir", err)
+	}
+	if err := unix.Mount(".", "/", "", unix.MS_MOVE, ""); err != nil {
+		return fmt.Errorf("move %s to /: %w", nr, err)
+	}
+	if err := unix.Chroot("."); err != nil {
+		return os.NewSyscallError("chroot", err)
+	}
+	if err := unix.Chdir("/"); err != nil {
+		return os.NewSyscallError("chdir", err)
+	}
+	return g.ensureHome()
+}
+
+// hasShare reports whether a virtio-9p device with the workspace tag exists.
+func hasShare() bool {
+	tags, _ := filepath.Glob("/sys/bus/virtio/drivers/9pnet_virtio/virtio*/mount_tag")
+	for _, t := range tags {
+		if b, err := os.ReadFile(t); err == nil && strings.TrimRight(string(b), "\x00\n") == shareTag {
+			return true
+		}
+	}
+	return false
+}
+
+// ensureHome creates the agent's home directory in the overlay when the image lacks it.
+func (g *guest) ensureHome() error {
+	home := homeDir(g.cfg)
+	if _, err := os.Stat(home); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		return fmt.Errorf("create home: %w", err)
+	}
+	return os.Chown(home, g.cfg.UID, g.cfg.GID)
+}
+
+func homeDir(c guestcfg.Config) string { return "/home/" + c.User }
+
+// shutdown ends the VM: TERM then KILL everything else, sync, power off. Under
+// microvm the power-off goes through the ACPI GED and, with -no-reboot, QEMU exits 0.
+func (g *guest) shutdown() {
+	_ = unix.Kill(-1, unix.SIGTERM)
+	time.Sleep(50 * time.Millisecond)
+	_ = unix.Kill(-1, unix.SIGKILL)
+	unix.Sync()
+	g.debugf("power off")
+	for {
+		_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
+		time.Sleep(time.Second)
+	}
+}

@@ -1,0 +1,413 @@
+package guest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/sandbox/guestcfg"
+)
+
+// findPort returns the /dev node of the virtio-serial port called name. Without udev
+// there is no /dev/virtio-ports/<name>: the name is in /sys/class/virtio-ports/*/name.
+func findPort(name string, wait time.Duration) (string, error) {
+	for end := time.Now().Add(wait); ; time.Sleep(5 * time.Millisecond) {
+		names, _ := filepath.Glob("/sys/class/virtio-ports/*/name")
+		for _, n := range names {
+			b, err := os.ReadFile(n)
+			if err == nil && strings.TrimSpace(string(b)) == name {
+				dev := "/dev/" + filepath.Base(filepath.Dir(n))
+				if waitFor(dev, time.Second) {
+					return dev, nil
+				}
+			}
+		}
+		if time.Now().After(end) {
+			return "", fmt.Errorf("port %q: %w", name, ErrNoPort)
+		}
+	}
+}
+
+// portConn is the virtio-serial port as a net.Conn. The port is opened O_NONBLOCK and
+// wrapped in exactly one os.File, so reads go through Go's netpoller: a blocking read
+// on a 1-vCPU guest costs ~7 ms per round trip, and a second os.File for the same fd
+// would close it under the first (LAB.md 3).
+type portConn struct{ f *os.File }
+
+func (c portConn) Read(b []byte) (int, error)         { return c.f.Read(b) }
+func (c portConn) Write(b []byte) (int, error)        { return c.f.Write(b) }
+func (c portConn) Close() error                       { return nil } // the port outlives connections
+func (c portConn) LocalAddr() net.Addr                { return portAddr(c.f.Name()) }
+func (c portConn) RemoteAddr() net.Addr               { return portAddr("host") }
+func (c portConn) SetDeadline(t time.Time) error      { return c.f.SetDeadline(t) }
+func (c portConn) SetReadDeadline(t time.Time) error  { return c.f.SetReadDeadline(t) }
+func (c portConn) SetWriteDeadline(t time.Time) error { return c.f.SetWriteDeadline(t) }
+
+type portAddr string
+
+func (a portAddr) Network() string { return "virtio-serial" }
+func (a portAddr) String() string  { return string(a) }
+
+// waitHost blocks until the host side of the port is connected and has sent data:
+// with no host client the port reports POLLHUP and read returns 0 at once.
+func waitHost(f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var perr error
+	cerr := rc.Control(func(fd uintptr) {
+		for {
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			_, err := unix.Poll(p, 1000)
+			switch {
+			case err == unix.EINTR:
+			case err != nil:
+				perr = os.NewSyscallError("poll", err)
+				return
+			case p[0].Revents&unix.POLLHUP != 0:
+				time.Sleep(10 * time.Millisecond)
+			case p[0].Revents&unix.POLLIN != 0:
+				return
+			}
+		}
+	})
+	if cerr != nil {
+		return cerr
+	}
+	return perr
+}
+
+// serveSSH serves the session's one SSH connection on the port and returns when it
+// ends. Connections that fail the handshake (wrong key) are dropped and the next one
+// is awaited.
+func (g *guest) serveSSH() error {
+	signer, err := ssh.ParsePrivateKey(g.cfg.HostKey)
+	if err != nil {
+		return fmt.Errorf("parse host key: %w", err)
+	}
+	authorized, _, _, _, err := ssh.ParseAuthorizedKey([]byte(g.cfg.AuthorizedKey))
+	if err != nil {
+		return fmt.Errorf("parse authorized key: %w", err)
+	}
+	want := authorized.Marshal()
+	cfg := &ssh.ServerConfig{
+		Config: ssh.Config{Ciphers: guestcfg.Ciphers},
+		PublicKeyCallback: func(md ssh.ConnMetadata, key ssh.PublicKey) (*ssh.Permissions, error) {
+			if md.User() != g.cfg.User || !bytes.Equal(key.Marshal(), want) {
+				return nil, fmt.Errorf("user %q key %s not authorized", md.User(), ssh.FingerprintSHA256(key))
+			}
+			return &ssh.Permissions{}, nil
+		},
+	}
+	cfg.AddHostKey(signer)
+
+	dev, err := findPort(sshPortName, 5*time.Second)
+	if err != nil {
+		return err
+	}
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return &os.PathError{Op: "open", Path: dev, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), dev)
+	g.debugf("ssh: waiting on %s", dev)
+	for {
+		if err := waitHost(f); err != nil {
+			return fmt.Errorf("wait for host on %s: %w", dev, err)
+		}
+		conn, chans, reqs, err := ssh.NewServerConn(portConn{f}, cfg)
+		if err != nil {
+			g.logf("ssh handshake: %v", err)
+			drain(f)
+			continue
+		}
+		g.debugf("ssh: %s connected", conn.User())
+		go ssh.DiscardRequests(reqs)
+		var wg sync.WaitGroup
+		for nc := range chans {
+			if nc.ChannelType() != "session" {
+				nc.Reject(ssh.UnknownChannelType, "only session channels")
+				continue
+			}
+			ch, creqs, err := nc.Accept()
+			if err != nil {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				g.session(ch, creqs)
+			}()
+		}
+		wg.Wait()
+		g.debugf("ssh: connection closed")
+		return nil
+	}
+}
+
+// drain discards what a rejected client left in the port.
+func drain(f *os.File) {
+	buf := make([]byte, 4096)
+	f.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	for {
+		if _, err := f.Read(buf); err != nil {
+			break
+		}
+	}
+	f.SetReadDeadline(time.Time{})
+}
+
+// session state collected from requests before exec/shell.
+type session struct {
+	env  []string
+	pty  bool
+	term string
+	ws   pty.Winsize
+	ptmx *os.File
+	proc *os.Process
+	mu   sync.Mutex
+}
+
+// Wire payloads (RFC 4254 section 6).
+type ptyReq struct {
+	Term             string
+	Cols, Rows, W, H uint32
+	Modes            string
+}
+type winch struct{ Cols, Rows, W, H uint32 }
+type envReq struct{ Name, Value string }
+type execReq struct{ Command string }
+type signalReq struct{ Signal string }
+
+var signals = map[string]syscall.Signal{
+	"INT": unix.SIGINT, "TERM": unix.SIGTERM, "KILL": unix.SIGKILL, "HUP": unix.SIGHUP,
+	"QUIT": unix.SIGQUIT, "USR1": unix.SIGUSR1, "USR2": unix.SIGUSR2,
+}
+
+// session serves one "session" channel: pty-req, env, window-change, signal, then
+// exec or shell runs exactly one command and reports its exit status.
+func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+	defer ch.Close()
+	s := &session{}
+	started := false
+	var done chan struct{}
+	for {
+		var req *ssh.Request
+		var ok bool
+		if done != nil {
+			select {
+			case req, ok = <-reqs:
+			case <-done:
+				return
+			}
+		} else {
+			req, ok = <-reqs
+		}
+		if !ok {
+			if done != nil {
+				<-done
+			}
+			return
+		}
+		okReply := false
+		switch req.Type {
+		case "pty-req":
+			var p ptyReq
+			if !started && ssh.Unmarshal(req.Payload, &p) == nil {
+				s.pty, s.term = true, p.Term
+				s.ws = pty.Winsize{Cols: uint16(p.Cols), Rows: uint16(p.Rows)}
+				okReply = true
+			}
+		case "window-change":
+			var w winch
+			if ssh.Unmarshal(req.Payload, &w) == nil {
+				s.mu.Lock()
+				s.ws = pty.Winsize{Cols: uint16(w.Cols), Rows: uint16(w.Rows)}
+				if s.ptmx != nil {
+					_ = pty.Setsize(s.ptmx, &s.ws)
+				}
+				s.mu.Unlock()
+			}
+		case "env":
+			var e envReq
+			if !started && ssh.Unmarshal(req.Payload, &e) == nil && validEnvName(e.Name) {
+				s.env = append(s.env, e.Name+"="+e.Value)
+				okReply = true
+			}
+		case "signal":
+			var sr signalReq
+			if ssh.Unmarshal(req.Payload, &sr) == nil {
+				s.mu.Lock()
+				if sig, ok := signals[sr.Signal]; ok && s.proc != nil {
+					_ = syscall.Kill(-s.proc.Pid, sig) // the whole session (setsid)
+				}
+				s.mu.Unlock()
+			}
+		case "exec", "shell":
+			if started {
+				break
+			}
+			argv := []string{"/bin/sh", "-l"}
+			if req.Type == "exec" {
+				var e execReq
+				if ssh.Unmarshal(req.Payload, &e) != nil {
+					break
+				}
+				argv = []string{"/bin/sh", "-c", e.Command}
+			}
+			started = true
+			done = make(chan struct{})
+			if err := g.run(ch, s, argv, done); err != nil {
+				fmt.Fprintf(ch.Stderr(), "brood-guest: %v\n", err)
+				sendStatus(ch, 127)
+				return
+			}
+			okReply = true
+		}
+		if req.WantReply {
+			req.Reply(okReply, nil)
+		}
+	}
+}
+
+// validEnvName accepts POSIX-ish variable names.
+func validEnvName(n string) bool {
+	if n == "" || strings.ContainsAny(n, "=\x00") {
+		return false
+	}
+	return true
+}
+
+// env returns the agent's environment: a fixed base plus what the client sent. Nothing
+// comes from brood-guest's own environment.
+func (g *guest) env(s *session) []string {
+	home := homeDir(g.cfg)
+	e := []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=" + home, "USER=" + g.cfg.User, "LOGNAME=" + g.cfg.User, "SHELL=/bin/sh",
+	}
+	if s.pty {
+		e = append(e, "TERM="+s.term)
+	}
+	return append(e, s.env...)
+}
+
+// run starts argv for the session as the agent user, wires its stdio to ch (through a
+// PTY when one was requested), and closes done after the exit status was sent.
+func (g *guest) run(ch ssh.Channel, s *session, argv []string, done chan struct{}) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = g.env(s)
+	cmd.Dir = Workspace
+	if _, err := os.Stat(Workspace); err != nil {
+		cmd.Dir = "/"
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: uint32(g.cfg.UID), Gid: uint32(g.cfg.GID), Groups: []uint32{}},
+		Setsid:     true,
+	}
+	var copies sync.WaitGroup
+	var closeAfter []*os.File
+	if s.pty {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			return fmt.Errorf("open pty: %w", err)
+		}
+		_ = tty.Chown(g.cfg.UID, g.cfg.GID)
+		s.mu.Lock()
+		_ = pty.Setsize(ptmx, &s.ws)
+		s.ptmx = ptmx
+		s.mu.Unlock()
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+		cmd.SysProcAttr.Setctty = true
+		cmd.SysProcAttr.Ctty = 0
+		closeAfter = append(closeAfter, tty)
+		go func() { _, _ = io.Copy(ptmx, ch) }()
+		copies.Add(1)
+		go func() { defer copies.Done(); _, _ = io.Copy(ch, ptmx) }() // ends with EIO when the tty is gone
+	} else {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("stdin pipe: %w", err)
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("stdout pipe: %w", err)
+		}
+		errR, errW, err := os.Pipe()
+		if err != nil {
+			return fmt.Errorf("stderr pipe: %w", err)
+		}
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+		closeAfter = append(closeAfter, inR, outW, errW)
+		go func() { _, _ = io.Copy(inW, ch); inW.Close() }()
+		copies.Add(2)
+		go func() { defer copies.Done(); _, _ = io.Copy(ch, outR); outR.Close() }()
+		go func() { defer copies.Done(); _, _ = io.Copy(ch.Stderr(), errR); errR.Close() }()
+	}
+	exited, err := g.reaper.start(cmd)
+	for _, f := range closeAfter {
+		f.Close()
+	}
+	if err != nil {
+		if s.ptmx != nil {
+			s.ptmx.Close()
+		}
+		return err
+	}
+	s.mu.Lock()
+	s.proc = cmd.Process
+	s.mu.Unlock()
+	go func() {
+		defer close(done)
+		ws := <-exited
+		cmd.Process.Release()
+		if s.ptmx != nil {
+			// Drain what the command wrote before it exited; a background child that
+			// keeps the tty open must not hold the session.
+			waitTimeout(&copies, time.Second)
+			s.ptmx.Close()
+		} else {
+			copies.Wait()
+		}
+		code := ws.ExitStatus()
+		if ws.Signaled() {
+			code = 128 + int(ws.Signal())
+		}
+		ch.CloseWrite()
+		sendStatus(ch, code)
+	}()
+	return nil
+}
+
+func waitTimeout(wg *sync.WaitGroup, d time.Duration) {
+	c := make(chan struct{})
+	go func() { wg.Wait(); close(c) }()
+	select {
+	case <-c:
+	case <-time.After(d):
+	}
+}
+
+// sendStatus sends the "exit-status" request (RFC 4254 6.10).
+func sendStatus(ch ssh.Channel, code int) {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], uint32(code))
+	if _, err := ch.SendRequest("exit-status", false, b[:]); err != nil && !errors.Is(err, io.EOF) {
+		return
+	}
+}
