@@ -28,6 +28,7 @@ const copyBufSize = 128 << 10
 // journal writes the plan and the prior content of every replaced or deleted regular
 // file, and fsyncs all of it, before anything in W is touched.
 func (a *applier) journal(j *journal, rec *record, ops []*op) error {
+	a.w.forget() // resolve directories again: W may have changed since the plan
 	txd := j.txDir(rec.Tx)
 	if err := os.Mkdir(txd, 0o700); err != nil {
 		return fmt.Errorf("create journal tx: %w", err)

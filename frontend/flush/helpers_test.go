@@ -206,3 +206,10 @@ func sameTree(t testing.TB, want, got map[string]string) {
 }
 
 var _ = bytes.Equal
+
+func syscallChmod(t testing.TB, p string, mode uint32) {
+	t.Helper()
+	if err := syscall.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -96,11 +96,13 @@ func splitPath(p string) (dir, name string) {
 const resolveFlags = unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS
 
 // openBeneath opens rel below the directory fd root with openat2, never following a
-// symlink in any component (the last one included). A symlink or escape on the way is
+// symlink in any component (the last one included, which fails with ELOOP). A symlink or escape on the way is
 // reported as ErrUnsafePath.
 func openBeneath(root int, rel string, flags int, mode uint32) (int, error) {
 	how := unix.OpenHow{
-		Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
+		// No O_NOFOLLOW: with RESOLVE_NO_SYMLINKS a symlink as the last component then fails
+		// with ELOOP (O_NOFOLLOW|O_DIRECTORY would give ENOTDIR, O_PATH|O_NOFOLLOW the link).
+		Flags:   uint64(flags | unix.O_CLOEXEC),
 		Mode:    uint64(mode),
 		Resolve: resolveFlags,
 	}
