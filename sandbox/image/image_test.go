@@ -1,0 +1,78 @@
+package image
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/internal/testenv"
+)
+
+func TestMmdebstrapArgs(t *testing.T) {
+	a := MmdebstrapArgs(Recipes["test"], "root", "/c/tree")
+	for _, want := range []string{"--mode=root", "--variant=essential", "--include=busybox-static,git,passwd", "--customize-hook=" + agentHook} {
+		if !slices.Contains(a, want) {
+			t.Errorf("args lack %q: %q", want, a)
+		}
+	}
+	if !slices.Equal(a[len(a)-2:], []string{"bookworm", "/c/tree"}) {
+		t.Errorf("args end %q, want suite and dir", a[len(a)-2:])
+	}
+	codex := strings.Join(MmdebstrapArgs(Recipes["codex"], "unshare", "/t"), " ")
+	for _, want := range []string{"npm install -g @openai/codex", "NODE_EXTRA_CA_CERTS=", "rm -rf \"$1/tmp/brood-host-ca.crt\""} {
+		if !strings.Contains(codex, want) {
+			t.Errorf("codex recipe lacks %q", want)
+		}
+	}
+	if _, err := Build(t.Context(), t.TempDir(), "nosuch", nil); !errors.Is(err, ErrUnknownRecipe) {
+		t.Errorf("Build(nosuch) err = %v, want ErrUnknownRecipe", err)
+	}
+}
+
+func TestTreeDigest(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a"), []byte("one"), 0o644)
+	d1, err := TreeDigest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "a"), []byte("two"), 0o644)
+	d2, _ := TreeDigest(dir)
+	os.Chmod(filepath.Join(dir, "a"), 0o755)
+	d3, _ := TreeDigest(dir)
+	os.Symlink("a", filepath.Join(dir, "l"))
+	d4, _ := TreeDigest(dir)
+	if d1 == d2 || d2 == d3 || d3 == d4 {
+		t.Errorf("digests do not follow content, mode and links: %s %s %s %s", d1, d2, d3, d4)
+	}
+}
+
+func TestFromDir(t *testing.T) {
+	testenv.RequireCommand(t, "mke2fs")
+	debugfs := testenv.RequireCommand(t, "debugfs")
+	dir := t.TempDir()
+	tree := filepath.Join(dir, "tree")
+	os.MkdirAll(filepath.Join(tree, "etc"), 0o755)
+	os.WriteFile(filepath.Join(tree, "etc", "hello"), []byte("hello from the image\n"), 0o644)
+	cache := filepath.Join(dir, "cache")
+	img, err := FromDir(t.Context(), cache, "t", tree)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(debugfs, "-R", "cat /etc/hello", img).Output()
+	if err != nil || string(out) != "hello from the image\n" {
+		t.Errorf("debugfs cat /etc/hello = %q, %v", out, err)
+	}
+	fi1, _ := os.Stat(img)
+	again, err := FromDir(t.Context(), cache, "t", tree)
+	if fi2, _ := os.Stat(again); err != nil || again != img || !fi2.ModTime().Equal(fi1.ModTime()) {
+		t.Errorf("second FromDir = %q, %v; want the cached %q untouched", again, err, img)
+	}
+	if got, err := Cached(cache, "t"); err != nil || got != img {
+		t.Errorf("Cached = %q, %v", got, err)
+	}
+}
