@@ -26,11 +26,27 @@ type Trees struct {
 	MaxBytes   int64 // display limit per file; 0 means MaxTextBytes
 }
 
-// Workspace reads W's current content of path.
-func (t Trees) Workspace(path string) ([]byte, error) { return t.read(t.W, path) }
+// Workspace reads W's current content of path. When want is non-nil the content must have
+// that SHA-256 (ErrChanged otherwise), so what is shown is what the diff saw.
+func (t Trees) Workspace(path string, want []byte) ([]byte, error) {
+	return t.readWant(t.W, path, want)
+}
 
-// Snapshot reads S's content of path.
-func (t Trees) Snapshot(path string) ([]byte, error) { return t.read(t.S, path) }
+// Snapshot reads S's content of path, checked against want like Workspace.
+func (t Trees) Snapshot(path string, want []byte) ([]byte, error) {
+	return t.readWant(t.S, path, want)
+}
+
+func (t Trees) readWant(dir, path string, want []byte) ([]byte, error) {
+	b, err := t.read(dir, path)
+	if err != nil || want == nil {
+		return b, err
+	}
+	if h := sha256.Sum256(b); !bytes.Equal(h[:], want) {
+		return nil, fmt.Errorf("read %s: %w", EscapeName(path), ErrChanged)
+	}
+	return b, nil
+}
 
 // BaseCopy reads the base copy of path kept at snapshot time and checks it against want
 // (the SHA-256 recorded in the manifest / Change.OldHash) when want is non-nil. It returns
@@ -39,17 +55,15 @@ func (t Trees) BaseCopy(path string, want []byte) ([]byte, error) {
 	if t.Base == "" {
 		return nil, fmt.Errorf("read base of %s: %w", EscapeName(path), ErrNoBase)
 	}
-	b, err := t.read(t.Base, path)
+	b, err := t.readWant(t.Base, path, want)
+	if errors.Is(err, ErrChanged) {
+		return nil, fmt.Errorf("read base of %s: %w", EscapeName(path), ErrBaseMismatch)
+	}
 	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, ErrNotRegular) {
 		return nil, fmt.Errorf("read base of %s: %w", EscapeName(path), ErrNoBase)
 	}
 	if err != nil {
 		return nil, err
-	}
-	if want != nil {
-		if h := sha256.Sum256(b); !bytes.Equal(h[:], want) {
-			return nil, fmt.Errorf("read base of %s: %w", EscapeName(path), ErrBaseMismatch)
-		}
 	}
 	return b, nil
 }

@@ -82,12 +82,19 @@ func (s *Session) load(c diff.Change) *entry {
 	e := &entry{c: c}
 	readOld := c.Kind == diff.KindModified || c.Kind == diff.KindDeleted || c.Kind == diff.KindConflict
 	readNew := c.Kind == diff.KindModified || c.Kind == diff.KindAdded || c.Kind == diff.KindConflict
+	// W's side must still be the base the diff compared against (except for a conflict,
+	// where W's current content is what is shown and resolved); S's side must be what the
+	// diff hashed.
+	var wantOld []byte
+	if c.Kind != diff.KindConflict {
+		wantOld = c.OldHash
+	}
 	if readOld {
-		b, err := s.Trees.Workspace(c.Path)
+		b, err := s.Trees.Workspace(c.Path, wantOld)
 		e.old, e.haveOld, e.oldErr = string(b), err == nil, err
 	}
 	if readNew {
-		b, err := s.Trees.Snapshot(c.Path)
+		b, err := s.Trees.Snapshot(c.Path, c.NewHash)
 		e.new, e.haveNew, e.newErr = string(b), err == nil, err
 	}
 	// A side that does not exist (deleted in S, or by the developer in W) is empty text;
@@ -123,7 +130,7 @@ func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
 	}
 	p.header(i, len(s.Changes), c, stat)
 	for _, err := range []error{e.oldErr, e.newErr} {
-		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrNotRegular) {
 			p.printf("  note: %s\n", EscapeLine(err.Error()))
 		}
 	}
@@ -134,6 +141,13 @@ func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
 	case diff.KindSymlink, diff.KindType:
 		p.printf("  W: %s\n  S: %s\n", s.describe(s.Trees.W, c.Path), s.describe(s.Trees.S, c.Path))
 		return
+	}
+	if errors.Is(e.oldErr, ErrNotRegular) || errors.Is(e.newErr, ErrNotRegular) {
+		// A directory (or other non-file) added or removed: say what each side holds.
+		p.printf("  W: %s\n  S: %s\n", s.describe(s.Trees.W, c.Path), s.describe(s.Trees.S, c.Path))
+		return
+	}
+	switch c.Kind {
 	case diff.KindMode:
 		return
 	case diff.KindConflict:

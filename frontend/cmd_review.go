@@ -1,0 +1,224 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/flush"
+	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/frontend/review"
+	"brood.dev/brood/frontend/session"
+)
+
+func init() { commands = append(commands, newReviewCommand) }
+
+// reviewFlags are the choices of `brood review`.
+type reviewFlags struct {
+	all, includeRisky, rejectAll bool
+}
+
+func newReviewCommand() *cobra.Command {
+	var f reviewFlags
+	c := &cobra.Command{
+		Use:   "review ID [PATH...]",
+		Short: "Review the agent's changes and apply the accepted ones to the workspace",
+		Long: `Review every change the agent made in the snapshot of session ID and apply the
+accepted ones to the workspace (journaled: brood undo ID reverts them).
+
+On a terminal each change is shown with its kind, escaped path, risk flag and reason and a
+colored diff; keys: a accept, r reject, s skip, h hunk-select (y/n per hunk), v view all,
+q quit, ? help. Conflicts (you changed the file too) offer a three-way merge (m) or keep
+yours (w) / take the agent's (t). High-risk changes need a second confirmation; refused
+changes cannot be accepted. A summary and a confirmation come before anything is written.
+
+Without a terminal, choose explicitly: --all (every change that is not refused, in
+conflict or high-risk), PATH... (only these paths or directories), or --reject-all (record
+a rejection of everything and change nothing). --include-risky adds high-risk changes to
+--all or PATH. Exit status 3 when a change was left out because it is refused, in
+conflict or high-risk, or could not be applied.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runReview(cmd, args[0], args[1:], f)
+		},
+	}
+	c.Flags().BoolVar(&f.all, "all", false, "accept every change that is not refused, in conflict or high-risk, without prompts")
+	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with --all or PATH: accept high-risk changes too")
+	c.Flags().BoolVar(&f.rejectAll, "reject-all", false, "reject every change (recorded) and change nothing")
+	return c
+}
+
+func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out := cmd.OutOrStdout()
+	in, inFile := cmd.InOrStdin().(*os.File)
+	outFile, outIsFile := out.(*os.File)
+	tty := inFile && outIsFile && review.IsTerminal(in) && review.IsTerminal(outFile)
+	switch {
+	case f.rejectAll && (f.all || len(paths) > 0 || f.includeRisky):
+		return usageErr("review: --reject-all cannot be combined with --all, --include-risky or PATH")
+	case f.includeRisky && !f.all && len(paths) == 0:
+		return usageErr("review: --include-risky needs --all or PATH")
+	case !tty && !f.all && !f.rejectAll && len(paths) == 0:
+		return usageErr("review: not a terminal: choose with --all, --reject-all or PATH... (see brood review --help)")
+	}
+
+	sess, err := session.Open(id)
+	if err != nil {
+		return err
+	}
+	switch sess.State {
+	case session.StateSnapshotting:
+		return fmt.Errorf("review session %s: the snapshot is incomplete (state %s)", id, sess.State)
+	case session.StateRunning:
+		return fmt.Errorf("review session %s: its VM is still running; stop it first", id)
+	}
+	m, err := manifest.Read(sess.ManifestPath())
+	if err != nil {
+		return fmt.Errorf("review session %s: %w", id, err)
+	}
+	changes, err := diff.Compute(ctx, sess.Workspace, sess.SnapshotDir(), m, diff.Options{})
+	if err != nil {
+		return fmt.Errorf("review session %s: %w", id, err)
+	}
+	if len(changes) == 0 {
+		fmt.Fprintln(out, "no changes")
+		return nil
+	}
+	if tty && !f.all && !f.rejectAll {
+		return reviewInteractive(ctx, sess, m, changes, paths, in, outFile)
+	}
+	return reviewAuto(ctx, out, sess, m, changes, paths, f)
+}
+
+// reviewAuto applies the explicit non-interactive choice and prints one line per change.
+func reviewAuto(ctx context.Context, out io.Writer, sess *session.Session, m *manifest.Manifest, changes []diff.Change, paths []string, f reviewFlags) error {
+	ds, err := review.Auto(changes, review.AutoOptions{All: f.all, IncludeRisky: f.includeRisky, RejectAll: f.rejectAll, Paths: paths})
+	if errors.Is(err, review.ErrUnknownPath) {
+		return usageErr("review session %s: %v", sess.ID, err)
+	}
+	if err != nil {
+		return err
+	}
+	mode := "paths"
+	switch {
+	case f.rejectAll:
+		mode = "reject-all"
+	case f.all:
+		mode = "all"
+	}
+	var b strings.Builder
+	left := 0 // named or --all changes not accepted: refused, conflict, high risk
+	for _, d := range ds {
+		if d.Verdict == review.Skip && d.Note == "not named" {
+			continue
+		}
+		if d.Verdict == review.Skip {
+			left++
+		}
+		fmt.Fprintf(&b, "%-6s %-9s %s", d.Verdict, d.Change.Kind, review.EscapeName(d.Change.Path))
+		if d.Verdict != review.Accept {
+			fmt.Fprintf(&b, ": %s", review.EscapeLine(d.Note))
+		}
+		b.WriteByte('\n')
+	}
+	if _, err := io.WriteString(out, b.String()); err != nil {
+		return err
+	}
+	items := review.Accepted(ds)
+	if len(items) == 0 {
+		if _, err := review.WriteRecord(sess.Dir, review.NewRecord(mode, ds, false)); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "nothing applied; the workspace is unchanged (%d rejected, %d left out)\n",
+			review.Count(ds, review.Reject), left)
+		if left > 0 {
+			return refusedErr(fmt.Errorf("review session %s: %d change(s) left out (refused, conflict or high risk)", sess.ID, left))
+		}
+		return nil
+	}
+	applyErr := applyItems(ctx, out, sess, m, items)
+	if _, err := review.WriteRecord(sess.Dir, review.NewRecord(mode, ds, applyErr == nil)); err != nil && applyErr == nil {
+		applyErr = err
+	}
+	if applyErr != nil {
+		return applyErr
+	}
+	if left > 0 {
+		return refusedErr(fmt.Errorf("review session %s: %d change(s) left out (refused, conflict or high risk)", sess.ID, left))
+	}
+	return nil
+}
+
+// reviewInteractive runs the terminal review, then applies what was accepted and confirmed.
+func reviewInteractive(ctx context.Context, sess *session.Session, m *manifest.Manifest, changes []diff.Change, paths []string, in, out *os.File) error {
+	if len(paths) > 0 {
+		var err error
+		if changes, err = review.Filter(changes, paths); err != nil {
+			return usageErr("review session %s: %v", sess.ID, err)
+		}
+	}
+	term, err := review.OpenTerminal(in, out)
+	if err != nil {
+		return err
+	}
+	s := &review.Session{
+		Changes: changes, In: term, Out: term.Out, Color: review.ColorOK(out), Workspace: sess.Workspace,
+		Trees: review.Trees{W: sess.Workspace, S: sess.SnapshotDir(), Base: sess.BaseDir()},
+	}
+	ds, ok, err := s.Run()
+	if rerr := term.Restore(); err == nil {
+		err = rerr
+	}
+	if errors.Is(err, review.ErrAborted) {
+		fmt.Fprintln(out, "review aborted; nothing applied")
+		return fmt.Errorf("review session %s: %w", sess.ID, err)
+	}
+	if err != nil {
+		return err
+	}
+	if !ok {
+		_, err := review.WriteRecord(sess.Dir, review.NewRecord("interactive", ds, false))
+		return err
+	}
+	applyErr := applyItems(ctx, out, sess, m, review.Accepted(ds))
+	if _, err := review.WriteRecord(sess.Dir, review.NewRecord("interactive", ds, applyErr == nil)); err != nil && applyErr == nil {
+		applyErr = err
+	}
+	return applyErr
+}
+
+// applyItems flushes items into the workspace and reports what happened; paths the flush
+// left alone are named with their reason (exit 3 when they were refused or in conflict).
+func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *manifest.Manifest, items []review.Item) error {
+	fi := make([]flush.Item, len(items))
+	for i, it := range items {
+		fi[i] = flush.Item{Change: it.Change, Content: it.Content}
+	}
+	res, err := flush.Apply(ctx, sess, m, fi, flush.Options{})
+	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), review.EscapeName(sess.Workspace))
+	if res.Tx != "" {
+		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, sess.ID)
+	}
+	fmt.Fprintln(out)
+	for _, p := range res.Problems {
+		fmt.Fprintf(out, "not applied %s: %s\n", review.EscapeName(p.Path), review.EscapeLine(p.Err.Error()))
+	}
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, flush.ErrConflict) || errors.Is(err, flush.ErrRefused) || errors.Is(err, flush.ErrUnsafePath) ||
+		errors.Is(err, flush.ErrSymlinkTarget) {
+		return refusedErr(fmt.Errorf("review session %s: %d change(s) not applied", sess.ID, len(res.Problems)))
+	}
+	return fmt.Errorf("review session %s: %w", sess.ID, err)
+}

@@ -1,0 +1,338 @@
+package frontend
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+
+	"brood.dev/brood/frontend/diff/difftest"
+	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/frontend/review"
+	"brood.dev/brood/frontend/session"
+)
+
+// reviewSession makes a stopped session whose snapshot was taken from a workspace holding
+// files (with base copies of them in the session's base/ for three-way merges), applies
+// agent to S, and returns the session.
+func reviewSession(t *testing.T, files map[string]string, agent map[string]string) *session.Session {
+	t.Helper()
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	w := filepath.Join(t.TempDir(), "w")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := difftest.WriteFiles(w, files); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := session.Create(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sess.SnapshotDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := difftest.WriteFiles(sess.BaseDir(), files); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.SetState(session.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := difftest.WriteFiles(sess.SnapshotDir(), agent); err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
+// reviewCmd runs `brood review args...` with stdin not a terminal and returns the output,
+// the error text and the exit code Main would return.
+func reviewCmd(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	root := NewRootCommand()
+	var out bytes.Buffer
+	root.SetIn(strings.NewReader(""))
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"review"}, args...))
+	err := root.Execute()
+	if err == nil {
+		return out.String(), "", ExitOK
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return out.String(), err.Error(), ee.code
+	}
+	return out.String(), err.Error(), ExitError
+}
+
+func readW(t *testing.T, sess *session.Session, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(sess.Workspace, path))
+	if errors.Is(err, os.ErrNotExist) {
+		return "<absent>"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// The workspace already has .git/hooks/ and .github/workflows/, so the agent's files
+// there are the only changes (not their directories).
+var reviewFiles = map[string]string{"a.txt": "a\n", "b.txt": "b\n", ".git/hooks/README": "x\n", ".github/workflows/old.yml": "x\n"}
+var reviewAgent = map[string]string{
+	"a.txt":                    "a\nA\n",
+	"b.txt":                    "B\n",
+	"new.txt":                  "new\n",
+	".github/workflows/ci.yml": "run: curl x | sh\n",
+	".git/hooks/pre-commit":    "#!/bin/sh\n",
+}
+
+func TestReviewNonTTYNeedsAChoice(t *testing.T) {
+	sess := reviewSession(t, reviewFiles, reviewAgent)
+	for _, args := range [][]string{
+		{sess.ID},
+		{sess.ID, "--include-risky"},
+		{sess.ID, "--reject-all", "--all"},
+		{sess.ID, "--reject-all", "a.txt"},
+		{sess.ID, "no/such/path"},
+	} {
+		_, msg, code := reviewCmd(t, args...)
+		if code != ExitUsage {
+			t.Errorf("%q: exit %d (%s), want %d", args, code, msg, ExitUsage)
+		}
+		if len(args) == 1 && !(strings.Contains(msg, "--all") && strings.Contains(msg, "--reject-all") && strings.Contains(msg, "PATH")) {
+			t.Errorf("message does not name the flags: %s", msg)
+		}
+	}
+	if readW(t, sess, "a.txt") != "a\n" || readW(t, sess, "new.txt") != "<absent>" {
+		t.Error("W changed")
+	}
+}
+
+func TestReviewRejectAll(t *testing.T) {
+	sess := reviewSession(t, reviewFiles, reviewAgent)
+	out, msg, code := reviewCmd(t, sess.ID, "--reject-all")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s\n%s", code, msg, out)
+	}
+	if readW(t, sess, "a.txt") != "a\n" || readW(t, sess, "b.txt") != "b\n" || readW(t, sess, "new.txt") != "<absent>" {
+		t.Error("--reject-all changed W")
+	}
+	recs, err := review.ReadRecords(sess.Dir)
+	if err != nil || len(recs) != 1 || recs[0].Mode != "reject-all" || recs[0].Applied {
+		t.Fatalf("records %+v, %v", recs, err)
+	}
+	for _, d := range recs[0].Decisions {
+		if d.Verdict != review.Reject {
+			t.Errorf("%s recorded as %s", d.Path, d.Verdict)
+		}
+	}
+	if len(recs[0].Decisions) != 5 {
+		t.Errorf("recorded %d decisions, want 5", len(recs[0].Decisions))
+	}
+}
+
+func TestReviewAll(t *testing.T) {
+	sess := reviewSession(t, reviewFiles, reviewAgent)
+	out, msg, code := reviewCmd(t, sess.ID, "--all")
+	if code != ExitRefused {
+		t.Fatalf("exit %d (%s), want 3 for the refused hook and the risky CI file\n%s", code, msg, out)
+	}
+	for path, want := range map[string]string{"a.txt": "a\nA\n", "b.txt": "B\n", "new.txt": "new\n",
+		".github/workflows/ci.yml": "<absent>", ".git/hooks/pre-commit": "<absent>"} {
+		if got := readW(t, sess, path); got != want {
+			t.Errorf("%s = %q, want %q", path, got, want)
+		}
+	}
+	if !strings.Contains(out, "needs --include-risky") || !strings.Contains(out, "refused: protected path") {
+		t.Errorf("output:\n%s", out)
+	}
+
+	sess = reviewSession(t, reviewFiles, reviewAgent)
+	out, msg, code = reviewCmd(t, sess.ID, "--all", "--include-risky")
+	if code != ExitRefused || readW(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" ||
+		readW(t, sess, ".git/hooks/pre-commit") != "<absent>" {
+		t.Errorf("--include-risky: exit %d (%s)\n%s", code, msg, out)
+	}
+}
+
+func TestReviewPaths(t *testing.T) {
+	sess := reviewSession(t, reviewFiles, reviewAgent)
+	out, msg, code := reviewCmd(t, sess.ID, "b.txt", "new.txt")
+	if code != ExitOK {
+		t.Fatalf("exit %d (%s)\n%s", code, msg, out)
+	}
+	if readW(t, sess, "a.txt") != "a\n" || readW(t, sess, "b.txt") != "B\n" || readW(t, sess, "new.txt") != "new\n" {
+		t.Errorf("W after PATH review: a=%q b=%q new=%q", readW(t, sess, "a.txt"), readW(t, sess, "b.txt"), readW(t, sess, "new.txt"))
+	}
+	// A named high-risk path still needs --include-risky.
+	out, _, code = reviewCmd(t, sess.ID, ".github")
+	if code != ExitRefused || readW(t, sess, ".github/workflows/ci.yml") != "<absent>" {
+		t.Errorf("risky path without --include-risky: exit %d\n%s", code, out)
+	}
+}
+
+// ptyScreen collects what a child writes to a pseudo-terminal.
+type ptyScreen struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+	ch  chan struct{}
+}
+
+func (s *ptyScreen) copy(r io.Reader) {
+	b := make([]byte, 4096)
+	for {
+		n, err := r.Read(b)
+		s.mu.Lock()
+		s.buf.Write(b[:n])
+		s.mu.Unlock()
+		select {
+		case s.ch <- struct{}{}:
+		default:
+		}
+		if err != nil {
+			close(s.ch)
+			return
+		}
+	}
+}
+
+func (s *ptyScreen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.buf.String()
+}
+
+// expect waits until the screen shows want (counted from the n-th occurrence) or fails.
+func (s *ptyScreen) expect(t *testing.T, want string, n int) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for strings.Count(s.String(), want) < n {
+		select {
+		case _, ok := <-s.ch:
+			if !ok && strings.Count(s.String(), want) < n {
+				t.Fatalf("child exited before showing %q:\n%s", want, s.String())
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %q:\n%s", want, s.String())
+		}
+	}
+}
+
+// TestMain lets the test binary act as brood for the pseudo-terminal test.
+func TestMain(m *testing.M) {
+	if os.Getenv("BROOD_TEST_AS_BROOD") == "1" {
+		os.Exit(Main(os.Args[1:]))
+	}
+	os.Exit(m.Run())
+}
+
+// TestReviewTTY runs `brood review ID` on a real pseudo-terminal (creack/pty): it types the
+// keys a developer would, checks the screen, then W.
+func TestReviewTTY(t *testing.T) {
+	old := "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\nl11\nl12\nl13\nl14\nl15\n"
+	files := map[string]string{"a.txt": old, "b.txt": "b\n", "c.txt": old, ".git/hooks/README": "x\n", ".github/workflows/old.yml": "x\n"}
+	agent := map[string]string{
+		"a.txt":                    strings.Replace(strings.Replace(old, "l2\n", "L2\n", 1), "l14\n", "L14\n", 1),
+		"b.txt":                    "B\n",
+		"evil.txt":                 "\x1b]52;c;ZXZpbA==\a\x1b[2Jgotcha\rhidden\n",
+		".github/workflows/ci.yml": "run: x\n",
+		".git/hooks/pre-commit":    "#!/bin/sh\n",
+		"c.txt":                    strings.Replace(old, "l13\n", "agent 13\n", 1),
+	}
+	sess := reviewSession(t, files, agent)
+	// The developer edits c.txt after the snapshot: a conflict with a clean merge.
+	if err := os.WriteFile(filepath.Join(sess.Workspace, "c.txt"), []byte(strings.Replace(old, "l2\n", "mine 2\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	cmd := exec.Command(os.Args[0], "review", sess.ID)
+	cmd.Env = append(os.Environ(), "BROOD_TEST_AS_BROOD=1", "TERM=xterm", "NO_COLOR=")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
+	if err != nil {
+		t.Fatalf("start brood on a pty: %v", err)
+	}
+	defer ptmx.Close()
+	scr := &ptyScreen{ch: make(chan struct{}, 1)}
+	go scr.copy(ptmx)
+	send := func(keys string) {
+		if _, err := ptmx.Write([]byte(keys)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Changes come sorted by path: .git/hooks/pre-commit, .github/workflows/ci.yml, a.txt,
+	// b.txt, c.txt, evil.txt.
+	scr.expect(t, "cannot be accepted", 1)
+	send("a") // refused: a is refused
+	scr.expect(t, "this change cannot be accepted", 1)
+	send("r")
+	scr.expect(t, "HIGH RISK: ", 1)
+	send("a")
+	scr.expect(t, "really accept? [y/N]", 1)
+	send("y")
+	scr.expect(t, "a.txt", 1)
+	send("h")
+	scr.expect(t, "Apply this hunk", 1)
+	send("y")
+	scr.expect(t, "Apply this hunk", 2)
+	send("n")
+	scr.expect(t, "b.txt", 1)
+	send("r")
+	scr.expect(t, "A three-way merge is available", 1)
+	send("m")
+	scr.expect(t, "Accept the merged result", 1)
+	send("y")
+	scr.expect(t, "evil.txt", 1)
+	send("a")
+	scr.expect(t, "to apply", 1)
+	send("y")
+	scr.expect(t, "applied 4 change(s)", 1)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("brood review: %v\n%s", err, scr.String())
+	}
+	screen := scr.String()
+
+	for _, bad := range []string{"\x1b]52", "\x1b[2J", "\a", "gotcha\rhidden"} {
+		if strings.Contains(screen, bad) {
+			t.Errorf("raw %q reached the terminal", bad)
+		}
+	}
+	for _, s := range []string{`+\x1b]52;c;ZXZpbA==\a\x1b[2Jgotcha\rhidden`, "\x1b[1;31mHIGH RISK", "\x1b[31m-l2", "\x1b[32m+L2",
+		"refused", "protected path", "conflict", "three-way merge is clean", "4 to apply, 2 rejected, 0 skipped"} {
+		if !strings.Contains(screen, s) {
+			t.Errorf("screen lacks %q", s)
+		}
+	}
+	want := map[string]string{
+		"a.txt":                    strings.Replace(old, "l2\n", "L2\n", 1), // first hunk only
+		"b.txt":                    "b\n",
+		"c.txt":                    strings.Replace(strings.Replace(old, "l2\n", "mine 2\n", 1), "l13\n", "agent 13\n", 1),
+		"evil.txt":                 agent["evil.txt"],
+		".github/workflows/ci.yml": "run: x\n",
+		".git/hooks/pre-commit":    "<absent>",
+	}
+	for p, w := range want {
+		if got := readW(t, sess, p); got != w {
+			t.Errorf("W %s = %q, want %q", p, got, w)
+		}
+	}
+	if t.Failed() {
+		t.Logf("screen:\n%s", screen)
+	}
+}
