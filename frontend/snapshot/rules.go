@@ -1,0 +1,97 @@
+package snapshot
+
+import (
+	"fmt"
+	"path"
+	"strings"
+)
+
+// Rule is a secret rule: an entry whose name matches is never copied into S, at any depth,
+// whatever its type; a matching directory is not descended. Matching is on the entry's
+// name (one path component) and ignores ASCII case, so ".ENV" and "Key.PEM" match too.
+type Rule struct {
+	Name  string // shown to the user, e.g. "*.pem" or ".ssh/"
+	match func(lowerName string) bool
+}
+
+// BuiltinRules are the secret rules no configuration can negate (DESIGN.md, "Review gate").
+// ".git-credentials" (git's credential store file) is added to the list in the brief.
+var BuiltinRules = []Rule{
+	{".env", func(n string) bool { return n == ".env" }},
+	{".env.*", func(n string) bool { return strings.HasPrefix(n, ".env.") }},
+	{"*.pem", func(n string) bool { return strings.HasSuffix(n, ".pem") }},
+	{"*.key", func(n string) bool { return strings.HasSuffix(n, ".key") }},
+	{"id_rsa*", func(n string) bool { return strings.HasPrefix(n, "id_rsa") }},
+	{"id_ed25519*", func(n string) bool { return strings.HasPrefix(n, "id_ed25519") }},
+	{".ssh/", func(n string) bool { return n == ".ssh" }},
+	{".aws/", func(n string) bool { return n == ".aws" }},
+	{".gnupg/", func(n string) bool { return n == ".gnupg" }},
+	{".netrc", func(n string) bool { return n == ".netrc" }},
+	{".git-credentials", func(n string) bool { return n == ".git-credentials" }},
+}
+
+// rules is the effective rule list: BuiltinRules then the extra patterns.
+type rules []Rule
+
+// newRules appends extra path.Match patterns (matched against the lower-cased name) to
+// the built-in rules. Extra rules can only add exclusions. It returns ErrBadRule for a
+// malformed pattern or one containing '/'.
+func newRules(extra []string) (rules, error) {
+	rs := append(rules(nil), BuiltinRules...)
+	for _, p := range extra {
+		lp := strings.ToLower(p)
+		if _, err := path.Match(lp, ""); err != nil || p == "" || strings.Contains(p, "/") {
+			return nil, fmt.Errorf("secret rule %q: %w", p, ErrBadRule)
+		}
+		rs = append(rs, Rule{p, func(n string) bool { ok, _ := path.Match(lp, n); return ok }})
+	}
+	return rs, nil
+}
+
+// match returns the name of the first rule name matches, or "".
+func (rs rules) match(name string) string {
+	ln := lowerASCII(name)
+	for _, r := range rs {
+		if r.match(ln) {
+			return r.Name
+		}
+	}
+	return ""
+}
+
+func lowerASCII(s string) string {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if b[j] >= 'A' && b[j] <= 'Z' {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
+}
+
+// isGitConfig reports whether rel (a '/'-separated path) is a git config file that
+// Take sanitizes: "config" or "config.worktree" inside a ".git" directory at any depth,
+// including .git/modules/<name>/ and .git/worktrees/<name>/, but not under refs/, logs/
+// or objects/ (where such names are refs or data).
+func isGitConfig(rel string) bool {
+	parts := strings.Split(rel, "/")
+	base := parts[len(parts)-1]
+	if base != "config" && base != "config.worktree" {
+		return false
+	}
+	inGit := false
+	for _, p := range parts[:len(parts)-1] {
+		switch {
+		case p == ".git":
+			inGit = true
+		case inGit && (p == "refs" || p == "logs" || p == "objects"):
+			return false
+		}
+	}
+	return inGit
+}
