@@ -14,6 +14,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/review"
@@ -332,7 +333,86 @@ func TestReviewTTY(t *testing.T) {
 			t.Errorf("W %s = %q, want %q", p, got, w)
 		}
 	}
-	if t.Failed() {
+	if t.Failed() || os.Getenv("BROOD_SHOW_SCREEN") != "" {
 		t.Logf("screen:\n%s", screen)
+	}
+}
+
+// conflictDecisions reviews the changes of sess with keys (no terminal needed: the session
+// reads keys from a string) and returns the decisions.
+func conflictDecisions(t *testing.T, sess *session.Session, keys string) ([]review.Decision, *manifest.Manifest) {
+	t.Helper()
+	m, err := manifest.Read(sess.ManifestPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changes, err := diff.Compute(t.Context(), sess.Workspace, sess.SnapshotDir(), m, diff.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 1 || changes[0].Kind != diff.KindConflict {
+		t.Fatalf("changes %+v, want one conflict", changes)
+	}
+	var out bytes.Buffer
+	s := &review.Session{Changes: changes, In: strings.NewReader(keys), Out: &out,
+		Trees: review.Trees{W: sess.Workspace, S: sess.SnapshotDir(), Base: sess.BaseDir()}}
+	ds, ok, err := s.Run()
+	if err != nil || !ok {
+		t.Fatalf("review: %v %v\n%s", err, ok, out.String())
+	}
+	return ds, m
+}
+
+// TestReviewConflictFlush proves a resolved conflict reaches W through the real flush, and
+// that a file edited again after the developer resolved it is not overwritten.
+func TestReviewConflictFlush(t *testing.T) {
+	for _, tc := range []struct {
+		name, keys, want string
+		editAgain        bool
+	}{
+		{"take theirs", "ty", "agent\n", false},
+		{"merge", "myy", "mine\nmiddle\nagent end\n", false},
+		{"edited again", "ty", "edited again\n", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sess := reviewSession(t, map[string]string{"f.txt": "base\nmiddle\nend\n"}, map[string]string{"f.txt": "base\nmiddle\nagent end\n"})
+			if tc.name == "take theirs" {
+				os.WriteFile(filepath.Join(sess.SnapshotDir(), "f.txt"), []byte("agent\n"), 0o644)
+			}
+			if err := os.WriteFile(filepath.Join(sess.Workspace, "f.txt"), []byte("mine\nmiddle\nend\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			ds, m := conflictDecisions(t, sess, tc.keys)
+			if tc.editAgain {
+				os.WriteFile(filepath.Join(sess.Workspace, "f.txt"), []byte("edited again\n"), 0o644)
+			}
+			var out bytes.Buffer
+			err := applyItems(t.Context(), &out, sess, m, review.Accepted(ds))
+			var ee *exitError
+			if tc.editAgain {
+				if !errors.As(err, &ee) || ee.code != ExitRefused {
+					t.Fatalf("apply over a file edited during the review: %v\n%s", err, out.String())
+				}
+			} else if err != nil {
+				t.Fatalf("apply: %v\n%s", err, out.String())
+			}
+			if got := readW(t, sess, "f.txt"); got != tc.want {
+				t.Errorf("W f.txt = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestReviewAllSkipsConflicts(t *testing.T) {
+	sess := reviewSession(t, map[string]string{"f.txt": "base\n", "g.txt": "g\n"}, map[string]string{"f.txt": "agent\n", "g.txt": "G\n"})
+	if err := os.WriteFile(filepath.Join(sess.Workspace, "f.txt"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code := reviewCmd(t, sess.ID, "--all")
+	if code != ExitRefused || readW(t, sess, "f.txt") != "mine\n" || readW(t, sess, "g.txt") != "G\n" {
+		t.Errorf("--all with a conflict: exit %d, f=%q g=%q\n%s", code, readW(t, sess, "f.txt"), readW(t, sess, "g.txt"), out)
+	}
+	if !strings.Contains(out, "conflict: W changed since the snapshot") {
+		t.Errorf("output does not name the conflict:\n%s", out)
 	}
 }

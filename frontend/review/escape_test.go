@@ -3,6 +3,7 @@ package review
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // hostile holds byte sequences that drive terminals: an OSC 52 clipboard write, a carriage
@@ -63,4 +64,59 @@ func assertInert(t *testing.T, out string) {
 			t.Fatalf("foreign escape sequence at %d: %q", i, out[i:min(len(out), i+30)])
 		}
 	}
+}
+
+// inert reports the first byte of out a terminal could act on besides '\n' and '\t': C0
+// controls, DEL, invalid UTF-8, C1 controls and format characters.
+func inert(out string) (int, bool) {
+	for i := 0; i < len(out); {
+		r, n := utf8.DecodeRuneInString(out[i:])
+		switch {
+		case r == '\n' || r == '\t':
+		case r < 0x20 || r == 0x7f || (r == utf8.RuneError && n == 1):
+			return i, false
+		case r >= 0x80 && unsafeRune(r):
+			return i, false
+		}
+		i += n
+	}
+	return 0, true
+}
+
+func FuzzEscapeLine(f *testing.F) {
+	for _, h := range hostile {
+		f.Add(h)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if i, ok := inert(EscapeLine(s)); !ok {
+			t.Fatalf("EscapeLine(%q) leaves a control at %d", s, i)
+		}
+		if i, ok := inert(EscapeName(s)); !ok || strings.Contains(EscapeName(s), "\t") {
+			t.Fatalf("EscapeName(%q) leaves a control at %d", s, i)
+		}
+	})
+}
+
+// FuzzRenderDiff renders the diff of any two contents (no color) and requires the screen
+// to be inert: every byte that came from the files is escaped.
+func FuzzRenderDiff(f *testing.F) {
+	f.Add("a\nb\n", "a\n\x1b]52;c;eA==\a\r\n")
+	f.Add("x\r\ny", "\x1b[2J\u009b\u202e")
+	f.Add("\ufffd\xff", "\ufffd")
+	f.Fuzz(func(t *testing.T, old, new string) {
+		if len(old)+len(new) > 8192 {
+			return
+		}
+		hs, err := Hunks(old, new)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		p := &printer{w: &b}
+		p.hunks("W "+EscapeName(old), "S "+EscapeName(new), hs, 0)
+		p.text(old, 0)
+		if i, ok := inert(b.String()); !ok {
+			t.Fatalf("rendered diff holds a control at %d: %q", i, b.String())
+		}
+	})
 }

@@ -323,6 +323,11 @@ func (s *Session) view(p *printer, e *entry, i int) {
 	}
 	base, err := s.Trees.BaseCopy(e.c.Path, e.c.OldHash)
 	if err != nil || isBinary(base) {
+		// No base to compare against: show both sides in full.
+		p.printf("%s\n", p.paint(sgrBold, "W (yours, now) "+EscapeName(e.c.Path)+":"))
+		p.text(e.old, 0)
+		p.printf("%s\n", p.paint(sgrBold, "S (agent) "+EscapeName(e.c.Path)+":"))
+		p.text(e.new, 0)
 		return
 	}
 	for _, side := range []struct{ label, text string }{{"W (yours, now)", e.old}, {"S (agent)", e.new}} {
