@@ -325,7 +325,6 @@ func waitGone(t *testing.T, pid int, d time.Duration) {
 	t.Fatalf("process %d still alive after %v", pid, d)
 }
 
-
 func chmod(t *testing.T, p string, mode os.FileMode) {
 	t.Helper()
 	if err := os.Chmod(p, mode); err != nil {
