@@ -236,12 +236,21 @@ func (s *ptyScreen) expect(t *testing.T, want string, n int) {
 	}
 }
 
-// TestMain lets the test binary act as brood for the pseudo-terminal test.
-func TestMain(m *testing.M) {
-	if os.Getenv("BROOD_TEST_AS_BROOD") == "1" {
-		os.Exit(Main(os.Args[1:]))
+// TestReviewTTYChild is the brood process of TestReviewTTY: the test binary re-executed
+// on the pseudo-terminal runs only this test, which runs brood's Main with the arguments
+// after "--" and exits with its status.
+func TestReviewTTYChild(t *testing.T) {
+	if os.Getenv("BROOD_TEST_AS_BROOD") != "1" {
+		t.Skip("only runs as the child of TestReviewTTY")
 	}
-	os.Exit(m.Run())
+	args := os.Args
+	for i, a := range args {
+		if a == "--" {
+			args = args[i+1:]
+			break
+		}
+	}
+	os.Exit(Main(args))
 }
 
 // TestReviewTTY runs `brood review ID` on a real pseudo-terminal (creack/pty): it types the
@@ -263,7 +272,7 @@ func TestReviewTTY(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0], "review", sess.ID)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReviewTTYChild$", "--", "review", sess.ID)
 	cmd.Env = append(os.Environ(), "BROOD_TEST_AS_BROOD=1", "TERM=xterm", "NO_COLOR=")
 	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
 	if err != nil {
