@@ -21,21 +21,14 @@ type AutoOptions struct {
 // that names no change is an error wrapping ErrUnknownPath. A path matches a change whose
 // path equals it (raw bytes, or as EscapeName prints it) or lies below it.
 func Auto(changes []diff.Change, o AutoOptions) ([]Decision, error) {
-	ds := make([]Decision, len(changes))
-	named := make([]bool, len(changes))
+	var named []bool
 	if !o.All && !o.RejectAll {
-		for _, arg := range o.Paths {
-			hit := false
-			for i, c := range changes {
-				if matchPath(c.Path, arg) {
-					named[i], hit = true, true
-				}
-			}
-			if !hit {
-				return nil, fmt.Errorf("select %s: %w", EscapeName(arg), ErrUnknownPath)
-			}
+		var err error
+		if named, err = match(changes, o.Paths); err != nil {
+			return nil, err
 		}
 	}
+	ds := make([]Decision, len(changes))
 	for i, c := range changes {
 		d := Decision{Change: c}
 		switch {
@@ -63,17 +56,9 @@ func Auto(changes []diff.Change, o AutoOptions) ([]Decision, error) {
 // Filter returns the changes matching any of paths (see Auto), in order, or an error
 // wrapping ErrUnknownPath naming the first path that matches none.
 func Filter(changes []diff.Change, paths []string) ([]diff.Change, error) {
-	keep := make([]bool, len(changes))
-	for _, arg := range paths {
-		hit := false
-		for i, c := range changes {
-			if matchPath(c.Path, arg) {
-				keep[i], hit = true, true
-			}
-		}
-		if !hit {
-			return nil, fmt.Errorf("select %s: %w", EscapeName(arg), ErrUnknownPath)
-		}
+	keep, err := match(changes, paths)
+	if err != nil {
+		return nil, err
 	}
 	var out []diff.Change
 	for i, c := range changes {
@@ -82,6 +67,23 @@ func Filter(changes []diff.Change, paths []string) ([]diff.Change, error) {
 		}
 	}
 	return out, nil
+}
+
+// match marks the changes any of paths names; a path naming none is an error.
+func match(changes []diff.Change, paths []string) ([]bool, error) {
+	hit := make([]bool, len(changes))
+	for _, arg := range paths {
+		any := false
+		for i, c := range changes {
+			if matchPath(c.Path, arg) {
+				hit[i], any = true, true
+			}
+		}
+		if !any {
+			return nil, fmt.Errorf("select %s: %w", EscapeName(arg), ErrUnknownPath)
+		}
+	}
+	return hit, nil
 }
 
 func matchPath(path, arg string) bool {
