@@ -1,0 +1,183 @@
+package nftrules
+
+import (
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// listJSON returns `nft -j list ruleset` of netns ns with handles, counters and element
+// expiry removed, for comparison.
+func listJSON(t *testing.T, ns string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(nsRun(t, ns, "nft", "-j", "list", "ruleset")), &v); err != nil {
+		t.Fatal(err)
+	}
+	var strip func(any) any
+	strip = func(x any) any {
+		switch x := x.(type) {
+		case map[string]any:
+			delete(x, "handle")
+			delete(x, "expires")
+			delete(x, "metainfo")
+			for k, v := range x {
+				x[k] = strip(v)
+			}
+		case []any:
+			var out []any
+			for _, v := range x {
+				if m, ok := v.(map[string]any); ok && len(m) == 1 && m["metainfo"] != nil {
+					continue
+				}
+				out = append(out, strip(v))
+			}
+			return out
+		}
+		return x
+	}
+	return strip(v)
+}
+
+// TestApplyMatchesNft applies the Go-built ruleset in one netns and the hand-written nft
+// version in another, and requires the kernel to list identical rulesets.
+func TestApplyMatchesNft(t *testing.T) {
+	nsGo, n := testNetns(t)
+	nsNft, _ := testNetns(t)
+	if err := n.EnsureTable(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddSession(goldenSession()); err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), "session.nft")
+	if err := os.WriteFile(f, []byte(goldenNft(t)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nsRun(t, nsNft, "nft", "-f", f)
+	got, want := listJSON(t, nsGo), listJSON(t, nsNft)
+	if !reflect.DeepEqual(got, want) {
+		g, _ := json.MarshalIndent(got, "", " ")
+		w, _ := json.MarshalIndent(want, "", " ")
+		diffLines(t, string(g), string(w))
+	}
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	ns, n := testNetns(t)
+	if err := n.DeleteSession("a1"); err != nil {
+		t.Fatalf("delete before the table exists: %v", err)
+	}
+	for range 2 {
+		if err := n.EnsureTable(); err != nil {
+			t.Fatalf("EnsureTable: %v", err)
+		}
+	}
+	s1, s2 := goldenSession(), goldenSession()
+	s1.ID, s2.ID = "a1", "a12"
+	for _, s := range []Session{s1, s2} {
+		if err := n.AddSession(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addr := netip.MustParseAddr("192.0.2.7")
+	if err := n.Pin("a1", []netip.Addr{addr, netip.MustParseAddr("2001:db8::7")}, 90*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	list := nsRun(t, ns, "nft", "list", "ruleset")
+	for _, want := range []string{
+		"set sa1_v4 {", "192.0.2.7 timeout 1m30s expires", "2001:db8::7 timeout 1m30s expires",
+		`iifname "brda1" ip daddr @sa1_v4`, `iifname "brda12" ip daddr @sa12_v4`,
+	} {
+		if !strings.Contains(list, want) {
+			t.Errorf("ruleset lacks %q:\n%s", want, list)
+		}
+	}
+	if set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "sa12_v4"); strings.Contains(set, "192.0.2.7") {
+		t.Errorf("pin of session a1 visible in a12:\n%s", set)
+	}
+	// Re-pinning refreshes the timeout.
+	if err := n.Pin("a1", []netip.Addr{addr}, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "sa1_v4"); !strings.Contains(set, "192.0.2.7 timeout 2h expires 1h59m") {
+		t.Errorf("timeout not refreshed:\n%s", set)
+	}
+
+	if err := n.DeleteSession("a1"); err != nil {
+		t.Fatal(err)
+	}
+	list = nsRun(t, ns, "nft", "list", "ruleset")
+	if strings.Contains(list, "sa1_") || strings.Contains(list, `"brda1"`) || !strings.Contains(list, "chain sa12_fwd") {
+		t.Errorf("after deleting a1:\n%s", list)
+	}
+	if err := n.DeleteSession("a1"); err != nil {
+		t.Errorf("second delete: %v", err)
+	}
+	for range 2 {
+		if err := n.Cleanup(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if list := nsRun(t, ns, "nft", "list", "ruleset"); strings.TrimSpace(list) != "" {
+		t.Errorf("after cleanup:\n%s", list)
+	}
+}
+
+func TestPinExpires(t *testing.T) {
+	ns, n := testNetns(t)
+	if err := n.EnsureTable(); err != nil {
+		t.Fatal(err)
+	}
+	s := goldenSession()
+	if err := n.AddSession(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := (SetPinner{FW: n, ID: s.ID}).Pin(t.Context(), []netip.Addr{netip.MustParseAddr("192.0.2.8")}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "st1_v4"); !strings.Contains(set, "192.0.2.8 timeout 1s") {
+		t.Fatalf("pin not visible:\n%s", set)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	if set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "st1_v4"); strings.Contains(set, "192.0.2.8") {
+		t.Errorf("pin did not expire:\n%s", set)
+	}
+}
+
+// TestBadElementsNeverReachRules: values that are not exactly one allowed address fail
+// before anything is sent, and the ruleset is unchanged.
+func TestBadElementsNeverReachRules(t *testing.T) {
+	ns, n := testNetns(t)
+	if err := n.EnsureTable(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddSession(goldenSession()); err != nil {
+		t.Fatal(err)
+	}
+	before := nsRun(t, ns, "nft", "list", "ruleset")
+	for _, s := range []string{"0.0.0.0/0", "192.0.2.1 }", "192.0.2.1}; flush ruleset", "１９２.０.２.１",
+		"192.0.2.1-192.0.2.9", "*", "::/0", "fe80::1%eth0", "::ffff:192.0.2.1", "10.0.0.5", "169.254.169.254", ""} {
+		if a, err := ParseElements([]string{"192.0.2.3", s}); !errors.Is(err, ErrBadElement) {
+			t.Errorf("ParseElements(%q) = %v, %v; want ErrBadElement", s, a, err)
+		}
+	}
+	for _, a := range []netip.Addr{{}, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::ffff:192.0.2.1"),
+		netip.MustParseAddr("64:ff9b::a9fe:a9fe"), netip.MustParseAddr("fd00::1")} {
+		if err := n.Pin("t1", []netip.Addr{netip.MustParseAddr("192.0.2.3"), a}, time.Minute); !errors.Is(err, ErrBadElement) {
+			t.Errorf("Pin(%v) err = %v, want ErrBadElement", a, err)
+		}
+	}
+	if err := n.Pin("t1", []netip.Addr{netip.MustParseAddr("192.0.2.3")}, 0); !errors.Is(err, ErrBadElement) {
+		t.Errorf("Pin with zero timeout: %v", err)
+	}
+	if after := nsRun(t, ns, "nft", "list", "ruleset"); after != before {
+		t.Errorf("ruleset changed:\n%s\n---\n%s", before, after)
+	}
+}

@@ -1,0 +1,353 @@
+// Package nftrules builds brood's nftables ruleset as values and applies it with
+// github.com/google/nftables (never nft text built from input).
+//
+// One table, `inet brood`, holds two interval sets of always-refused destinations
+// (refused_v4, refused_v6; see netpolicy.RefusedPrefixes) and, per session <id>:
+//
+//	set s<id>_v4, s<id>_v6       addresses pinned by the session's DNS proxy (flags timeout)
+//	chain s<id>_fwd              hook forward, priority filter, policy accept:
+//	  oifname T ct state established,related accept
+//	  oifname T counter drop
+//	  iifname T ct state established,related accept
+//	  iifname T meta l4proto {tcp,udp} th dport {53,853,5353,5355} counter drop
+//	  iifname T ip daddr @refused_v4 counter reject;  same for ip6 / refused_v6
+//	  iifname T ip daddr @s<id>_v4 tcp dport {PORTS} accept;  udp, ip6 likewise
+//	    (Permissive: iifname T accept)
+//	  iifname T limit rate 10/minute burst 5 packets log prefix "brood s<id> reject: "
+//	  iifname T counter reject with icmpx type admin-prohibited
+//	chain s<id>_in               hook input, priority filter, policy accept:
+//	  iifname T ct state established,related accept
+//	  iifname T ip daddr PROXY4 udp dport 53 accept;  tcp; ip6 PROXY6 likewise
+//	  iifname T icmpv6 type {nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert} accept
+//	  iifname T limit ... log ...;  iifname T counter reject ...
+//
+// where T is the session's tap "brd<id>", compared NUL-padded to 16 bytes. Each session has
+// its own base chains, so deleting a session deletes its chains and sets and nothing else;
+// an accept in one session's chain cannot accept another session's traffic because every
+// rule first matches the session's own tap.
+//
+// The sets hold one port-less address each; the allowed ports are the union of the
+// session's entries' ports (netpolicy.Effective.Ports), not per entry.
+package nftrules
+
+import (
+	"fmt"
+	"net/netip"
+	"sync/atomic"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/netpolicy"
+)
+
+// Names of the table and the table-wide sets.
+const (
+	TableName     = "brood"
+	RefusedV4Name = "refused_v4"
+	RefusedV6Name = "refused_v6"
+)
+
+// Ports dropped from a tap unless sent to the session's proxy: DNS (53), DNS over TLS (853,
+// RFC 7858), mDNS (5353, RFC 6762), LLMNR (5355, RFC 4795).
+var DNSPorts = []uint16{53, 853, 5353, 5355}
+
+// Reject log rate: at most 10 log lines a minute per chain, bursts of 5.
+const (
+	logRatePerMinute = 10
+	logBurst         = 5
+)
+
+// Set is a set with the elements it is created with.
+type Set struct {
+	Set      *nftables.Set
+	Elements []nftables.SetElement
+}
+
+// Ruleset is a batch of nftables objects to add, in order: table, sets, chains, rules.
+type Ruleset struct {
+	Table  *nftables.Table
+	Sets   []Set
+	Chains []*nftables.Chain
+	Rules  []*nftables.Rule
+}
+
+// Session describes one session's egress for SessionRuleset.
+type Session struct {
+	// ID is 1–12 lower-case letters and digits; the tap is TapPrefix+ID.
+	ID string
+	// ProxyV4 and ProxyV6 are the host-side addresses of the tap where the session's DNS
+	// proxy listens; at least one is required (the other may be the zero Addr).
+	ProxyV4, ProxyV6 netip.Addr
+	// Ports are the destination ports allowed to pinned addresses.
+	Ports []netpolicy.Port
+	// AnyPort (Permissive) accepts every destination not refused, without pinning.
+	AnyPort bool
+}
+
+// Table returns the brood table value.
+func Table() *nftables.Table {
+	return &nftables.Table{Family: nftables.TableFamilyINet, Name: TableName}
+}
+
+// setIDs numbers the sets this process creates; the kernel resolves anonymous sets by this
+// id within one transaction.
+var setIDs atomic.Uint32
+
+func init() { setIDs.Store(1 << 20) } // clear of google/nftables' own counter
+
+func newSetID() uint32 { return setIDs.Add(1) }
+
+// BaseRuleset returns the table and its refused_v4/refused_v6 interval sets.
+func BaseRuleset() *Ruleset {
+	t := Table()
+	v4, v6 := netpolicy.RefusedPrefixes()
+	return &Ruleset{
+		Table: t,
+		Sets: []Set{
+			{&nftables.Set{Table: t, ID: newSetID(), Name: RefusedV4Name, KeyType: nftables.TypeIPAddr, Interval: true}, intervalElements(v4)},
+			{&nftables.Set{Table: t, ID: newSetID(), Name: RefusedV6Name, KeyType: nftables.TypeIP6Addr, Interval: true}, intervalElements(v6)},
+		},
+	}
+}
+
+// intervalElements encodes disjoint sorted prefixes as interval set elements the way nft
+// 1.0 does (compare testdata/session.netlink): a start element per prefix and an end element
+// (flag INTERVAL_END) at the first address after it, none after a prefix reaching the top of
+// the address space, adjacent prefixes not merged, and a leading end element at the zero
+// address when the first prefix does not start there.
+func intervalElements(ps []netip.Prefix) []nftables.SetElement {
+	type rng struct{ lo, next netip.Addr } // next: first address after the range; invalid at the top
+	var rs []rng
+	for _, p := range ps {
+		lo := p.Masked().Addr()
+		rs = append(rs, rng{lo, lastOf(p).Next()})
+	}
+	var els []nftables.SetElement
+	if len(rs) > 0 && !rs[0].lo.IsUnspecified() {
+		els = append(els, nftables.SetElement{Key: make([]byte, rs[0].lo.BitLen()/8), IntervalEnd: true})
+	}
+	for _, r := range rs {
+		els = append(els, nftables.SetElement{Key: r.lo.AsSlice()})
+		if r.next.IsValid() {
+			els = append(els, nftables.SetElement{Key: r.next.AsSlice(), IntervalEnd: true})
+		}
+	}
+	return els
+}
+
+func lastOf(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().AsSlice()
+	for i := p.Bits(); i < len(b)*8; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	a, _ := netip.AddrFromSlice(b)
+	return a
+}
+
+// SetNames returns the names of session id's sets (IPv4, IPv6).
+func SetNames(id string) (v4, v6 string) { return "s" + id + "_v4", "s" + id + "_v6" }
+
+// ChainNames returns the names of session id's chains (forward, input).
+func ChainNames(id string) (fwd, in string) { return "s" + id + "_fwd", "s" + id + "_in" }
+
+// SessionSets returns session id's two pinned-address sets (flags timeout).
+func SessionSets(id string) (v4, v6 *nftables.Set) {
+	n4, n6 := SetNames(id)
+	t := Table()
+	return &nftables.Set{Table: t, Name: n4, KeyType: nftables.TypeIPAddr, HasTimeout: true},
+		&nftables.Set{Table: t, Name: n6, KeyType: nftables.TypeIP6Addr, HasTimeout: true}
+}
+
+// SessionRuleset returns the sets, chains and rules of one session (not the table nor the
+// refused sets: see BaseRuleset). Errors wrap ErrBadSession or ErrBadIfName.
+func SessionRuleset(s Session) (*Ruleset, error) {
+	tap, err := TapName(s.ID)
+	if err != nil {
+		return nil, err
+	}
+	if !s.ProxyV4.IsValid() && !s.ProxyV6.IsValid() {
+		return nil, fmt.Errorf("session %s: no proxy address: %w", s.ID, ErrBadSession)
+	}
+	if (s.ProxyV4.IsValid() && !s.ProxyV4.Is4()) || (s.ProxyV6.IsValid() && (!s.ProxyV6.Is6() || s.ProxyV6.Is4In6() || s.ProxyV6.Zone() != "")) {
+		return nil, fmt.Errorf("session %s: proxy addresses %v, %v: %w", s.ID, s.ProxyV4, s.ProxyV6, ErrBadSession)
+	}
+	tapBytes, err := IfNameBytes(tap)
+	if err != nil {
+		return nil, err
+	}
+	t := Table()
+	v4, v6 := SessionSets(s.ID)
+	v4.ID, v6.ID = newSetID(), newSetID()
+	fwdName, inName := ChainNames(s.ID)
+	accept := nftables.ChainPolicyAccept
+	fwd := &nftables.Chain{Table: t, Name: fwdName, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept}
+	in := &nftables.Chain{Table: t, Name: inName, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}
+	rs := &Ruleset{Table: t, Sets: []Set{{Set: v4}, {Set: v6}}, Chains: []*nftables.Chain{fwd, in}}
+
+	b := &builder{rs: rs}
+	iif := ifMatch(expr.MetaKeyIIFNAME, tapBytes)
+	oif := ifMatch(expr.MetaKeyOIFNAME, tapBytes)
+	logPrefix := "brood s" + s.ID + " reject: "
+
+	// Forward: replies to the guest, then the guest's own traffic.
+	b.rule(fwd, oif, ctEstablished(), verdict(expr.VerdictAccept))
+	b.rule(fwd, oif, counter(), verdict(expr.VerdictDrop))
+	b.rule(fwd, iif, ctEstablished(), verdict(expr.VerdictAccept))
+	b.rule(fwd, iif, b.anonLookup(expr.MetaKeyL4PROTO, nftables.TypeInetProto, [][]byte{{unix.IPPROTO_TCP}, {unix.IPPROTO_UDP}}),
+		b.thDportIn(DNSPorts), counter(), verdict(expr.VerdictDrop))
+	b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(RefusedV4Name, 0), counter(), rejectAdmin())
+	b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(RefusedV6Name, 0), counter(), rejectAdmin())
+	if s.AnyPort {
+		b.rule(fwd, iif, verdict(expr.VerdictAccept))
+	} else {
+		for _, proto := range []netpolicy.Proto{netpolicy.TCP, netpolicy.UDP} {
+			var ports []uint16
+			for _, p := range s.Ports {
+				if p.Proto == proto {
+					ports = append(ports, p.Num)
+				}
+			}
+			if len(ports) == 0 {
+				continue
+			}
+			l4 := byte(unix.IPPROTO_TCP)
+			if proto == netpolicy.UDP {
+				l4 = unix.IPPROTO_UDP
+			}
+			b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(v4.Name, v4.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
+			b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(v6.Name, v6.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
+		}
+	}
+	b.rule(fwd, iif, rateLimit(), logExpr(logPrefix))
+	b.rule(fwd, iif, counter(), rejectAdmin())
+
+	// Input: only DNS to the proxy (and IPv6 neighbour discovery) reaches the host.
+	b.rule(in, iif, ctEstablished(), verdict(expr.VerdictAccept))
+	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
+		if s.ProxyV4.IsValid() {
+			b.rule(in, iif, nfproto(unix.NFPROTO_IPV4), daddr4(), cmpEq(s.ProxyV4.AsSlice()), l4proto(proto), b.thDport([]uint16{53}), verdict(expr.VerdictAccept))
+		}
+		if s.ProxyV6.IsValid() {
+			b.rule(in, iif, nfproto(unix.NFPROTO_IPV6), daddr6(), cmpEq(s.ProxyV6.AsSlice()), l4proto(proto), b.thDport([]uint16{53}), verdict(expr.VerdictAccept))
+		}
+	}
+	// RFC 4861 types 133 router solicitation, 135/136 neighbour solicitation/advertisement.
+	b.rule(in, iif, nfproto(unix.NFPROTO_IPV6), l4proto(unix.IPPROTO_ICMPV6),
+		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1}},
+		b.anonSet(nftables.TypeICMP6Type, [][]byte{{133}, {135}, {136}}), verdict(expr.VerdictAccept))
+	b.rule(in, iif, rateLimit(), logExpr(logPrefix))
+	b.rule(in, iif, counter(), rejectAdmin())
+	return rs, nil
+}
+
+// builder appends rules and the anonymous sets they use to a Ruleset.
+type builder struct {
+	rs *Ruleset
+}
+
+func (b *builder) rule(c *nftables.Chain, parts ...[]expr.Any) {
+	var exprs []expr.Any
+	for _, p := range parts {
+		exprs = append(exprs, p...)
+	}
+	b.rs.Rules = append(b.rs.Rules, &nftables.Rule{Table: c.Table, Chain: c, Exprs: exprs})
+}
+
+// anonSet adds a constant anonymous set and returns a lookup of register 1 in it.
+func (b *builder) anonSet(typ nftables.SetDatatype, keys [][]byte) []expr.Any {
+	s := &nftables.Set{Table: b.rs.Table, ID: newSetID(), Name: "__set%d", Anonymous: true, Constant: true, KeyType: typ}
+	var els []nftables.SetElement
+	for _, k := range keys {
+		els = append(els, nftables.SetElement{Key: k})
+	}
+	b.rs.Sets = append(b.rs.Sets, Set{s, els})
+	return lookup(s.Name, s.ID)
+}
+
+func (b *builder) anonLookup(key expr.MetaKey, typ nftables.SetDatatype, keys [][]byte) []expr.Any {
+	return append([]expr.Any{&expr.Meta{Key: key, Register: 1}}, b.anonSet(typ, keys)...)
+}
+
+// thDport matches the transport header's destination port (bytes 2–3 of TCP and UDP) against
+// one port or an anonymous set of them.
+func (b *builder) thDport(ports []uint16) []expr.Any {
+	load := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}}
+	if len(ports) == 1 {
+		return append(load, cmpEq(be16(ports[0]))...)
+	}
+	return b.thDportIn(ports)
+}
+
+func (b *builder) thDportIn(ports []uint16) []expr.Any {
+	var keys [][]byte
+	for _, p := range ports {
+		keys = append(keys, be16(p))
+	}
+	load := []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}}
+	return append(load, b.anonSet(nftables.TypeInetService, keys)...)
+}
+
+func be16(v uint16) []byte { return []byte{byte(v >> 8), byte(v)} }
+
+func ifMatch(key expr.MetaKey, name []byte) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: key, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: name}}
+}
+
+func ctEstablished() []expr.Any {
+	bits := expr.CtStateBitESTABLISHED | expr.CtStateBitRELATED
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATE},
+		// ct state is a host-endian u32 (include/net/netfilter/nf_conntrack_common.h).
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(bits), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+	}
+}
+
+func nfproto(p byte) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyNFPROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}
+}
+
+func l4proto(p byte) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{p}}}
+}
+
+// daddr4/daddr6 load the destination address: IPv4 header bytes 16–19, IPv6 bytes 24–39.
+func daddr4() []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 16, Len: 4}}
+}
+
+func daddr6() []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16}}
+}
+
+func lookup(name string, id uint32) []expr.Any {
+	return []expr.Any{&expr.Lookup{SourceRegister: 1, SetName: name, SetID: id}}
+}
+
+func cmpEq(data []byte) []expr.Any {
+	return []expr.Any{&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: data}}
+}
+
+func counter() []expr.Any { return []expr.Any{&expr.Counter{}} }
+
+func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Kind: k}} }
+
+// rejectAdmin is `reject with icmpx type admin-prohibited`: the connecting guest gets an
+// immediate error instead of a timeout.
+func rejectAdmin() []expr.Any {
+	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED}}
+}
+
+func rateLimit() []expr.Any {
+	return []expr.Any{&expr.Limit{Type: expr.LimitTypePkts, Rate: logRatePerMinute, Unit: expr.LimitTimeMinute, Burst: logBurst}}
+}
+
+func logExpr(prefix string) []expr.Any {
+	return []expr.Any{&expr.Log{Level: expr.LogLevelInfo, Key: 1<<unix.NFTA_LOG_PREFIX | 1<<unix.NFTA_LOG_LEVEL, Data: []byte(prefix)}}
+}

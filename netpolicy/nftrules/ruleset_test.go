@@ -1,0 +1,101 @@
+package nftrules
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/google/nftables/expr"
+)
+
+func TestIfNames(t *testing.T) {
+	for _, bad := range []string{"", ".", "..", "a/b", "a:b", "a b", "a\tb", "a\x00", "brd0123456789abc"} {
+		if err := ValidateIfName(bad); !errors.Is(err, ErrBadIfName) {
+			t.Errorf("ValidateIfName(%q) = %v", bad, err)
+		}
+	}
+	b, err := IfNameBytes("brd1")
+	if err != nil || len(b) != IfNameSize || string(b[:4]) != "brd1" || b[4] != 0 || b[15] != 0 {
+		t.Errorf("IfNameBytes = %q, %v", b, err)
+	}
+	if n, err := TapName("0123456789ab"); err != nil || n != "brd0123456789ab" || ValidateIfName(n) != nil {
+		t.Errorf("TapName(12 bytes) = %q, %v", n, err)
+	}
+	for _, bad := range []string{"", "0123456789abc", "A1", "a-1", "a_1", "a/1", "é"} {
+		if _, err := TapName(bad); !errors.Is(err, ErrBadSession) {
+			t.Errorf("TapName(%q) = %v", bad, err)
+		}
+	}
+}
+
+// TestIfNameExact: every iifname/oifname comparison uses the full 16 bytes, so brd1 does
+// not match brd12.
+func TestIfNameExact(t *testing.T) {
+	rs, err := SessionRuleset(goldenSession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs.Rules {
+		m, ok := r.Exprs[0].(*expr.Meta)
+		if !ok || (m.Key != expr.MetaKeyIIFNAME && m.Key != expr.MetaKeyOIFNAME) {
+			t.Fatalf("rule does not start with an interface match: %v", r.Exprs)
+		}
+		c := r.Exprs[1].(*expr.Cmp)
+		if c.Op != expr.CmpOpEq || string(c.Data) != "brdt1"+strings.Repeat("\x00", 11) {
+			t.Fatalf("interface comparison %q", c.Data)
+		}
+	}
+}
+
+func TestSessionRulesetVariants(t *testing.T) {
+	if _, err := SessionRuleset(Session{ID: "x1"}); !errors.Is(err, ErrBadSession) {
+		t.Errorf("no proxy: %v", err)
+	}
+	if _, err := SessionRuleset(Session{ID: "x1", ProxyV4: netip.MustParseAddr("fd00::1")}); !errors.Is(err, ErrBadSession) {
+		t.Errorf("v6 proxy as v4: %v", err)
+	}
+	if _, err := SessionRuleset(Session{ID: "x1", ProxyV6: netip.MustParseAddr("::ffff:10.0.0.1")}); !errors.Is(err, ErrBadSession) {
+		t.Errorf("mapped v6 proxy: %v", err)
+	}
+
+	// No ports: nothing reaches a pinned address; the refusals and the final reject remain.
+	rs, err := SessionRuleset(Session{ID: "x1", ProxyV4: netip.MustParseAddr("10.99.0.1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var setLookups, accepts int
+	for _, r := range rs.Rules {
+		for _, e := range r.Exprs {
+			if l, ok := e.(*expr.Lookup); ok && strings.HasPrefix(l.SetName, "sx1_") {
+				setLookups++
+			}
+		}
+		if v, ok := r.Exprs[len(r.Exprs)-1].(*expr.Verdict); ok && v.Kind == expr.VerdictAccept {
+			accepts++
+		}
+	}
+	// Accepts: 2 established (fwd) + 1 established (in) + 2 DNS to the v4 proxy + 1 NDP.
+	if setLookups != 0 || accepts != 6 {
+		t.Errorf("no-port session: %d set lookups, %d accepts", setLookups, accepts)
+	}
+
+	// AnyPort: one unconditional accept after the refused ranges, no set lookups.
+	rs, err = SessionRuleset(Session{ID: "x1", ProxyV4: netip.MustParseAddr("10.99.0.1"), AnyPort: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusedSeen := false
+	for _, r := range rs.Rules {
+		for _, e := range r.Exprs {
+			if l, ok := e.(*expr.Lookup); ok && l.SetName == RefusedV6Name {
+				refusedSeen = true
+			}
+		}
+		if len(r.Exprs) == 3 {
+			if v, ok := r.Exprs[2].(*expr.Verdict); ok && v.Kind == expr.VerdictAccept && !refusedSeen {
+				t.Error("permissive accept comes before the refused ranges")
+			}
+		}
+	}
+}
