@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -114,8 +115,9 @@ func (n *NFTables) DeleteTable() error {
 // RunnerSubcommand is the hidden subcommand of broodd-helper that runs one VM.
 const RunnerSubcommand = "vm-run"
 
-// ProcRunners implements Runners by scanning /proc: a runner is a process whose
-// executable is Exe and whose argv[1] is RunnerSubcommand. Self (this process) and its
+// ProcRunners implements Runners by scanning /proc: a runner is a process whose argv[1] is
+// RunnerSubcommand and whose executable is Exe (or, when its exe link is unreadable,
+// whose argv[0] has Exe's base name). Self (this process) and its
 // children are never orphans.
 type ProcRunners struct {
 	Proc string // procfs mount, "/proc"
@@ -147,16 +149,29 @@ func (r *ProcRunners) ListOrphans() ([]int, error) {
 			continue
 		}
 		dir := filepath.Join(r.Proc, e.Name())
-		exe, err := os.Readlink(filepath.Join(dir, "exe"))
-		if err != nil || strings.TrimSuffix(exe, " (deleted)") != r.Exe {
-			continue // gone, kernel thread, or another program
-		}
 		cmdline, err := os.ReadFile(filepath.Join(dir, "cmdline"))
 		if err != nil {
-			continue
+			continue // gone
 		}
 		argv := bytes.Split(cmdline, []byte{0})
 		if len(argv) < 2 || string(argv[1]) != RunnerSubcommand {
+			continue
+		}
+		exe, err := os.Readlink(filepath.Join(dir, "exe"))
+		switch {
+		case err == nil:
+			if strings.TrimSuffix(exe, " (deleted)") != r.Exe {
+				continue // another program
+			}
+		case errors.Is(err, fs.ErrPermission):
+			// Runners are non-dumpable and run as the user; without CAP_SYS_PTRACE
+			// (not in the unit's bounding set) their exe link is unreadable, so
+			// fall back to argv[0]. A user can only make the helper kill their own
+			// look-alike process this way.
+			if filepath.Base(string(argv[0])) != filepath.Base(r.Exe) {
+				continue
+			}
+		default:
 			continue
 		}
 		if ppid(dir) == r.Self {
