@@ -3,7 +3,6 @@ package frontend
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -167,12 +166,13 @@ func printSessionNew(out, errw io.Writer, o sessionNewOpts, id, snap string, m *
 			fmt.Fprintf(rw, "%s %s: removed %s (%s)\n", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason)
 		}
 	}
-	fmt.Fprintf(rw, "%d files (%d reflinked, %d copied), %d dirs, %d symlinks, %d bytes in %s\n",
-		stats.Files, stats.Reflinked, stats.Copied, stats.Dirs, stats.Symlinks, stats.Bytes, rep.Elapsed.Round(time.Millisecond))
 	if o.dryRun {
-		fmt.Fprintln(out, "dry run: nothing created")
+		fmt.Fprintf(out, "dry run: nothing created; would copy %d files, %d dirs, %d symlinks, %d bytes\n",
+			stats.Files, stats.Dirs, stats.Symlinks, stats.Bytes)
 		return nil
 	}
+	fmt.Fprintf(rw, "%d files (%d reflinked, %d copied), %d dirs, %d symlinks, %d bytes in %s\n",
+		stats.Files, stats.Reflinked, stats.Copied, stats.Dirs, stats.Symlinks, stats.Bytes, rep.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(out, "id %s\nsnapshot %s\n", id, diff.Escape(snap))
 	return nil
 }
@@ -245,9 +245,6 @@ func runSessionRm(out io.Writer, ids []string, force bool) error {
 	}
 	for _, id := range ids {
 		s, err := session.Open(id)
-		if errors.Is(err, session.ErrNotFound) {
-			return fmt.Errorf("session rm: %w", err)
-		}
 		if err != nil {
 			return fmt.Errorf("session rm: %w", err)
 		}
