@@ -1,0 +1,76 @@
+package frontend
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/internal/testenv"
+)
+
+// privileged are import-path prefixes that only the helper may link (DESIGN.md: the
+// frontend holds no privilege and never links helper, nftables, netlink or Landlock code).
+var privileged = []string{
+	"brood.dev/brood/helper",
+	"github.com/google/nftables",
+	"github.com/vishvananda/netlink",
+	"github.com/vishvananda/netns",
+	"github.com/mdlayher/netlink",
+	"github.com/landlock-lsm/go-landlock",
+}
+
+// allowedShared are the exceptions: the wire protocol both sides import.
+var allowedShared = []string{"brood.dev/brood/helper/api"}
+
+func goListDeps(t *testing.T, pkg string) []string {
+	t.Helper()
+	goBin := testenv.RequireCommand(t, "go")
+	out, err := exec.Command(goBin, "list", "-deps", pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// privilegedDeps returns the deps that match a privileged prefix and are not allowed.
+func privilegedDeps(deps []string) map[string]bool {
+	found := map[string]bool{}
+	for _, d := range deps {
+		allowed := false
+		for _, a := range allowedShared {
+			if d == a || strings.HasPrefix(d, a+"/") {
+				allowed = true
+			}
+		}
+		for _, p := range privileged {
+			if !allowed && (d == p || strings.HasPrefix(d, p+"/")) {
+				found[p] = true
+			}
+		}
+	}
+	return found
+}
+
+// TestFrontendLinksNoPrivilegedCode proves the privilege split with go list -deps.
+func TestFrontendLinksNoPrivilegedCode(t *testing.T) {
+	deps := goListDeps(t, "brood.dev/brood/cmd/brood")
+	if bad := privilegedDeps(deps); len(bad) > 0 {
+		t.Errorf("cmd/brood links privileged code: %v", bad)
+	}
+	// The client side must be there, or the check above proves nothing about the helper.
+	if !strings.Contains(" "+strings.Join(deps, " ")+" ", " brood.dev/brood/helper/api ") {
+		t.Errorf("cmd/brood does not link brood.dev/brood/helper/api (doctor's client)")
+	}
+}
+
+// TestDepsCheckCanFail runs the same check on cmd/broodd-helper, which must link every
+// privileged package: if the list or the matching were wrong, this would fail.
+func TestDepsCheckCanFail(t *testing.T) {
+	bad := privilegedDeps(goListDeps(t, "brood.dev/brood/cmd/broodd-helper"))
+	for _, p := range []string{"brood.dev/brood/helper", "github.com/google/nftables", "github.com/vishvananda/netlink",
+		"github.com/mdlayher/netlink", "github.com/landlock-lsm/go-landlock"} {
+		if !bad[p] {
+			t.Errorf("check did not flag %s in cmd/broodd-helper", p)
+		}
+	}
+}
