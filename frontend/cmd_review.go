@@ -180,8 +180,7 @@ func reviewInteractive(ctx context.Context, sess *session.Session, m *manifest.M
 		err = rerr
 	}
 	if errors.Is(err, review.ErrAborted) {
-		fmt.Fprintln(out, "review aborted; nothing applied")
-		return fmt.Errorf("review session %s: %w", sess.ID, err)
+		return fmt.Errorf("review session %s: %w; nothing applied", sess.ID, err)
 	}
 	if err != nil {
 		return err

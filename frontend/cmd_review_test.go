@@ -253,6 +253,41 @@ func TestReviewTTYChild(t *testing.T) {
 	os.Exit(Main(args))
 }
 
+// startReviewPTY starts `brood review id` as a child on a new pseudo-terminal.
+func startReviewPTY(t *testing.T, id string) (*exec.Cmd, *os.File, *ptyScreen) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestReviewTTYChild$", "--", "review", id)
+	cmd.Env = append(os.Environ(), "BROOD_TEST_AS_BROOD=1", "TERM=xterm", "NO_COLOR=")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
+	if err != nil {
+		t.Fatalf("start brood on a pty: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	scr := &ptyScreen{ch: make(chan struct{}, 1)}
+	go scr.copy(ptmx)
+	return cmd, ptmx, scr
+}
+
+// TestReviewTTYAbort: Ctrl-C at a prompt ends the review with an error and applies
+// nothing, even after changes were accepted.
+func TestReviewTTYAbort(t *testing.T) {
+	sess := reviewSession(t, reviewFiles, map[string]string{"a.txt": "A\n", "b.txt": "B\n"})
+	cmd, ptmx, scr := startReviewPTY(t, sess.ID)
+	scr.expect(t, "[1/2]", 1)
+	ptmx.Write([]byte("a"))
+	scr.expect(t, "[2/2]", 1)
+	ptmx.Write([]byte{0x03})
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != ExitError {
+		t.Fatalf("exit after Ctrl-C: %v", err)
+	}
+	scr.expect(t, "review aborted; nothing applied", 1)
+	if readW(t, sess, "a.txt") != "a\n" || readW(t, sess, "b.txt") != "b\n" {
+		t.Errorf("W changed after an aborted review")
+	}
+}
+
 // TestReviewTTY runs `brood review ID` on a real pseudo-terminal (creack/pty): it types the
 // keys a developer would, checks the screen, then W.
 func TestReviewTTY(t *testing.T) {
@@ -272,15 +307,7 @@ func TestReviewTTY(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	cmd := exec.Command(os.Args[0], "-test.run=^TestReviewTTYChild$", "--", "review", sess.ID)
-	cmd.Env = append(os.Environ(), "BROOD_TEST_AS_BROOD=1", "TERM=xterm", "NO_COLOR=")
-	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 50, Cols: 120})
-	if err != nil {
-		t.Fatalf("start brood on a pty: %v", err)
-	}
-	defer ptmx.Close()
-	scr := &ptyScreen{ch: make(chan struct{}, 1)}
-	go scr.copy(ptmx)
+	cmd, ptmx, scr := startReviewPTY(t, sess.ID)
 	send := func(keys string) {
 		if _, err := ptmx.Write([]byte(keys)); err != nil {
 			t.Fatal(err)
