@@ -420,8 +420,22 @@ func (s *Session) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
 	if n > 0 {
 		p.printf("%s\n", p.paint(sgrBoldRed, fmt.Sprintf("three-way merge: %d conflicting region(s); result with markers:", n)))
 		p.text(merged, 0)
-		p.printf("  A conflicted merge is not accepted. Pick w (keep yours) or t (take the agent's).\n")
-		return Decision{}, false, nil
+		p.printf("  A conflicted merge is never taken by itself. Pick w (keep yours) or t (take the\n" +
+			"  agent's), or write this result with its markers into W and resolve it by hand.\n")
+		key, err := k.read(p.paint(sgrBold, "Write the result WITH CONFLICT MARKERS into W? [y/N] "))
+		if err != nil {
+			return Decision{}, false, err
+		}
+		if key != 'y' && key != 'Y' {
+			p.printf("  merge not taken.\n")
+			return Decision{}, false, nil
+		}
+		ok, err := s.confirmRisk(p, k, e.c)
+		if err != nil || !ok {
+			return Decision{}, false, err
+		}
+		note := fmt.Sprintf("three-way merge with %d conflict(s): markers written", n)
+		return Decision{Change: e.c, Verdict: Accept, Content: []byte(merged), Note: note, WHash: sha(e.old)}, true, nil
 	}
 	hs, err := Hunks(e.old, merged)
 	if err != nil {
@@ -587,7 +601,8 @@ const (
 	helpConflict = `  W changed since the snapshot and S changed too: nothing is resolved for you.
   w  keep yours (W unchanged; r does the same)
   t  take the agent's version (S) over yours
-  m  three-way merge against the snapshot-time base (a clean merge can be accepted)
+  m  three-way merge against the snapshot-time base: a clean merge can be accepted; a
+     conflicted one is shown with markers and is only written if you ask for it
   s  skip   v  view both sides   q  quit   ?  help
 `
 )

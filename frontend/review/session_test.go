@@ -213,14 +213,21 @@ func TestSessionConflictedMergeNotAccepted(t *testing.T) {
 	mine := func(b string) string { return strings.Replace(b, "base line e\n", "mine e\n", 1) }
 	theirs := func(b string) string { return strings.Replace(b, "base line e\n", "theirs e\n", 1) }
 	f, c, _ := conflictFixture(t, mine, theirs, true)
-	ds, ok, err, screen := run(t, f.trees, []diff.Change{c}, "m"+"w")
+	// m shows the markers; any key but y declines writing them; w keeps W.
+	ds, ok, err, screen := run(t, f.trees, []diff.Change{c}, "m"+"w"+"w")
 	if err != nil || ok || ds[0].Verdict != Reject {
 		t.Fatalf("Run: %v %v %+v\n%s", err, ok, ds, screen)
 	}
-	for _, s := range []string{"1 conflicting region", MarkerMine, "mine e", MarkerSep, "theirs e", MarkerTheirs, "not accepted"} {
+	for _, s := range []string{"1 conflicting region", MarkerMine, "mine e", MarkerSep, "theirs e", MarkerTheirs, "never taken by itself", "merge not taken"} {
 		if !strings.Contains(screen, s) {
 			t.Errorf("screen lacks %q:\n%s", s, screen)
 		}
+	}
+	// Only an explicit y writes the markers.
+	ds, ok, err, _ = run(t, f.trees, []diff.Change{c}, "m"+"y"+"y")
+	if err != nil || !ok || ds[0].Verdict != Accept || !strings.Contains(string(ds[0].Content), MarkerMine+"\nmine e\n") ||
+		!strings.Contains(ds[0].Note, "markers written") {
+		t.Errorf("explicit markers: %v %v %+v", err, ok, ds[0])
 	}
 }
 
