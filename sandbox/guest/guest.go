@@ -244,13 +244,17 @@ func (g *guest) mountRoot() error {
 			return fmt.Errorf("move mount %s: %w", d, err)
 		}
 	}
-	for _, m := range []struct{ src, dst, typ, data string }{
-		{"tmpfs", nr + "/tmp", "tmpfs", "mode=1777"},
-		{"devpts", nr + "/dev/pts", "devpts", "newinstance,ptmxmode=0666,mode=0620,gid=5"},
-		{"tmpfs", nr + "/dev/shm", "tmpfs", "mode=1777"},
-		{"tmpfs", nr + "/run", "tmpfs", "mode=0755"},
+	for _, m := range []struct {
+		src, dst, typ string
+		flags         uintptr
+		data          string
+	}{
+		{"tmpfs", nr + "/tmp", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
+		{"devpts", nr + "/dev/pts", "devpts", unix.MS_NOSUID | unix.MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620,gid=5"},
+		{"tmpfs", nr + "/dev/shm", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=1777"},
+		{"tmpfs", nr + "/run", "tmpfs", unix.MS_NOSUID | unix.MS_NODEV, "mode=0755"},
 	} {
-		if err := mount(m.src, m.dst, m.typ, unix.MS_NOSUID|unix.MS_NODEV, m.data); err != nil {
+		if err := mount(m.src, m.dst, m.typ, m.flags, m.data); err != nil {
 			return err
 		}
 	}

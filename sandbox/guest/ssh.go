@@ -273,7 +273,11 @@ func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			started = true
 			done = make(chan struct{})
 			if err := g.run(ch, s, argv, done); err != nil {
+				g.logf("session: %v", err)
 				fmt.Fprintf(ch.Stderr(), "brood-guest: %v\n", err)
+				if req.WantReply {
+					req.Reply(false, nil)
+				}
 				sendStatus(ch, 127)
 				return
 			}

@@ -8,6 +8,7 @@
 package qemu
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -122,6 +123,10 @@ type vm struct {
 	exitErr error // the result of Wait, set before done is closed
 }
 
+// kernelPanic is what the guest kernel prints on the console when it panics
+// (kernel/panic.c).
+var kernelPanic = []byte("Kernel panic - not syncing")
+
 // errStopped marks a VM killed by Stop: Wait then returns nil.
 var errStopped = errors.New("stopped")
 
@@ -141,6 +146,10 @@ func (v *vm) reap() {
 		v.exitErr = v.killErr
 	case err != nil:
 		v.exitErr = fmt.Errorf("qemu pid %d: %w: %w", v.cmd.Process.Pid, sandbox.ErrVMFailed, err)
+	case bytes.Contains(v.console.Bytes(), kernelPanic):
+		// panic=-1 reboots at once and -no-reboot turns that into a clean QEMU exit:
+		// only the console tells a panic from a power-off.
+		v.exitErr = fmt.Errorf("qemu pid %d: %w: guest kernel panicked", v.cmd.Process.Pid, sandbox.ErrVMFailed)
 	}
 	v.mu.Unlock()
 	close(v.done)

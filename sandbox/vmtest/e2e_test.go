@@ -1,0 +1,245 @@
+package vmtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/initramfs"
+	"brood.dev/brood/sandbox/qemu"
+)
+
+// vmRun is one booted test VM.
+type vmRun struct {
+	vm     sandbox.VM
+	keys   *guestcfg.Keys
+	sock   string
+	start  time.Time
+	client *ssh.Client
+}
+
+// boot starts a VM on the assets with share as /workspace and extra kernel cmdline words.
+func boot(t *testing.T, a *Assets, share string, timeout time.Duration, cmdline ...string) *vmRun {
+	t.Helper()
+	dir := t.TempDir()
+	keys, err := guestcfg.NewKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := initramfs.SessionFiles(keys.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	initrd := filepath.Join(dir, "initrd")
+	if err := initramfs.WithSession(a.BaseInitr, initrd, files); err != nil {
+		t.Fatal(err)
+	}
+	spec := sandbox.NewSpec(a.Kernel.Vmlinux, initrd, filepath.Join(dir, "ssh.sock"), share)
+	spec.CPUs, spec.MemoryMiB, spec.Timeout = 1, 512, timeout
+	spec.RootfsImage = a.Image
+	spec.Cmdline = cmdline
+	r := &vmRun{keys: keys, sock: spec.SSHSocket, start: time.Now()}
+	if r.vm, err = (&qemu.Backend{}).Start(t.Context(), spec); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		r.vm.Stop()
+		if t.Failed() {
+			t.Logf("console log:\n%s", r.vm.ConsoleLog())
+		}
+	})
+	return r
+}
+
+func (r *vmRun) dial(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	c, err := guestcfg.Dial(ctx, r.sock, guestcfg.DefaultUser, r.keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.client = c
+}
+
+// run runs cmd in a new session and returns stdout, stderr and the exit status.
+func (r *vmRun) run(t *testing.T, cmd string) (string, string, int) {
+	t.Helper()
+	s, err := r.client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var out, errb bytes.Buffer
+	s.Stdout, s.Stderr = &out, &errb
+	err = s.Run(cmd)
+	var ee *ssh.ExitError
+	switch {
+	case err == nil:
+		return out.String(), errb.String(), 0
+	case errors.As(err, &ee):
+		return out.String(), errb.String(), ee.ExitStatus()
+	}
+	t.Fatalf("run %q: %v", cmd, err)
+	return "", "", -1
+}
+
+// closeAndWait ends the SSH connection (the session) and waits for the guest to power
+// off and QEMU to exit.
+func (r *vmRun) closeAndWait(t *testing.T) time.Duration {
+	t.Helper()
+	r.client.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	if err := r.vm.Wait(ctx); err != nil {
+		t.Fatalf("VM did not power off cleanly: %v", err)
+	}
+	return time.Since(r.start)
+}
+
+func shareWithReadme(t *testing.T) string {
+	share := t.TempDir()
+	if err := os.WriteFile(filepath.Join(share, "README.md"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// The share is the snapshot, owned by the user the agent maps to (uid 1000).
+	for _, p := range []string{share, filepath.Join(share, "README.md")} {
+		if err := os.Chown(p, guestcfg.DefaultUID, guestcfg.DefaultGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return share
+}
+
+// TestVMEndToEnd boots the test image twice on one share: the first boot changes the
+// share and the overlay; the second sees the share change and not the overlay one.
+func TestVMEndToEnd(t *testing.T) {
+	a := Get(t)
+	share := shareWithReadme(t)
+
+	r := boot(t, a, share, 3*time.Minute)
+	r.dial(t)
+	out, errOut, code := r.run(t, `echo hi >> /workspace/README.md; git --version; echo x > /home/agent/x; id -u; pwd; echo x > /etc/x`)
+	firstCmd := time.Since(r.start)
+	if !strings.Contains(out, "git version") || !strings.Contains(out, "\n1000\n/workspace\n") {
+		t.Errorf("stdout = %q, want git version, uid 1000, cwd /workspace", out)
+	}
+	if code == 0 || !strings.Contains(errOut, "/etc/x") {
+		t.Errorf("writing /etc/x as the agent: status %d stderr %q; want refused", code, errOut)
+	}
+	if _, _, code := r.run(t, "exit 7"); code != 7 {
+		t.Errorf("exit 7: status %d", code)
+	}
+	if out, _, _ := r.run(t, "cat /home/agent/x; env | sort"); !strings.HasPrefix(out, "x\n") ||
+		strings.Contains(out, "BROOD") || !strings.Contains(out, "USER=agent") {
+		t.Errorf("overlay file / env: %q", out)
+	}
+	if out, _, _ := r.run(t, "ls /sys/class/net; grep -c ' /workspace 9p ' /proc/mounts"); strings.TrimSpace(out) != "lo\n1" {
+		t.Errorf("network devices and share mount: %q, want only lo and one 9p mount", out)
+	}
+
+	// PTY with a window change forwarded while the command runs.
+	s, err := r.client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ptyOut, ptyErr bytes.Buffer
+	s.Stdout, s.Stderr = &ptyOut, &ptyErr
+	if err := s.RequestPty("xterm", 24, 80, ssh.TerminalModes{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start("stty size; tty; sleep 1; stty size"); err != nil {
+		t.Fatalf("start in a pty: %v (stderr %q)", err, ptyErr.String())
+	}
+	time.Sleep(300 * time.Millisecond)
+	if err := s.WindowChange(40, 120); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Wait(); err != nil {
+		t.Errorf("pty session: %v", err)
+	}
+	if got := strings.ReplaceAll(ptyOut.String(), "\r", ""); !strings.HasPrefix(got, "24 80\n/dev/pts/") || !strings.HasSuffix(got, "40 120\n") {
+		t.Errorf("pty output %q, want 24 80, a /dev/pts tty, then 40 120", got)
+	}
+	whole := r.closeAndWait(t)
+	t.Logf("first boot: QEMU start to first SSH command done %v, whole VM %v", firstCmd.Round(time.Millisecond), whole.Round(time.Millisecond))
+
+	if b, _ := os.ReadFile(filepath.Join(share, "README.md")); string(b) != "hello\nhi\n" {
+		t.Errorf("share README.md = %q, want the guest's append", b)
+	}
+
+	r2 := boot(t, a, share, 3*time.Minute)
+	r2.dial(t)
+	out, _, _ = r2.run(t, "cat /workspace/README.md; test -e /home/agent/x && echo survived || echo gone")
+	if out != "hello\nhi\ngone\n" {
+		t.Errorf("second boot: %q, want the share change kept and the overlay file gone", out)
+	}
+	r2.closeAndWait(t)
+}
+
+// TestVMWrongKeyRefused checks that the guest accepts only the session's client key
+// and that the host pins the guest's host key.
+func TestVMWrongKeyRefused(t *testing.T) {
+	a := Get(t)
+	r := boot(t, a, "", 3*time.Minute)
+	other, err := guestcfg.NewKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	// Wrong client key, right host key: refused by the guest.
+	wrong := &guestcfg.Keys{HostSigner: r.keys.HostSigner, ClientSigner: other.ClientSigner}
+	if c, err := guestcfg.Dial(ctx, r.sock, guestcfg.DefaultUser, wrong); err == nil {
+		c.Close()
+		t.Fatal("guest accepted a client key that is not the session's")
+	}
+	// Right client key, wrong pinned host key: refused by the client.
+	pin := &guestcfg.Keys{HostSigner: other.HostSigner, ClientSigner: r.keys.ClientSigner}
+	if c, err := guestcfg.Dial(ctx, r.sock, guestcfg.DefaultUser, pin); err == nil {
+		c.Close()
+		t.Fatal("client accepted a host key other than the pinned one")
+	}
+	r.dial(t)
+	if out, _, code := r.run(t, "echo ok"); out != "ok\n" || code != 0 {
+		t.Errorf("after refused attempts: %q status %d", out, code)
+	}
+	r.closeAndWait(t)
+}
+
+// TestVMHangTimesOut: a guest nobody connects to waits forever; Spec.Timeout must make
+// Wait return ErrTimeout and the QEMU process must be gone.
+func TestVMHangTimesOut(t *testing.T) {
+	a := Get(t)
+	r := boot(t, a, "", 4*time.Second)
+	pid := r.vm.Pid()
+	err := r.vm.Wait(t.Context())
+	if !errors.Is(err, sandbox.ErrTimeout) {
+		t.Fatalf("Wait = %v, want ErrTimeout", err)
+	}
+	if e := syscall.Kill(pid, 0); !errors.Is(e, syscall.ESRCH) {
+		t.Errorf("QEMU pid %d still exists after the timeout (kill 0: %v)", pid, e)
+	}
+	t.Logf("Wait: %v", err)
+}
+
+// TestVMPanicFails: a guest whose init cannot run panics; Wait must say so instead of
+// reporting the clean exit QEMU makes of the panic's reboot.
+func TestVMPanicFails(t *testing.T) {
+	a := Get(t)
+	r := boot(t, a, "", time.Minute, "rdinit=/nonexistent")
+	err := r.vm.Wait(t.Context())
+	if !errors.Is(err, sandbox.ErrVMFailed) || !strings.Contains(err.Error(), "panic") {
+		t.Fatalf("Wait = %v, want ErrVMFailed naming the panic", err)
+	}
+}
