@@ -3,6 +3,7 @@ package helper
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,8 +110,20 @@ func TestActivation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lf.Close()
-	hc := startHelperChild(t, []string{"LISTEN_FDS=1", "LISTEN_FDNAMES=" + SocketFDName}, lf, args...)
+	notifyPath := filepath.Join(base, "notify.sock")
+	notify, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: notifyPath, Net: "unixgram"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer notify.Close()
+	hc := startHelperChild(t, []string{"LISTEN_FDS=1", "LISTEN_FDNAMES=" + SocketFDName, "NOTIFY_SOCKET=" + notifyPath}, lf, args...)
 	lf.Close()
+	notify.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 256)
+	n, err := notify.Read(buf)
+	if err != nil || string(buf[:n]) != "READY=1" {
+		t.Fatalf("sd_notify: %q, %v\n%s", buf[:n], err, hc.stderr.String())
+	}
 	c := waitDial(t, hc, sock, 10*time.Second)
 	defer c.Close()
 	if c.Caps.Peer.UID != 0 || c.Caps.Landlock.Mode != "enforced" {

@@ -91,26 +91,32 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		log.Warn("not running as root: taps, nft and other uids' sessions will fail")
 	}
 
-	// 2. --cleanup: remove stale state (ExecStopPost) and stop here.
+	// 2. Scrub the environment and inherited descriptors: nothing the invoker left
+	// behind reaches the runners.
+	if err := scrubInherited(); err != nil {
+		return err
+	}
+
+	// 3. --cleanup: remove stale state (ExecStopPost) and stop here.
 	if o.Cleanup {
 		return cleanupHost(log)
 	}
 
-	// 3. Runtime and state directories: create, then lstat-check (never follow).
+	// 4. Runtime and state directories: create, then lstat-check (never follow).
 	for _, d := range []string{cfg.RuntimeDir, cfg.StateDir} {
 		if err := EnsureDir(d); err != nil {
 			return err
 		}
 	}
 
-	// 4. Take the socket: strictly from socket activation, or --listen in development.
+	// 5. Take the socket: strictly from socket activation, or --listen in development.
 	ln, err := takeListener(&cfg, o.Listen)
 	if err != nil {
 		return err
 	}
 	defer ln.Close()
 
-	// 5. Open what the helper needs before confinement: netlink and nftables.
+	// 6. Open what the helper needs before confinement: netlink and nftables.
 	links, err := NewNetlinkLinks(-1)
 	if err != nil {
 		return err
@@ -126,27 +132,27 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 
-	// 6. Clean up what a crashed predecessor left.
+	// 7. Clean up what a crashed predecessor left.
 	if rep, err := Cleanup(log, links, nft, runners); err != nil {
 		return err
 	} else {
 		log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners)
 	}
 
-	// 7. Probe the host, then confine with Landlock (irreversible; never discard errors).
+	// 8. Probe the host, then confine with Landlock (irreversible; never discard errors).
 	ll, err := Confine(&cfg, log)
 	if err != nil {
 		return err
 	}
 	caps, checks := ProbeHost(&cfg, ll)
 
-	// 8. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
+	// 9. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {
 		return fmt.Errorf("sd_notify READY: %w", err)
 	}
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
 
-	// 9. Serve until stopped or idle; then release every session.
+	// 10. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, links, caps, checks)
 	err = srv.Serve(ctx, ln)
 	for _, derr := range srv.Sessions().DestroyAll() {
@@ -166,6 +172,34 @@ func takeListener(cfg *Config, listen string) (*net.UnixListener, error) {
 		gid = int(cfg.allowGIDs[0])
 	}
 	return ListenPath(listen, gid)
+}
+
+// keptEnv are the environment variables the helper keeps: socket activation, sd_notify
+// and journald plumbing. PATH is reset to safePath.
+var keptEnv = []string{"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "INVOCATION_ID", "JOURNAL_STREAM"}
+
+// safePath is the helper's PATH (it never trusts the invoker's).
+const safePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// scrubInherited clears the environment except keptEnv and marks every inherited
+// descriptor above stderr close-on-exec (close_range(2) with CLOSE_RANGE_CLOEXEC), so
+// nothing leaks into runners. The activated socket is taken afterwards by name.
+func scrubInherited() error {
+	kept := map[string]string{}
+	for _, k := range keptEnv {
+		if v, ok := os.LookupEnv(k); ok {
+			kept[k] = v
+		}
+	}
+	os.Clearenv()
+	for k, v := range kept {
+		os.Setenv(k, v)
+	}
+	os.Setenv("PATH", safePath)
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return os.NewSyscallError("close_range", err)
+	}
+	return nil
 }
 
 // cleanupHost runs Cleanup against the host's links, nft table and processes.

@@ -1,0 +1,114 @@
+package frontend
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"brood.dev/brood/helper/api"
+)
+
+// fakeHelper answers hello (and doctor) like broodd-helper would, or refuses every call
+// with errCode. It imports only helper/api, like the frontend.
+func fakeHelper(t *testing.T, errCode api.Code) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "helper.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			uc, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer uc.Close()
+				c := api.NewConn(uc)
+				for {
+					body, files, err := c.ReadFrame()
+					if err != nil {
+						return
+					}
+					for _, f := range files {
+						f.Close()
+					}
+					req, err := api.DecodeRequest(body)
+					if err != nil {
+						return
+					}
+					var resp api.Response
+					switch {
+					case errCode != "":
+						resp.Error = &api.Error{Code: errCode, Message: "refused by fake"}
+					case req.Call == api.CallHello:
+						resp.Result, _ = json.Marshal(api.Capabilities{Version: api.Version, Helper: "fake-1", Backends: []string{"qemu"}, Accel: "tcg",
+							Landlock: api.Landlock{ABI: 7, PinnedABI: 7, Enforced: true, Mode: "enforced"},
+							Peer:     api.Peer{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: 42}, Policy: "none"})
+					case req.Call == api.CallDoctor:
+						resp.Result, _ = json.Marshal(api.DoctorReport{Checks: []api.Check{{Name: "kvm", OK: false, Detail: "/dev/kvm missing"}}})
+					}
+					out, _ := json.Marshal(resp)
+					if c.WriteFrame(out) != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return sock
+}
+
+func doctorOutput(t *testing.T, sock string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	err := runDoctor(ctx, &out, sock)
+	return out.String(), err
+}
+
+func TestDoctorReportsHelper(t *testing.T) {
+	out, err := doctorOutput(t, fakeHelper(t, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"fake-1", "protocol 1", "qemu (accel tcg)", "landlock:       enforced (kernel ABI 7, pinned ABI 7)",
+		"(as seen by the helper via SO_PEERCRED)", "[FAIL] kvm", "/dev/kvm missing"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestDoctorHints(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sock string
+		want string
+	}{
+		{"socket missing", filepath.Join(t.TempDir(), "none.sock"), "systemctl enable --now broodd-helper.socket"},
+		{"permission denied", fakeHelper(t, api.CodePermissionDenied), "usermod -aG brood"},
+		{"version mismatch", fakeHelper(t, api.CodeVersionMismatch), "different versions"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := doctorOutput(t, tc.sock)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want hint %q", err, tc.want)
+			}
+		})
+	}
+	// Through the command line: exit code 1 and the hint on stderr.
+	t.Setenv(api.SocketEnv, filepath.Join(t.TempDir(), "none.sock"))
+	if code := Main([]string{"doctor"}); code != ExitError {
+		t.Errorf("brood doctor without helper exits %d, want %d", code, ExitError)
+	}
+}
