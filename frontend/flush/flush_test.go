@@ -226,3 +226,15 @@ func TestModesMaskedAndOwner(t *testing.T) {
 		}
 	}
 }
+
+// A path excluded from the snapshot (a secret) is absent from S: a change claiming to
+// delete or replace it is refused and W keeps it.
+func TestExcludedPathNeverTouched(t *testing.T) {
+	f := newFixture(t, map[string]string{".env": "TOKEN=1\n", "a": "a"})
+	os.Remove(filepath.Join(f.S, ".env"))
+	f.m.Lookup(".env").Excluded = ".env"
+	_, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindDeleted, ".env")), Options{})
+	if !errors.Is(err, ErrRefused) || read(t, f.W, ".env") != "TOKEN=1\n" {
+		t.Fatalf("Apply: %v; .env = %q", err, read(t, f.W, ".env"))
+	}
+}

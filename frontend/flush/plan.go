@@ -191,6 +191,12 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 	default:
 		return nil, fmt.Errorf("apply %q: unknown change kind %q: %w", c.Path, c.Kind, ErrRefused)
 	}
+	if a.m != nil {
+		if e := a.m.Lookup(c.Path); e != nil && (e.Excluded != "" || e.Skipped != "") {
+			// Never copied into S (a secret or a special file): S cannot speak for it.
+			return nil, fmt.Errorf("apply %q: excluded from the snapshot: %w", c.Path, ErrRefused)
+		}
+	}
 	nw, err := a.newState(it)
 	if err != nil {
 		return nil, err

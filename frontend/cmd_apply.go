@@ -1,0 +1,297 @@
+package frontend
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/flush"
+	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/frontend/session"
+)
+
+func init() { commands = append(commands, newApplyCommand, newUndoCommand) }
+
+type applyFlags struct {
+	all, includeRisky, yes bool
+}
+
+func newApplyCommand() *cobra.Command {
+	var f applyFlags
+	c := &cobra.Command{
+		Use:   "apply ID (--all | PATH...)",
+		Short: "Apply the agent's changes to the workspace without the interactive review",
+		Long: `Apply changes of session ID to the workspace, journaled (brood undo ID reverts them).
+
+--all selects every change except refused ones, conflicts (you changed the path too; use
+brood review to merge) and high-risk ones (.git/, CI definitions, hook managers, ...),
+which also need --include-risky. PATH... selects these paths or everything below these
+directories; a high-risk change is applied when its path is named exactly, or with
+--include-risky; a refused change or a conflict is never applied.
+
+Each file is written to a temp file next to its target, fsync'd and verified against the
+reviewed SHA-256, then renamed into place only if the workspace still holds what it held
+at snapshot time. An apply interrupted earlier is rolled back first.
+
+On a terminal the selection is shown and confirmed; otherwise add --yes. Exit status 3
+when a change was left out (refused, conflict, high-risk) or could not be applied; each
+such path is printed with the reason.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runApply(cmd, args[0], args[1:], f)
+		},
+	}
+	c.Flags().BoolVar(&f.all, "all", false, "apply every change that is not refused, in conflict or high-risk")
+	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with --all or PATH: high-risk changes too")
+	c.Flags().BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation (required without a terminal)")
+	return c
+}
+
+func newUndoCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "undo ID",
+		Short: "Revert the last apply of a session from its journal",
+		Long: `Revert the last apply of session ID that is not undone yet: files get their prior
+bytes and modes back, files it created are removed, deleted files come back. If you
+changed a path after the apply, nothing is reverted and the exit status is 3 (each such
+path is printed). An interrupted apply or undo is completed by running brood undo again.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runUndo(cmd.Context(), cmd.OutOrStdout(), args[0])
+		},
+	}
+}
+
+// applySelection splits the changes `brood apply` was asked for.
+type applySelection struct {
+	apply   []diff.Change // to apply
+	blocked []diff.Change // refused or conflict: never applied
+	risky   []diff.Change // high risk, left out: needs --include-risky (or, for PATH, an exact name)
+}
+
+// selectForApply chooses the changes to apply for --all or the PATH arguments (an exact
+// path, raw or as diff.Escape prints it, or a directory covering the changes below it).
+// A PATH that covers no change is an error.
+func selectForApply(changes []diff.Change, all, includeRisky bool, paths []string) (applySelection, error) {
+	var sel applySelection
+	add := func(c diff.Change, exact bool) {
+		switch {
+		case c.Kind == diff.KindRefused || c.Kind == diff.KindConflict:
+			sel.blocked = append(sel.blocked, c)
+		case c.Risk != "" && !includeRisky && !exact:
+			sel.risky = append(sel.risky, c)
+		default:
+			sel.apply = append(sel.apply, c)
+		}
+	}
+	if all {
+		for _, c := range changes {
+			add(c, false)
+		}
+		return sel, nil
+	}
+	hit := make([]int, len(changes)) // 0 not named, 1 below a named directory, 2 named exactly
+	for _, arg := range paths {
+		a := strings.TrimSuffix(strings.TrimPrefix(arg, "./"), "/")
+		found := false
+		for i, c := range changes {
+			switch {
+			case c.Path == a || diff.Escape(c.Path) == a:
+				hit[i], found = 2, true
+			case a == "" || a == "." || strings.HasPrefix(c.Path, a+"/"):
+				hit[i] = max(hit[i], 1)
+				found = true
+			}
+		}
+		if !found {
+			return sel, fmt.Errorf("no change at or below %s", diff.Escape(arg))
+		}
+	}
+	for i, c := range changes {
+		if hit[i] > 0 {
+			add(c, hit[i] == 2)
+		}
+	}
+	return sel, nil
+}
+
+func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out := cmd.OutOrStdout()
+	in, inFile := cmd.InOrStdin().(*os.File)
+	tty := inFile && term.IsTerminal(int(in.Fd()))
+	switch {
+	case f.all && len(paths) > 0:
+		return usageErr("apply: choose either --all or PATH..., not both")
+	case !f.all && len(paths) == 0:
+		return usageErr("apply: say what to apply: --all or PATH... (see brood apply --help)")
+	case !f.yes && !tty:
+		return usageErr("apply: stdin is not a terminal, so nothing can be confirmed: add --yes to apply without confirmation")
+	}
+	sess, err := session.Open(id)
+	if err != nil {
+		return err
+	}
+	switch sess.State {
+	case session.StateSnapshotting:
+		return fmt.Errorf("apply session %s: the snapshot is incomplete (state %s)", id, sess.State)
+	case session.StateRunning:
+		return fmt.Errorf("apply session %s: its VM is still running; stop it first", id)
+	}
+	// An apply killed earlier leaves a journal without its completion record: roll it back
+	// so the diff compares the workspace as it was.
+	rec, err := flush.Recover(ctx, sess)
+	if err != nil {
+		return fmt.Errorf("apply session %s: recover an interrupted apply: %w", id, err)
+	}
+	if rec.Tx != "" {
+		fmt.Fprintf(out, "rolled back interrupted apply %s: %d path(s) restored\n", rec.Tx, len(rec.Applied))
+		for _, p := range rec.Problems {
+			fmt.Fprintf(out, "left as is %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
+		}
+	}
+	m, err := manifest.Read(sess.ManifestPath())
+	if err != nil {
+		return fmt.Errorf("apply session %s: %w", id, err)
+	}
+	changes, err := diff.Compute(ctx, sess.Workspace, sess.SnapshotDir(), m, diff.Options{})
+	if err != nil {
+		return fmt.Errorf("apply session %s: %w", id, err)
+	}
+	sel, err := selectForApply(changes, f.all, f.includeRisky, paths)
+	if err != nil {
+		return usageErr("apply session %s: %v", id, err)
+	}
+	printSelection(out, sel)
+	left := len(sel.blocked) + len(sel.risky)
+	leftErr := func() error {
+		if left == 0 {
+			return nil
+		}
+		return refusedErr(fmt.Errorf("apply session %s: %d change(s) left out (refused, conflict or high risk)", id, left))
+	}
+	if len(sel.apply) == 0 {
+		fmt.Fprintln(out, "nothing to apply; the workspace is unchanged")
+		return leftErr()
+	}
+	if !f.yes {
+		ok, err := confirm(in, out, fmt.Sprintf("apply %d change(s) to %s? [y/N] ", len(sel.apply), diff.Escape(sess.Workspace)))
+		if err != nil {
+			return fmt.Errorf("apply session %s: read confirmation: %w", id, err)
+		}
+		if !ok {
+			fmt.Fprintln(out, "nothing applied")
+			return nil
+		}
+	}
+	items := make([]flush.Item, len(sel.apply))
+	for i, c := range sel.apply {
+		items[i] = flush.Item{Change: c}
+	}
+	res, err := flush.Apply(ctx, sess, m, items, flush.Options{})
+	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(sess.Workspace))
+	if res.Tx != "" {
+		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, id)
+	}
+	fmt.Fprintln(out)
+	for _, p := range res.Problems {
+		fmt.Fprintf(out, "not applied %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
+	}
+	if err != nil {
+		if len(res.Problems) > 0 && flushRefusal(err) {
+			return refusedErr(fmt.Errorf("apply session %s: %d change(s) not applied", id, len(res.Problems)))
+		}
+		return fmt.Errorf("apply session %s: %w", id, err)
+	}
+	return leftErr()
+}
+
+// flushRefusal reports whether err is a refusal or conflict of the flush (exit 3), as
+// opposed to a failure (exit 1).
+func flushRefusal(err error) bool {
+	for _, s := range []error{flush.ErrConflict, flush.ErrRefused, flush.ErrUnsafePath, flush.ErrSymlinkTarget,
+		flush.ErrNoReviewedHash, flush.ErrHashMismatch, flush.ErrChangedSinceApply} {
+		if errors.Is(err, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// printSelection prints one line per selected change: what will be applied, and each
+// change left out with the reason.
+func printSelection(out io.Writer, sel applySelection) {
+	var b strings.Builder
+	for _, c := range sel.apply {
+		fmt.Fprintf(&b, "apply    %-9s %s", c.Kind, diff.Escape(c.Path))
+		if c.Risk != "" {
+			fmt.Fprintf(&b, " [risk: %s]", diff.Escape(c.Risk))
+		}
+		b.WriteByte('\n')
+	}
+	for _, c := range sel.blocked {
+		fmt.Fprintf(&b, "%-8s %s: %s\n", c.Kind, diff.Escape(c.Path), diff.Escape(c.Reason))
+	}
+	for _, c := range sel.risky {
+		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name it exactly or add --include-risky\n",
+			c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
+	}
+	io.WriteString(out, b.String())
+}
+
+// confirm asks question on out and reads one line from in; only "y" or "yes" agree.
+func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
+	fmt.Fprint(out, question)
+	line, err := bufio.NewReader(in).ReadString('\n')
+	if err != nil && !(errors.Is(err, io.EOF) && line != "") {
+		if errors.Is(err, io.EOF) {
+			return false, nil
+		}
+		return false, err
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+func runUndo(ctx context.Context, out io.Writer, id string) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	sess, err := session.Open(id)
+	if err != nil {
+		return err
+	}
+	res, err := flush.Undo(ctx, sess)
+	if errors.Is(err, flush.ErrNothingToUndo) {
+		fmt.Fprintf(out, "nothing to undo in session %s\n", id)
+		return nil
+	}
+	if errors.Is(err, flush.ErrChangedSinceApply) {
+		for _, p := range res.Problems {
+			fmt.Fprintf(out, "changed since the apply: %s\n", diff.Escape(p.Path))
+		}
+		return refusedErr(fmt.Errorf("undo session %s: %d path(s) changed since apply %s; nothing reverted", id, len(res.Problems), res.Tx))
+	}
+	fmt.Fprintf(out, "reverted %d change(s) of apply %s in %s\n", len(res.Applied), res.Tx, diff.Escape(sess.Workspace))
+	for _, p := range res.Problems {
+		fmt.Fprintf(out, "left as is %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
+	}
+	if err != nil {
+		return fmt.Errorf("undo session %s: %w", id, err)
+	}
+	return nil
+}

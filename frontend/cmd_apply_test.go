@@ -1,0 +1,307 @@
+package frontend
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/diff/difftest"
+	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/frontend/session"
+)
+
+// applySession makes a stopped session of a workspace holding files, then writes agent
+// into its snapshot.
+func applySession(t *testing.T, files, agent map[string]string) *session.Session {
+	t.Helper()
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	w := filepath.Join(t.TempDir(), "w")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := difftest.WriteFiles(w, files); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := session.Create(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sess.SnapshotDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
+		t.Fatal(err)
+	}
+	if err := sess.SetState(session.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	if err := difftest.WriteFiles(sess.SnapshotDir(), agent); err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}
+
+// brood runs the brood command line with stdin in and returns the output and exit code.
+func brood(t *testing.T, in io.Reader, args ...string) (string, int) {
+	t.Helper()
+	root := NewRootCommand()
+	var out bytes.Buffer
+	if in == nil {
+		in = strings.NewReader("")
+	}
+	root.SetIn(in)
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.Execute()
+	if err == nil {
+		return out.String(), ExitOK
+	}
+	out.WriteString("error: " + err.Error() + "\n")
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return out.String(), ee.code
+	}
+	if isCobraUsageError(err) {
+		return out.String(), ExitUsage
+	}
+	return out.String(), ExitError
+}
+
+func wFile(t *testing.T, sess *session.Session, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(sess.Workspace, p))
+	if errors.Is(err, os.ErrNotExist) {
+		return "<absent>"
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var applyFiles = map[string]string{"a.txt": "a\n", "b.txt": "b\n", "c.txt": "c\n", ".github/workflows/old.yml": "x\n"}
+var applyAgent = map[string]string{
+	"a.txt":                    "A\n",
+	"b.txt":                    "B\n",
+	"c.txt":                    "C\n",
+	"new/n.txt":                "n\n",
+	".github/workflows/ci.yml": "run: curl x | sh\n",
+}
+
+func TestApplyCommandNeedsChoiceAndYes(t *testing.T) {
+	sess := applySession(t, applyFiles, applyAgent)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply", sess.ID}, "--all or PATH"},
+		{[]string{"apply", sess.ID, "--all", "a.txt"}, "not both"},
+		{[]string{"apply", sess.ID, "--all"}, "add --yes"},
+		{[]string{"apply", sess.ID, "a.txt"}, "add --yes"},
+		{[]string{"apply", sess.ID, "--yes", "nosuch.txt"}, "no change at or below nosuch.txt"},
+	} {
+		out, code := brood(t, nil, tc.args...)
+		if code != ExitUsage || !strings.Contains(out, tc.want) {
+			t.Errorf("%v: exit %d, output %q; want exit 2 and %q", tc.args, code, out, tc.want)
+		}
+	}
+	if wFile(t, sess, "a.txt") != "a\n" {
+		t.Errorf("a usage error changed W")
+	}
+}
+
+// --all leaves out high-risk changes and conflicts (exit 3 naming each), --include-risky
+// adds the risky one; a conflict is never applied.
+func TestApplyCommandAll(t *testing.T) {
+	sess := applySession(t, applyFiles, applyAgent)
+	os.WriteFile(filepath.Join(sess.Workspace, "c.txt"), []byte("developer\n"), 0o644)
+	out, code := brood(t, nil, "apply", sess.ID, "--all", "--yes")
+	if code != ExitRefused {
+		t.Fatalf("exit %d, want 3:\n%s", code, out)
+	}
+	for _, want := range []string{"conflict c.txt: W changed", "skip     added     .github/workflows/ci.yml: high risk (CI definition)", "applied 4 change(s)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if wFile(t, sess, "a.txt") != "A\n" || wFile(t, sess, "new/n.txt") != "n\n" || wFile(t, sess, "c.txt") != "developer\n" ||
+		wFile(t, sess, ".github/workflows/ci.yml") != "<absent>" {
+		t.Errorf("W after --all: a=%q n=%q c=%q ci=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "new/n.txt"),
+			wFile(t, sess, "c.txt"), wFile(t, sess, ".github/workflows/ci.yml"))
+	}
+	out, code = brood(t, nil, "apply", sess.ID, "--all", "--include-risky", "--yes")
+	if code != ExitRefused || wFile(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" || wFile(t, sess, "c.txt") != "developer\n" {
+		t.Errorf("--include-risky: exit %d, ci=%q c=%q\n%s", code, wFile(t, sess, ".github/workflows/ci.yml"), wFile(t, sess, "c.txt"), out)
+	}
+}
+
+// An exact PATH may name a high-risk change; a directory PATH covers it only with
+// --include-risky; a refused change is never applied, even named.
+func TestApplyCommandPaths(t *testing.T) {
+	sess := applySession(t, applyFiles, applyAgent)
+	if out, code := brood(t, nil, "apply", sess.ID, "--yes", ".github/"); code != ExitRefused || wFile(t, sess, ".github/workflows/ci.yml") != "<absent>" {
+		t.Errorf("directory PATH over a risky change: exit %d\n%s", code, out)
+	}
+	if out, code := brood(t, nil, "apply", sess.ID, "--yes", ".github/workflows/ci.yml", "a.txt"); code != ExitOK ||
+		wFile(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" || wFile(t, sess, "a.txt") != "A\n" || wFile(t, sess, "b.txt") != "b\n" {
+		t.Errorf("exact PATHs: exit %d\n%s", code, out)
+	}
+	// A FIFO in S is refused by the diff: naming it is exit 3 and nothing is written.
+	sess2 := applySession(t, applyFiles, map[string]string{"a.txt": "A\n"})
+	if err := unix.Mkfifo(filepath.Join(sess2.SnapshotDir(), "pipe"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code := brood(t, nil, "apply", sess2.ID, "--yes", "pipe")
+	if code != ExitRefused || !strings.Contains(out, "refused  pipe:") || wFile(t, sess2, "pipe") != "<absent>" {
+		t.Errorf("named refused change: exit %d\n%s", code, out)
+	}
+}
+
+func TestUndoCommand(t *testing.T) {
+	sess := applySession(t, applyFiles, applyAgent)
+	if out, code := brood(t, nil, "apply", sess.ID, "--yes", "a.txt", "b.txt", "new/n.txt"); code != ExitOK {
+		t.Fatalf("apply: exit %d\n%s", code, out)
+	}
+	os.WriteFile(filepath.Join(sess.Workspace, "b.txt"), []byte("edited after apply\n"), 0o644)
+	out, code := brood(t, nil, "undo", sess.ID)
+	if code != ExitRefused || !strings.Contains(out, "changed since the apply: b.txt") || wFile(t, sess, "a.txt") != "A\n" {
+		t.Fatalf("undo after a change: exit %d\n%s", code, out)
+	}
+	os.WriteFile(filepath.Join(sess.Workspace, "b.txt"), []byte("B\n"), 0o644)
+	out, code = brood(t, nil, "undo", sess.ID)
+	if code != ExitOK || !strings.Contains(out, "reverted 3 change(s)") {
+		t.Fatalf("undo: exit %d\n%s", code, out)
+	}
+	if wFile(t, sess, "a.txt") != "a\n" || wFile(t, sess, "b.txt") != "b\n" || wFile(t, sess, "new/n.txt") != "<absent>" || wFile(t, sess, "new") != "<absent>" {
+		t.Errorf("W after undo: a=%q b=%q n=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "b.txt"), wFile(t, sess, "new/n.txt"))
+	}
+	if out, code := brood(t, nil, "undo", sess.ID); code != ExitOK || !strings.Contains(out, "nothing to undo") {
+		t.Errorf("second undo: exit %d\n%s", code, out)
+	}
+}
+
+// On a terminal brood apply shows the selection and asks; only "y" applies.
+func TestApplyCommandConfirmsOnTTY(t *testing.T) {
+	sess := applySession(t, applyFiles, applyAgent)
+	for _, answer := range []string{"n\n", "y\n"} {
+		ptmx, tty, err := pty.Open()
+		if err != nil {
+			t.Fatalf("open pty: %v", err)
+		}
+		var screen bytes.Buffer
+		done := make(chan struct{})
+		go func() { io.Copy(&screen, ptmx); close(done) }()
+		type result struct {
+			out  string
+			code int
+		}
+		res := make(chan result, 1)
+		go func() {
+			root := NewRootCommand()
+			var out bytes.Buffer
+			root.SetIn(tty)
+			root.SetOut(io.MultiWriter(&out, tty))
+			root.SetArgs([]string{"apply", sess.ID, "a.txt"})
+			err := root.Execute()
+			code := ExitOK
+			if err != nil {
+				code = ExitError
+			}
+			res <- result{out.String(), code}
+		}()
+		time.Sleep(100 * time.Millisecond)
+		ptmx.Write([]byte(answer))
+		var r result
+		select {
+		case r = <-res:
+		case <-time.After(10 * time.Second):
+			t.Fatal("brood apply did not finish after the answer")
+		}
+		tty.Close()
+		ptmx.Close()
+		<-done
+		if !strings.Contains(r.out, "apply 1 change(s) to") || r.code != ExitOK {
+			t.Errorf("answer %q: exit %d, output %q", answer, r.code, r.out)
+		}
+		want := map[string]string{"n\n": "a\n", "y\n": "A\n"}[answer]
+		if got := wFile(t, sess, "a.txt"); got != want {
+			t.Errorf("answer %q: a.txt = %q, want %q", answer, got, want)
+		}
+	}
+}
+
+// An apply interrupted earlier (a journal without completion) is rolled back before
+// brood apply computes the diff, then applied again.
+func TestApplyCommandRecoversInterrupted(t *testing.T) {
+	sess := applySession(t, applyFiles, applyAgent)
+	// Simulate a kill after the journal was written and a.txt renamed: copy a journal of
+	// an apply, then delete its completion record.
+	if out, code := brood(t, nil, "apply", sess.ID, "--yes", "a.txt"); code != ExitOK {
+		t.Fatalf("apply: %d\n%s", code, out)
+	}
+	if err := os.Remove(filepath.Join(sess.JournalDir(), "000001", "done")); err != nil {
+		t.Fatal(err)
+	}
+	out, code := brood(t, nil, "apply", sess.ID, "--yes", "a.txt", "b.txt")
+	if code != ExitOK || !strings.Contains(out, "rolled back interrupted apply 000001: 1 path(s) restored") {
+		t.Fatalf("apply after interruption: exit %d\n%s", code, out)
+	}
+	if wFile(t, sess, "a.txt") != "A\n" || wFile(t, sess, "b.txt") != "B\n" {
+		t.Errorf("W: a=%q b=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "b.txt"))
+	}
+}
+
+func TestSelectForApply(t *testing.T) {
+	cs := []diff.Change{
+		{Path: "a", Kind: diff.KindModified},
+		{Path: "d/x", Kind: diff.KindAdded},
+		{Path: "d/hook", Kind: diff.KindAdded, Risk: "git hook manager"},
+		{Path: "d/bad", Kind: diff.KindRefused, Reason: "FIFO"},
+		{Path: "c", Kind: diff.KindConflict},
+		{Path: "e\x1b", Kind: diff.KindAdded},
+	}
+	names := func(cs []diff.Change) string {
+		var s []string
+		for _, c := range cs {
+			s = append(s, c.Path)
+		}
+		return strings.Join(s, ",")
+	}
+	for _, tc := range []struct {
+		all, risky         bool
+		paths              []string
+		apply, block, skip string
+	}{
+		{true, false, nil, "a,d/x,e\x1b", "d/bad,c", "d/hook"},
+		{true, true, nil, "a,d/x,d/hook,e\x1b", "d/bad,c", ""},
+		{false, false, []string{"d"}, "d/x", "d/bad", "d/hook"},
+		{false, false, []string{"./d/", "d/hook"}, "d/x,d/hook", "d/bad", ""},
+		{false, false, []string{"d/bad", "c"}, "", "d/bad,c", ""},
+		{false, false, []string{diff.Escape("e\x1b")}, "e\x1b", "", ""},
+	} {
+		sel, err := selectForApply(cs, tc.all, tc.risky, tc.paths)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if names(sel.apply) != tc.apply || names(sel.blocked) != tc.block || names(sel.risky) != tc.skip {
+			t.Errorf("%+v: apply %q blocked %q risky %q", tc, names(sel.apply), names(sel.blocked), names(sel.risky))
+		}
+	}
+	if _, err := selectForApply(cs, false, false, []string{"zz"}); err == nil {
+		t.Error("a PATH naming no change was accepted")
+	}
+}
