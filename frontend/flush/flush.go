@@ -145,9 +145,11 @@ func Apply(ctx context.Context, sess *session.Session, m *manifest.Manifest, ite
 	if err != nil {
 		return res, err
 	}
+	seen := map[string]bool{}
 	for _, i := range done {
-		if !ops[i].Implicit {
-			res.Applied = append(res.Applied, ops[i].Path)
+		if p := ops[i].Path; !ops[i].Implicit && !seen[p] {
+			seen[p] = true
+			res.Applied = append(res.Applied, p)
 		}
 	}
 	for _, o := range ops {

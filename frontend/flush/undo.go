@@ -228,7 +228,7 @@ func (a *applier) revert(j *journal, rec *record, idx []int, res *Result, strict
 		}
 		d, _ := splitPath(o.Path)
 		dirty[d] = true
-		if !o.Implicit {
+		if !o.Implicit && (len(res.Applied) == 0 || res.Applied[len(res.Applied)-1] != o.Path) {
 			res.Applied = append(res.Applied, o.Path)
 		}
 		hook("reverted", k)

@@ -1,0 +1,106 @@
+package flush
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"brood.dev/brood/frontend/diff"
+)
+
+// The journal holds the plan and the prior content before W is touched.
+func TestJournalBeforeWorkspace(t *testing.T) {
+	f := newFixture(t, map[string]string{"m": "m0", "d": "d0"})
+	put(t, f.S, "m", "m1", 0o644)
+	os.Remove(filepath.Join(f.S, "d"))
+	put(t, f.S, "n", "n1", 0o644)
+	reached := false
+	testHook = func(p string, n int) {
+		if p != "journaled" {
+			return
+		}
+		reached = true
+		sameTree(t, map[string]string{"m": "-rw-r--r--:m0", "d": "-rw-r--r--:d0"}, treeState(t, f.W))
+		j := &journal{dir: f.sess.JournalDir()}
+		rec, err := j.readPlan("000001")
+		if err != nil {
+			t.Fatalf("plan not readable when W is first touched: %v", err)
+		}
+		for i, o := range rec.Ops {
+			if !o.Backup {
+				continue
+			}
+			b, err := os.ReadFile(filepath.Join(j.txDir("000001"), backupDir, itoa(i)))
+			if err != nil || string(b) != map[string]string{"m": "m0", "d": "d0"}[o.Path] {
+				t.Errorf("backup of %s: %q, %v", o.Path, b, err)
+			}
+		}
+		if len(rec.Ops) != 3 {
+			t.Errorf("plan has %d operations, want 3", len(rec.Ops))
+		}
+	}
+	defer func() { testHook = nil }()
+	if _, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindModified, "m"), f.change(diff.KindDeleted, "d"),
+		f.change(diff.KindAdded, "n")), Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if !reached {
+		t.Fatal("hook not reached")
+	}
+}
+
+func itoa(i int) string { return string(rune('0' + i)) }
+
+// The developer edits a file between the plan and the rename: the rename's re-check
+// sees it, the developer's bytes stay, and the rest is applied.
+func TestWorkspaceChangedDuringApply(t *testing.T) {
+	f := newFixture(t, map[string]string{"a": "a0", "b": "b0"})
+	put(t, f.S, "a", "a1", 0o644)
+	put(t, f.S, "b", "b1", 0o644)
+	put(t, f.S, "c", "c1", 0o644)
+	testHook = func(p string, n int) {
+		if p == "staged" {
+			put(t, f.W, "a", "developer", 0o644)
+			put(t, f.W, "c", "developer", 0o644)
+		}
+	}
+	defer func() { testHook = nil }()
+	res, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindModified, "a"), f.change(diff.KindModified, "b"),
+		f.change(diff.KindAdded, "c")), Options{})
+	if !errors.Is(err, ErrConflict) || len(res.Problems) != 2 {
+		t.Fatalf("Apply: %v (%v), want 2 conflicts", err, res.Problems)
+	}
+	sameTree(t, map[string]string{"a": "-rw-r--r--:developer", "b": "-rw-r--r--:b1", "c": "-rw-r--r--:developer"}, treeState(t, f.W))
+	if _, err := Undo(ctx, f.sess); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, map[string]string{"a": "-rw-r--r--:developer", "b": "-rw-r--r--:b0", "c": "-rw-r--r--:developer"}, treeState(t, f.W))
+}
+
+// Type changes: a file becomes a directory, a directory becomes a file, a symlink
+// becomes a file; undo restores all three.
+func TestTypeChanges(t *testing.T) {
+	f := newFixture(t, map[string]string{"x": "file", "d/f": "inner", "l": "@x"})
+	before := treeState(t, f.W)
+	os.Remove(filepath.Join(f.S, "x"))
+	put(t, f.S, "x/y", "now a dir", 0o644)
+	os.RemoveAll(filepath.Join(f.S, "d"))
+	put(t, f.S, "d", "now a file", 0o600)
+	os.Remove(filepath.Join(f.S, "l"))
+	put(t, f.S, "l", "now a file", 0o644)
+	res, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindType, "x"), f.change(diff.KindAdded, "x/y"),
+		f.change(diff.KindDeleted, "d/f"), f.change(diff.KindType, "d"), f.change(diff.KindType, "l")), Options{})
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	sameTree(t, map[string]string{"x": "dir:drwxr-xr-x", "x/y": "-rw-r--r--:now a dir", "d": "-rw-------:now a file",
+		"l": "-rw-r--r--:now a file"}, treeState(t, f.W))
+	if len(res.Applied) != 5 {
+		t.Errorf("applied %q", res.Applied)
+	}
+	if _, err := Undo(ctx, f.sess); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, before, treeState(t, f.W))
+}
