@@ -294,12 +294,13 @@ func TestReviewTTY(t *testing.T) {
 	old := "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\nl9\nl10\nl11\nl12\nl13\nl14\nl15\n"
 	files := map[string]string{"a.txt": old, "b.txt": "b\n", "c.txt": old, ".git/hooks/README": "x\n", ".github/workflows/old.yml": "x\n"}
 	agent := map[string]string{
-		"a.txt":                    strings.Replace(strings.Replace(old, "l2\n", "L2\n", 1), "l14\n", "L14\n", 1),
-		"b.txt":                    "B\n",
-		"evil.txt":                 "\x1b]52;c;ZXZpbA==\a\x1b[2Jgotcha\rhidden\n",
-		".github/workflows/ci.yml": "run: x\n",
-		".git/hooks/pre-commit":    "#!/bin/sh\n",
-		"c.txt":                    strings.Replace(old, "l13\n", "agent 13\n", 1),
+		"a.txt":                             strings.Replace(strings.Replace(old, "l2\n", "L2\n", 1), "l14\n", "L14\n", 1),
+		"b.txt":                             "B\n",
+		"evil.txt":                          "\x1b]52;c;ZXZpbA==\a\x1b[2Jgotcha\rhidden\n",
+		"evil\x1b]52;c;bmFtZQ==\a\r\x1b[2J": "named\n",
+		".github/workflows/ci.yml":          "run: x\n",
+		".git/hooks/pre-commit":             "#!/bin/sh\n",
+		"c.txt":                             strings.Replace(old, "l13\n", "agent 13\n", 1),
 	}
 	sess := reviewSession(t, files, agent)
 	// The developer edits c.txt after the snapshot: a conflict with a clean merge.
@@ -335,6 +336,9 @@ func TestReviewTTY(t *testing.T) {
 	send("m")
 	scr.expect(t, "Accept the merged result", 1)
 	send("y")
+	// The hostile name sorts before evil.txt ('\x1b' < '.'); the diff refuses it.
+	scr.expect(t, `evil\x1b]52;c;bmFtZQ==\a\r\x1b[2J`, 1)
+	send("r")
 	scr.expect(t, "evil.txt", 1)
 	send("a")
 	scr.expect(t, "to apply", 1)
@@ -351,7 +355,7 @@ func TestReviewTTY(t *testing.T) {
 		}
 	}
 	for _, s := range []string{`+\x1b]52;c;ZXZpbA==\a\x1b[2Jgotcha\rhidden`, "\x1b[1;31mHIGH RISK", "\x1b[31m-l2", "\x1b[32m+L2",
-		"refused", "protected path", "conflict", "three-way merge is clean", "4 to apply, 2 rejected, 0 skipped"} {
+		"refused", "protected path", "conflict", "three-way merge is clean", "4 to apply, 3 rejected, 0 skipped"} {
 		if !strings.Contains(screen, s) {
 			t.Errorf("screen lacks %q", s)
 		}
