@@ -54,8 +54,8 @@ func applySession(t *testing.T, files, agent map[string]string) *session.Session
 	return sess
 }
 
-// brood runs the brood command line with stdin in and returns the output and exit code.
-func brood(t *testing.T, in io.Reader, args ...string) (string, int) {
+// applyCLI runs the brood command line with stdin in and returns the output and exit code.
+func applyCLI(t *testing.T, in io.Reader, args ...string) (string, int) {
 	t.Helper()
 	root := NewRootCommand()
 	var out bytes.Buffer
@@ -114,7 +114,7 @@ func TestApplyCommandNeedsChoiceAndYes(t *testing.T) {
 		{[]string{"apply", sess.ID, "a.txt"}, "add --yes"},
 		{[]string{"apply", sess.ID, "--yes", "nosuch.txt"}, "no change at or below nosuch.txt"},
 	} {
-		out, code := brood(t, nil, tc.args...)
+		out, code := applyCLI(t, nil, tc.args...)
 		if code != ExitUsage || !strings.Contains(out, tc.want) {
 			t.Errorf("%v: exit %d, output %q; want exit 2 and %q", tc.args, code, out, tc.want)
 		}
@@ -129,7 +129,7 @@ func TestApplyCommandNeedsChoiceAndYes(t *testing.T) {
 func TestApplyCommandAll(t *testing.T) {
 	sess := applySession(t, applyFiles, applyAgent)
 	os.WriteFile(filepath.Join(sess.Workspace, "c.txt"), []byte("developer\n"), 0o644)
-	out, code := brood(t, nil, "apply", sess.ID, "--all", "--yes")
+	out, code := applyCLI(t, nil, "apply", sess.ID, "--all", "--yes")
 	if code != ExitRefused {
 		t.Fatalf("exit %d, want 3:\n%s", code, out)
 	}
@@ -143,7 +143,7 @@ func TestApplyCommandAll(t *testing.T) {
 		t.Errorf("W after --all: a=%q n=%q c=%q ci=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "new/n.txt"),
 			wFile(t, sess, "c.txt"), wFile(t, sess, ".github/workflows/ci.yml"))
 	}
-	out, code = brood(t, nil, "apply", sess.ID, "--all", "--include-risky", "--yes")
+	out, code = applyCLI(t, nil, "apply", sess.ID, "--all", "--include-risky", "--yes")
 	if code != ExitRefused || wFile(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" || wFile(t, sess, "c.txt") != "developer\n" {
 		t.Errorf("--include-risky: exit %d, ci=%q c=%q\n%s", code, wFile(t, sess, ".github/workflows/ci.yml"), wFile(t, sess, "c.txt"), out)
 	}
@@ -153,10 +153,10 @@ func TestApplyCommandAll(t *testing.T) {
 // --include-risky; a refused change is never applied, even named.
 func TestApplyCommandPaths(t *testing.T) {
 	sess := applySession(t, applyFiles, applyAgent)
-	if out, code := brood(t, nil, "apply", sess.ID, "--yes", ".github/"); code != ExitRefused || wFile(t, sess, ".github/workflows/ci.yml") != "<absent>" {
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--yes", ".github/"); code != ExitRefused || wFile(t, sess, ".github/workflows/ci.yml") != "<absent>" {
 		t.Errorf("directory PATH over a risky change: exit %d\n%s", code, out)
 	}
-	if out, code := brood(t, nil, "apply", sess.ID, "--yes", ".github/workflows/ci.yml", "a.txt"); code != ExitOK ||
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--yes", ".github/workflows/ci.yml", "a.txt"); code != ExitOK ||
 		wFile(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" || wFile(t, sess, "a.txt") != "A\n" || wFile(t, sess, "b.txt") != "b\n" {
 		t.Errorf("exact PATHs: exit %d\n%s", code, out)
 	}
@@ -165,7 +165,7 @@ func TestApplyCommandPaths(t *testing.T) {
 	if err := unix.Mkfifo(filepath.Join(sess2.SnapshotDir(), "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, code := brood(t, nil, "apply", sess2.ID, "--yes", "pipe")
+	out, code := applyCLI(t, nil, "apply", sess2.ID, "--yes", "pipe")
 	if code != ExitRefused || !strings.Contains(out, "refused  pipe:") || wFile(t, sess2, "pipe") != "<absent>" {
 		t.Errorf("named refused change: exit %d\n%s", code, out)
 	}
@@ -173,23 +173,23 @@ func TestApplyCommandPaths(t *testing.T) {
 
 func TestUndoCommand(t *testing.T) {
 	sess := applySession(t, applyFiles, applyAgent)
-	if out, code := brood(t, nil, "apply", sess.ID, "--yes", "a.txt", "b.txt", "new/n.txt"); code != ExitOK {
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--yes", "a.txt", "b.txt", "new/n.txt"); code != ExitOK {
 		t.Fatalf("apply: exit %d\n%s", code, out)
 	}
 	os.WriteFile(filepath.Join(sess.Workspace, "b.txt"), []byte("edited after apply\n"), 0o644)
-	out, code := brood(t, nil, "undo", sess.ID)
+	out, code := applyCLI(t, nil, "undo", sess.ID)
 	if code != ExitRefused || !strings.Contains(out, "changed since the apply: b.txt") || wFile(t, sess, "a.txt") != "A\n" {
 		t.Fatalf("undo after a change: exit %d\n%s", code, out)
 	}
 	os.WriteFile(filepath.Join(sess.Workspace, "b.txt"), []byte("B\n"), 0o644)
-	out, code = brood(t, nil, "undo", sess.ID)
+	out, code = applyCLI(t, nil, "undo", sess.ID)
 	if code != ExitOK || !strings.Contains(out, "reverted 3 change(s)") {
 		t.Fatalf("undo: exit %d\n%s", code, out)
 	}
 	if wFile(t, sess, "a.txt") != "a\n" || wFile(t, sess, "b.txt") != "b\n" || wFile(t, sess, "new/n.txt") != "<absent>" || wFile(t, sess, "new") != "<absent>" {
 		t.Errorf("W after undo: a=%q b=%q n=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "b.txt"), wFile(t, sess, "new/n.txt"))
 	}
-	if out, code := brood(t, nil, "undo", sess.ID); code != ExitOK || !strings.Contains(out, "nothing to undo") {
+	if out, code := applyCLI(t, nil, "undo", sess.ID); code != ExitOK || !strings.Contains(out, "nothing to undo") {
 		t.Errorf("second undo: exit %d\n%s", code, out)
 	}
 }
@@ -250,13 +250,13 @@ func TestApplyCommandRecoversInterrupted(t *testing.T) {
 	sess := applySession(t, applyFiles, applyAgent)
 	// Simulate a kill after the journal was written and a.txt renamed: copy a journal of
 	// an apply, then delete its completion record.
-	if out, code := brood(t, nil, "apply", sess.ID, "--yes", "a.txt"); code != ExitOK {
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--yes", "a.txt"); code != ExitOK {
 		t.Fatalf("apply: %d\n%s", code, out)
 	}
 	if err := os.Remove(filepath.Join(sess.JournalDir(), "000001", "done")); err != nil {
 		t.Fatal(err)
 	}
-	out, code := brood(t, nil, "apply", sess.ID, "--yes", "a.txt", "b.txt")
+	out, code := applyCLI(t, nil, "apply", sess.ID, "--yes", "a.txt", "b.txt")
 	if code != ExitOK || !strings.Contains(out, "rolled back interrupted apply 000001: 1 path(s) restored") {
 		t.Fatalf("apply after interruption: exit %d\n%s", code, out)
 	}
