@@ -39,9 +39,10 @@ yours (w) / take the agent's (t). High-risk changes need a second confirmation; 
 changes cannot be accepted. A summary and a confirmation come before anything is written.
 
 Without a terminal, choose explicitly: --all (every change that is not refused, in
-conflict or high-risk), PATH... (only these paths or directories), or --reject-all (record
-a rejection of everything and change nothing). --include-risky adds high-risk changes to
---all or PATH. Exit status 3 when a change was left out because it is refused, in
+conflict or high-risk), PATH... (only these paths or everything below these directories),
+or --reject-all (record a rejection of everything and change nothing). A high-risk change
+is taken when its path is named exactly, or with --include-risky; a refused change or a
+conflict never is. Exit status 3 when a change was left out because it is refused, in
 conflict or high-risk, or could not be applied.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {

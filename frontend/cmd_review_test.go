@@ -187,6 +187,11 @@ func TestReviewPaths(t *testing.T) {
 	if code != ExitRefused || readW(t, sess, ".github/workflows/ci.yml") != "<absent>" {
 		t.Errorf("risky path without --include-risky: exit %d\n%s", code, out)
 	}
+	// Named exactly, it is the developer's explicit choice.
+	out, _, code = reviewCmd(t, sess.ID, ".github/workflows/ci.yml")
+	if code != ExitOK || readW(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" {
+		t.Errorf("risky path named exactly: exit %d\n%s", code, out)
+	}
 }
 
 // ptyScreen collects what a child writes to a pseudo-terminal.

@@ -15,13 +15,22 @@ type AutoOptions struct {
 	Paths        []string // accept these paths (exact, or a directory prefix)
 }
 
+// Path match strengths (see match).
+const (
+	matchNone   = iota
+	matchPrefix // the change lies below a named directory
+	matchExact  // the change's path was named exactly
+)
+
 // Auto decides every change without a prompt. Refused changes are never accepted;
 // conflicts are never resolved (they need the interactive review); high-risk changes are
-// accepted only with IncludeRisky. With Paths, changes not named are skipped, and a path
-// that names no change is an error wrapping ErrUnknownPath. A path matches a change whose
-// path equals it (raw bytes, or as EscapeName prints it) or lies below it.
+// accepted only with IncludeRisky, or when their path is named exactly (as `brood apply`
+// does: naming the very file is the explicit choice; a directory is not). With Paths,
+// changes not named are skipped, and a path that names no change is an error wrapping
+// ErrUnknownPath. A path matches a change whose path equals it (raw bytes, or as
+// EscapeName prints it) or lies below it.
 func Auto(changes []diff.Change, o AutoOptions) ([]Decision, error) {
-	var named []bool
+	var named []int
 	if !o.All && !o.RejectAll {
 		var err error
 		if named, err = match(changes, o.Paths); err != nil {
@@ -34,13 +43,13 @@ func Auto(changes []diff.Change, o AutoOptions) ([]Decision, error) {
 		switch {
 		case o.RejectAll:
 			d.Verdict, d.Note = Reject, "rejected with --reject-all"
-		case !o.All && !named[i]:
+		case !o.All && named[i] == matchNone:
 			d.Verdict, d.Note = Skip, "not named"
 		case c.Kind == diff.KindRefused:
 			d.Verdict, d.Note = Skip, "refused: "+c.Reason
 		case c.Kind == diff.KindConflict:
 			d.Verdict, d.Note = Skip, "conflict: W changed since the snapshot; resolve it in the interactive review"
-		case c.Risk != "" && !o.IncludeRisky:
+		case c.Risk != "" && !o.IncludeRisky && (o.All || named[i] != matchExact):
 			d.Verdict, d.Note = Skip, "high risk ("+c.Risk+"): needs --include-risky"
 		default:
 			d.Verdict, d.Note = Accept, "accepted"
@@ -62,21 +71,22 @@ func Filter(changes []diff.Change, paths []string) ([]diff.Change, error) {
 	}
 	var out []diff.Change
 	for i, c := range changes {
-		if keep[i] {
+		if keep[i] != matchNone {
 			out = append(out, c)
 		}
 	}
 	return out, nil
 }
 
-// match marks the changes any of paths names; a path naming none is an error.
-func match(changes []diff.Change, paths []string) ([]bool, error) {
-	hit := make([]bool, len(changes))
+// match returns, per change, how strongly any of paths names it (matchNone, matchPrefix,
+// matchExact); a path naming no change is an error wrapping ErrUnknownPath.
+func match(changes []diff.Change, paths []string) ([]int, error) {
+	hit := make([]int, len(changes))
 	for _, arg := range paths {
 		any := false
 		for i, c := range changes {
-			if matchPath(c.Path, arg) {
-				hit[i], any = true, true
+			if m := matchPath(c.Path, arg); m != matchNone {
+				hit[i], any = max(hit[i], m), true
 			}
 		}
 		if !any {
@@ -86,15 +96,16 @@ func match(changes []diff.Change, paths []string) ([]bool, error) {
 	return hit, nil
 }
 
-func matchPath(path, arg string) bool {
+// matchPath says how arg names path: exactly (the raw bytes, or as EscapeName prints
+// them, with an optional leading "./"), as a directory above it, or not at all.
+func matchPath(path, arg string) int {
 	arg = strings.TrimPrefix(arg, "./")
-	if arg == "" || arg == "." {
-		return true
+	if path == arg || EscapeName(path) == arg {
+		return matchExact
 	}
-	for _, a := range []string{arg, strings.TrimSuffix(arg, "/")} {
-		if path == a || strings.HasPrefix(path, a+"/") || EscapeName(path) == a {
-			return true
-		}
+	dir := strings.TrimSuffix(arg, "/")
+	if dir == "" || dir == "." || strings.HasPrefix(path, dir+"/") || strings.HasPrefix(EscapeName(path), dir+"/") {
+		return matchPrefix
 	}
-	return false
+	return matchNone
 }

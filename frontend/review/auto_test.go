@@ -37,6 +37,8 @@ func TestAuto(t *testing.T) {
 		{"escaped name", AutoOptions{Paths: []string{`tab\tname`}}, "ssssssa"},
 		{"named risky", AutoOptions{Paths: []string{".github"}}, "sssssss"},
 		{"named risky included", AutoOptions{Paths: []string{".github"}, IncludeRisky: true}, "sssasss"},
+		{"risky named exactly", AutoOptions{Paths: []string{".github/workflows/ci.yml"}}, "sssasss"},
+		{"everything", AutoOptions{Paths: []string{"."}}, "aaasssa"},
 		{"named refused and conflict", AutoOptions{Paths: []string{".git", "conf.txt"}, IncludeRisky: true}, "sssssss"},
 	} {
 		ds, err := Auto(changes, c.o)
