@@ -34,6 +34,7 @@ func testNetns(t *testing.T) (string, *NFT) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { n.Close() })
 	return name, n
 }
 

@@ -1,0 +1,51 @@
+package nftrules
+
+import (
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestPinGroupCommit pins concurrently into one existing and one missing session: every pin
+// of the existing session lands although it may share a transaction with a failing one.
+func TestPinGroupCommit(t *testing.T) {
+	ns, n := testNetns(t)
+	if err := n.EnsureTable(); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.AddSession(goldenSession()); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 400)
+	for g := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 10 {
+				a := netip.AddrFrom4([4]byte{192, 0, 2, byte(g*10 + i)})
+				id := "t1"
+				if g%4 == 3 {
+					id = "gone"
+				}
+				if err := n.Pin(id, []netip.Addr{a}, time.Minute); (err != nil) != (id == "gone") {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("pin: unexpected result %v", err)
+	}
+	set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "st1_v4")
+	for g := range 20 {
+		a := netip.AddrFrom4([4]byte{192, 0, 2, byte(g*10 + 9)}).String()
+		if got := strings.Contains(set, a+" timeout"); got != (g%4 != 3) {
+			t.Errorf("%s in set: %v", a, got)
+		}
+	}
+}
