@@ -3,8 +3,8 @@ package dnsproxy
 import (
 	"context"
 	"fmt"
-	"os"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"sync"
@@ -172,4 +172,3 @@ func BenchmarkSustained(b *testing.B) {
 	b.ReportMetric(float64(lost.Load()), "lost")
 	b.ReportMetric(0, "ns/op")
 }
-
