@@ -142,21 +142,21 @@ func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
 		p.printf("  W: %s\n  S: %s\n", s.describe(s.Trees.W, c.Path), s.describe(s.Trees.S, c.Path))
 		return
 	}
-	if errors.Is(e.oldErr, ErrNotRegular) || errors.Is(e.newErr, ErrNotRegular) {
-		// A directory (or other non-file) added or removed: say what each side holds.
-		p.printf("  W: %s\n  S: %s\n", s.describe(s.Trees.W, c.Path), s.describe(s.Trees.S, c.Path))
-		return
-	}
-	switch c.Kind {
-	case diff.KindMode:
-		return
-	case diff.KindConflict:
-		p.printf("  %s\n", p.paint(sgrYellow, "You changed this file in W after the snapshot, and the agent changed it in S."))
+	if c.Kind == diff.KindConflict {
+		p.printf("  %s\n", p.paint(sgrYellow, "You changed this path in W after the snapshot, and the agent changed it in S."))
 		if _, err := s.Trees.BaseCopy(c.Path, c.OldHash); err == nil {
 			p.printf("  A three-way merge is available (m).\n")
 		} else {
 			p.printf("  No three-way merge: %s. Pick w (keep yours) or t (take the agent's).\n", EscapeLine(err.Error()))
 		}
+	}
+	if errors.Is(e.oldErr, ErrNotRegular) || errors.Is(e.newErr, ErrNotRegular) {
+		// A directory (or other non-file) on one side: say what each side holds.
+		p.printf("  W: %s\n  S: %s\n", s.describe(s.Trees.W, c.Path), s.describe(s.Trees.S, c.Path))
+		return
+	}
+	if c.Kind == diff.KindMode {
+		return
 	}
 	switch {
 	case e.binary:
