@@ -116,28 +116,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	defer ln.Close()
 
-	// 6. Open what the helper needs before confinement: netlink and nftables.
-	links, err := NewNetlinkLinks(-1)
+	// 6. Open what the helper needs before confinement: netlink, nftables, /proc.
+	host, err := openHost()
 	if err != nil {
 		return err
 	}
-	defer links.Close()
-	nft, err := NewNFTables(-1)
-	if err != nil {
-		return err
-	}
-	defer nft.Close()
-	runners, err := NewProcRunners()
-	if err != nil {
-		return err
-	}
+	defer host.Close()
 
 	// 7. Clean up what a crashed predecessor left.
-	if rep, err := Cleanup(log, links, nft, runners); err != nil {
+	rep, err := Cleanup(log, host.links, host.fw, host.runners)
+	if err != nil {
 		return err
-	} else {
-		log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners)
 	}
+	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners)
 
 	// 8. Probe the host, then confine with Landlock (irreversible; never discard errors).
 	ll, err := Confine(&cfg, log)
@@ -153,7 +144,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
 
 	// 10. Serve until stopped or idle; then release every session.
-	srv := NewServer(&cfg, log, links, caps, checks)
+	srv := NewServer(&cfg, log, host.links, caps, checks)
 	err = srv.Serve(ctx, ln)
 	for _, derr := range srv.Sessions().DestroyAll() {
 		log.Warn("shutdown: release session", "err", derr)
@@ -182,8 +173,7 @@ var keptEnv = []string{"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOC
 const safePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // scrubInherited clears the environment except keptEnv and marks every inherited
-// descriptor above stderr close-on-exec (close_range(2) with CLOSE_RANGE_CLOEXEC), so
-// nothing leaks into runners. The activated socket is taken afterwards by name.
+// descriptor above stderr close-on-exec, so nothing leaks into runners. The activated socket is taken afterwards by name.
 func scrubInherited() error {
 	kept := map[string]string{}
 	for _, k := range keptEnv {
@@ -196,29 +186,17 @@ func scrubInherited() error {
 		os.Setenv(k, v)
 	}
 	os.Setenv("PATH", safePath)
-	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		return os.NewSyscallError("close_range", err)
-	}
-	return nil
+	return cloexecInherited()
 }
 
 // cleanupHost runs Cleanup against the host's links, nft table and processes.
 func cleanupHost(log *slog.Logger) error {
-	links, err := NewNetlinkLinks(-1)
+	host, err := openHost()
 	if err != nil {
 		return err
 	}
-	defer links.Close()
-	nft, err := NewNFTables(-1)
-	if err != nil {
-		return err
-	}
-	defer nft.Close()
-	runners, err := NewProcRunners()
-	if err != nil {
-		return err
-	}
-	rep, err := Cleanup(log, links, nft, runners)
+	defer host.Close()
+	rep, err := Cleanup(log, host.links, host.fw, host.runners)
 	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table)
 	return err
 }

@@ -1,0 +1,50 @@
+package helper
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// host holds the kernel seams the helper opens before confinement.
+type host struct {
+	links   *NetlinkLinks
+	fw      *NFTables
+	runners *ProcRunners
+}
+
+// openHost opens netlink and nftables in the current network namespace and the /proc
+// runner scanner.
+func openHost() (*host, error) {
+	links, err := NewNetlinkLinks(-1)
+	if err != nil {
+		return nil, err
+	}
+	fw, err := NewNFTables(-1)
+	if err != nil {
+		links.Close()
+		return nil, err
+	}
+	runners, err := NewProcRunners()
+	if err != nil {
+		links.Close()
+		fw.Close()
+		return nil, err
+	}
+	return &host{links: links, fw: fw, runners: runners}, nil
+}
+
+// Close releases the netlink sockets.
+func (h *host) Close() {
+	h.links.Close()
+	h.fw.Close()
+}
+
+// cloexecInherited marks every descriptor above stderr close-on-exec with close_range(2)
+// (CLOSE_RANGE_CLOEXEC, Linux >= 5.11); Go's own descriptors already are.
+func cloexecInherited() error {
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return os.NewSyscallError("close_range", err)
+	}
+	return nil
+}
