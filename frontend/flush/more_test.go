@@ -104,3 +104,21 @@ func TestTypeChanges(t *testing.T) {
 	}
 	sameTree(t, before, treeState(t, f.W))
 }
+
+// A directory the apply created stays on undo when the developer has put a file in it;
+// the rest is reverted without error. A path listed twice is refused.
+func TestUndoKeepsDirectoryWithNewFiles(t *testing.T) {
+	f := newFixture(t, map[string]string{"a": "a0"})
+	put(t, f.S, "new/x", "x", 0o644)
+	put(t, f.S, "a", "a1", 0o644)
+	res, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindAdded, "new/x"), f.change(diff.KindModified, "a"),
+		f.change(diff.KindModified, "a")), Options{})
+	if !errors.Is(err, ErrRefused) || len(res.Applied) != 2 || len(res.Problems) != 1 {
+		t.Fatalf("Apply: %v, applied %q", err, res.Applied)
+	}
+	put(t, f.W, "new/mine", "developer", 0o644)
+	if _, err := Undo(ctx, f.sess); err != nil {
+		t.Fatalf("Undo: %v", err)
+	}
+	sameTree(t, map[string]string{"a": "-rw-r--r--:a0", "new": "dir:drwxr-xr-x", "new/mine": "-rw-r--r--:developer"}, treeState(t, f.W))
+}

@@ -97,7 +97,14 @@ func hashFile(t *tree, rel string) ([]byte, unix.Stat_t, error) {
 // symlinks and mode changes, in path order (parents before children).
 func (a *applier) plan(items []Item, res *Result) []*op {
 	var ops []*op
+	listed := map[string]bool{}
 	for _, it := range items {
+		if listed[it.Change.Path] {
+			res.Problems = append(res.Problems, Problem{Path: it.Change.Path,
+				Err: fmt.Errorf("apply %q: listed twice: %w", it.Change.Path, ErrRefused)})
+			continue
+		}
+		listed[it.Change.Path] = true
 		o, err := a.planItem(it)
 		if err != nil {
 			res.Problems = append(res.Problems, Problem{Path: it.Change.Path, Err: err})

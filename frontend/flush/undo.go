@@ -273,10 +273,8 @@ func (a *applier) revertOne(txd, tx string, i int, o *op) error {
 	}
 	switch o.Action {
 	case actMkdir:
-		if err := unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR); err != nil {
-			if err == unix.ENOTEMPTY || err == unix.EEXIST {
-				return fmt.Errorf("revert %q: directory not empty, left: %w", o.Path, ErrChangedSinceApply)
-			}
+		// A directory the developer has put files in since is theirs now: it stays.
+		if err := unix.Unlinkat(pfd, name, unix.AT_REMOVEDIR); err != nil && err != unix.ENOTEMPTY && err != unix.EEXIST {
 			return fmt.Errorf("revert %q: rmdir: %w", o.Path, err)
 		}
 	case actCreate:
