@@ -17,6 +17,10 @@ import (
 // newer kernel the helper still enforces exactly the ABI 7 rights.
 const PinnedABI = 7
 
+// landlockABI reports the kernel's Landlock ABI (a variable so tests can simulate old
+// kernels).
+var landlockABI = llsys.LandlockGetABIVersion
+
 // pinnedConfig is the Landlock configuration of PinnedABI.
 var pinnedConfig = landlock.V7
 
@@ -53,7 +57,7 @@ func ConfinementRules(cfg *Config) []landlock.Rule {
 // When NOTIFY_SOCKET names an abstract socket (systemd may use one), the abstract-socket
 // scope is left out so that sd_notify keeps working; this is logged.
 func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
-	abi, err := llsys.LandlockGetABIVersion()
+	abi, err := landlockABI()
 	if err != nil {
 		abi = 0
 	}

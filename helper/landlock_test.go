@@ -3,13 +3,16 @@ package helper
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
@@ -46,6 +49,15 @@ func llProbes(s llSpec) map[string]string {
 	r["write state dir"] = res(os.MkdirAll(filepath.Join(s.State, "sub"), 0o700))
 	_, err = os.ReadDir("/usr")
 	r["list /usr"] = res(err)
+	// Classic TCP (Go's Dial does not use MPTCP): port 9 on loopback has no listener, so
+	// before confinement this is "connection refused", after it "permission denied".
+	d := net.Dialer{Timeout: time.Second}
+	d.SetMultipathTCP(false)
+	conn, err := d.Dial("tcp4", "127.0.0.1:9")
+	if err == nil {
+		conn.Close()
+	}
+	r["tcp connect"] = res(err)
 	return r
 }
 
@@ -99,12 +111,15 @@ func TestLandlockConfinement(t *testing.T) {
 	if rep.Err != "" || !rep.Status.Enforced || rep.Status.Mode != "enforced" || rep.Status.ABI < PinnedABI {
 		t.Fatalf("Confine = %+v, err %q", rep.Status, rep.Err)
 	}
+	if !strings.Contains(rep.Before["tcp connect"], "refused") {
+		t.Errorf("before confinement tcp connect = %q, want connection refused", rep.Before["tcp connect"])
+	}
 	for probe, before := range rep.Before {
-		if before != "ok" {
+		if before != "ok" && probe != "tcp connect" {
 			t.Errorf("before confinement %q failed: %s (the probe itself is broken)", probe, before)
 		}
 	}
-	for _, denied := range []string{"read home file", "list home dir", "write outside"} {
+	for _, denied := range []string{"read home file", "list home dir", "write outside", "tcp connect"} {
 		if !strings.Contains(rep.After[denied], "permission denied") {
 			t.Errorf("after confinement %q = %q, want permission denied", denied, rep.After[denied])
 		}
@@ -158,5 +173,28 @@ func TestConfinementRules(t *testing.T) {
 		if strings.Contains(all, never) {
 			t.Errorf("rules grant %s:\n%s", never, all)
 		}
+	}
+}
+
+// TestConfineWithoutLandlock simulates a kernel without Landlock (no restriction is
+// attempted on that path, so it runs in-process): require_landlock refuses, otherwise the
+// helper reports an explicit degraded mode.
+func TestConfineWithoutLandlock(t *testing.T) {
+	saved := landlockABI
+	t.Cleanup(func() { landlockABI = saved })
+	landlockABI = func() (int, error) { return 0, errors.New("landlock disabled at boot") }
+	cfg := DefaultConfig()
+	cfg.RequireLandlock = true
+	if _, err := Confine(&cfg, discardLog()); !errors.Is(err, ErrNoLandlock) {
+		t.Errorf("required: %v, want ErrNoLandlock", err)
+	}
+	var logs syncBuffer
+	cfg.RequireLandlock = false
+	st, err := Confine(&cfg, slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil || st.Mode != "degraded" || st.Enforced || !strings.Contains(st.Detail, "disabled at boot") {
+		t.Errorf("degraded: %+v, %v", st, err)
+	}
+	if !strings.Contains(logs.String(), "DEGRADED") {
+		t.Errorf("degraded mode not logged: %s", logs.String())
 	}
 }
