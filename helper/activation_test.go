@@ -254,3 +254,21 @@ func TestUnsafeRuntimeDir(t *testing.T) {
 		})
 	}
 }
+
+// TestCleanupFlag: broodd-helper --cleanup (ExecStopPost) runs the real cleanup in its
+// network namespace and exits 0, twice in a row (idempotent).
+func TestCleanupFlag(t *testing.T) {
+	requireRoot(t)
+	_, args := helperDirs(t)
+	for i := range 2 {
+		hc := startHelperChild(t, nil, nil, append(args, "--cleanup")...)
+		select {
+		case <-hc.done:
+			if hc.err != nil || !strings.Contains(hc.stderr.String(), "cleanup done") {
+				t.Errorf("run %d: exit %v\n%s", i, hc.err, hc.stderr.String())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("--cleanup did not exit")
+		}
+	}
+}

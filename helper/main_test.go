@@ -50,9 +50,16 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
+// syncBufferMax bounds a syncBuffer (a helper under load logs every call); older output
+// is dropped.
+const syncBufferMax = 1 << 20
+
 func (s *syncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.b.Len()+len(p) > syncBufferMax {
+		s.b.Next(s.b.Len() / 2)
+	}
 	return s.b.Write(p)
 }
 
