@@ -122,3 +122,19 @@ func TestUndoKeepsDirectoryWithNewFiles(t *testing.T) {
 	}
 	sameTree(t, map[string]string{"a": "-rw-r--r--:a0", "new": "dir:drwxr-xr-x", "new/mine": "-rw-r--r--:developer"}, treeState(t, f.W))
 }
+
+// The review resolves a conflict (the developer deleted a file the agent modified) by
+// taking the agent's version as an addition: written only while W has no such path.
+func TestAddedOverDeveloperDeletion(t *testing.T) {
+	f := newFixture(t, map[string]string{"a": "a0", "b": "b0"})
+	put(t, f.S, "a", "agent", 0o644)
+	put(t, f.S, "b", "agent", 0o644)
+	os.Remove(filepath.Join(f.W, "a"))
+	ca, cb := f.change(diff.KindModified, "a"), f.change(diff.KindModified, "b")
+	ca.Kind, ca.OldHash, cb.Kind, cb.OldHash = diff.KindAdded, nil, diff.KindAdded, nil
+	res, err := Apply(ctx, f.sess, f.m, items(ca, cb), Options{})
+	if !errors.Is(err, ErrConflict) || len(res.Applied) != 1 || res.Applied[0] != "a" {
+		t.Fatalf("Apply: %v, applied %q", err, res.Applied)
+	}
+	sameTree(t, map[string]string{"a": "-rw-r--r--:agent", "b": "-rw-r--r--:b0"}, treeState(t, f.W))
+}

@@ -336,6 +336,11 @@ func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
 	if c.OldHash != nil {
 		baseHash = c.OldHash
 	}
+	if c.Kind == diff.KindAdded {
+		// What was reviewed is an addition: W must not hold the path, whatever the
+		// manifest recorded (the review may hand a conflict resolved over a W deletion).
+		base, baseHash = manifest.Stat{}, nil
+	}
 	cur, ok, err := a.w.lstat(c.Path)
 	if err != nil {
 		return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
