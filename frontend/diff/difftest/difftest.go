@@ -149,3 +149,61 @@ func WriteFiles(root string, files map[string]string) error {
 	}
 	return nil
 }
+
+// Tree writes a synthetic source tree of files regular files below root (100 files per
+// directory, directories two levels deep, 64–4,159 bytes each, deterministic content)
+// and returns the relative paths of its files.
+func Tree(root string, files int) ([]string, error) {
+	var paths []string
+	buf := make([]byte, 0, 4200)
+	for i := 0; i < files; i++ {
+		dir := fmt.Sprintf("pkg%03d/sub%02d", i/1000, (i/100)%10)
+		if i%100 == 0 {
+			if err := os.MkdirAll(filepath.Join(root, dir), 0o755); err != nil {
+				return nil, err
+			}
+		}
+		rel := fmt.Sprintf("%s/file%05d.go", dir, i)
+		buf = buf[:0]
+		buf = fmt.Appendf(buf, "package p%d\n\n// file %d\n", i/100, i)
+		for len(buf) < 64+(i*7919)%4096 {
+			buf = append(buf, "var x = 1 // filler line for a realistic size\n"...)
+		}
+		if err := os.WriteFile(filepath.Join(root, rel), buf, 0o644); err != nil {
+			return nil, err
+		}
+		paths = append(paths, rel)
+	}
+	return paths, nil
+}
+
+// Mutate applies n agent-like changes to the snapshot s of a Tree: modifications,
+// additions, a deletion and a chmod, spread over the tree.
+func Mutate(s string, paths []string, n int) error {
+	for i := 0; i < n; i++ {
+		p := filepath.Join(s, paths[(i*7717)%len(paths)])
+		var err error
+		switch i % 4 {
+		case 0, 1:
+			var f *os.File
+			if f, err = os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0); err == nil {
+				_, err = f.WriteString("// edited by the agent\n")
+				if cerr := f.Close(); err == nil {
+					err = cerr
+				}
+			}
+		case 2:
+			err = os.WriteFile(p+".new.go", []byte("package added\n"), 0o644)
+		case 3:
+			if i == 3 {
+				err = os.Remove(p)
+			} else {
+				err = os.Chmod(p, 0o755)
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("mutate %s: %w", p, err)
+		}
+	}
+	return nil
+}
