@@ -93,7 +93,7 @@ func TestSessionLifecycle(t *testing.T) {
 	list := nsRun(t, ns, "nft", "list", "ruleset")
 	for _, want := range []string{
 		"set sa1_v4 {", "192.0.2.7 timeout 1m30s expires", "2001:db8::7 timeout 1m30s expires",
-		`iifname "brda1" ip daddr @sa1_v4`, `iifname "brda12" ip daddr @sa12_v4`,
+		`"brda1" : jump sa1_fwd`, `"brda12" : jump sa12_fwd`, `"brda1" : jump sa1_in`, "ip daddr @sa12_v4 tcp dport",
 	} {
 		if !strings.Contains(list, want) {
 			t.Errorf("ruleset lacks %q:\n%s", want, list)
@@ -126,7 +126,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	list = nsRun(t, ns, "nft", "list", "ruleset")
-	if strings.Contains(list, "sa1_") || strings.Contains(list, `"brda1"`) || !strings.Contains(list, "chain sa12_fwd") {
+	if strings.Contains(list, "sa1_") || strings.Contains(list, `"brda1"`) || !strings.Contains(list, "chain sa12_fwd") || !strings.Contains(list, `"brda12" : jump sa12_in`) {
 		t.Errorf("after deleting a1:\n%s", list)
 	}
 	if err := n.DeleteSession("a1"); err != nil {

@@ -76,6 +76,11 @@ func elementsLine(els []nftables.SetElement) string {
 		if e.IntervalEnd {
 			flags = 1
 		}
+		if v := e.VerdictData; v != nil {
+			fmt.Fprintf(&b, "\telement %s  : %s -> %s %d [end]", words(e.Key, ""),
+				map[expr.VerdictKind]string{expr.VerdictJump: "jump", expr.VerdictGoto: "goto"}[v.Kind], v.Chain, flags)
+			continue
+		}
 		fmt.Fprintf(&b, "\telement %s  : %d [end]", words(e.Key, ""), flags)
 	}
 	return b.String()
@@ -112,6 +117,9 @@ func renderExpr(t *testing.T, e expr.Any) string {
 	case *expr.Payload:
 		return fmt.Sprintf("payload load %db @ %s header + %d => reg %d", e.Len, payloadBases[e.Base], e.Offset, e.DestRegister)
 	case *expr.Lookup:
+		if e.IsDestRegSet {
+			return fmt.Sprintf("lookup reg %d set %s dreg %d", e.SourceRegister, e.SetName, e.DestRegister)
+		}
 		return fmt.Sprintf("lookup reg %d set %s", e.SourceRegister, e.SetName)
 	case *expr.Counter:
 		return fmt.Sprintf("counter pkts %d bytes %d", e.Packets, e.Bytes)
@@ -152,6 +160,9 @@ func render(t *testing.T, rss []*Ruleset) string {
 			for _, e := range r.Exprs {
 				fmt.Fprintf(&b, "  [ %s ]\n", renderExpr(t, e))
 			}
+		}
+		for _, s := range rs.Elements {
+			b.WriteString(elementsLine(s.Elements) + "\n")
 		}
 	}
 	return b.String()

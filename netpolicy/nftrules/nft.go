@@ -80,6 +80,11 @@ func (n *NFT) Apply(rs *Ruleset) error {
 	for _, r := range rs.Rules {
 		n.conn.AddRule(r)
 	}
+	for _, e := range rs.Elements {
+		if err := n.conn.SetAddElements(e.Set, e.Elements); err != nil {
+			return fmt.Errorf("add elements to %s: %w", e.Set.Name, err)
+		}
+	}
 	if err := n.conn.Flush(); err != nil {
 		return fmt.Errorf("apply nft table %s: %w", rs.Table.Name, err)
 	}
@@ -161,6 +166,21 @@ func (n *NFT) DeleteSession(id string) error {
 	}
 	if !slices.ContainsFunc(tables, func(t *nftables.Table) bool { return t.Name == TableName }) {
 		return nil
+	}
+	tapKey, err := IfNameBytes(TapPrefix + id)
+	if err != nil {
+		return err
+	}
+	for _, m := range []string{FwdMapName, InMapName} {
+		els, err := n.conn.GetSetElements(tapMap(m))
+		if err != nil {
+			return fmt.Errorf("delete session %s: list map %s: %w", id, m, err)
+		}
+		if slices.ContainsFunc(els, func(e nftables.SetElement) bool { return string(e.Key) == string(tapKey) }) {
+			if err := n.conn.SetDeleteElements(tapMap(m), []nftables.SetElement{{Key: tapKey}}); err != nil {
+				return fmt.Errorf("delete session %s: %w", id, err)
+			}
+		}
 	}
 	chains, err := n.conn.ListChainsOfTableFamily(nftables.TableFamilyINet)
 	if err != nil {

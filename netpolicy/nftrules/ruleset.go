@@ -1,33 +1,42 @@
 // Package nftrules builds brood's nftables ruleset as values and applies it with
 // github.com/google/nftables (never nft text built from input).
 //
-// One table, `inet brood`, holds two interval sets of always-refused destinations
-// (refused_v4, refused_v6; see netpolicy.RefusedPrefixes) and, per session <id>:
+// One table, `inet brood`:
+//
+//	set refused_v4, refused_v6   always-refused destinations (interval; netpolicy.RefusedPrefixes)
+//	map fwd_taps, in_taps        tap name : jump to the session's chain (ifname : verdict)
+//	chain tap_forward            hook forward, priority filter, policy accept:
+//	  oifname "brd*" ct state established,related accept
+//	  oifname "brd*" counter drop               nothing new into a guest
+//	  iifname vmap @fwd_taps
+//	  iifname "brd*" counter drop               a tap without a session
+//	chain tap_input              hook input, priority filter, policy accept:
+//	  iifname vmap @in_taps
+//	  iifname "brd*" counter drop
+//
+// and per session <id> with tap T = "brd<id>" (map keys are the NUL-padded 16-byte name, so
+// "brd1" never matches "brd12"):
 //
 //	set s<id>_v4, s<id>_v6       addresses pinned by the session's DNS proxy (flags timeout)
-//	chain s<id>_fwd              hook forward, priority filter, policy accept:
-//	  oifname T ct state established,related accept
-//	  oifname T counter drop
-//	  iifname T ct state established,related accept
-//	  iifname T meta l4proto {tcp,udp} th dport {53,853,5353,5355} counter drop
-//	  iifname T ip daddr @refused_v4 counter reject;  same for ip6 / refused_v6
-//	  iifname T ip daddr @s<id>_v4 tcp dport {PORTS} accept;  udp, ip6 likewise
-//	    (Permissive: iifname T accept)
-//	  iifname T limit rate 10/minute burst 5 packets log prefix "brood s<id> reject: "
-//	  iifname T counter reject with icmpx type admin-prohibited
-//	chain s<id>_in               hook input, priority filter, policy accept:
-//	  iifname T ct state established,related accept
-//	  iifname T ip daddr PROXY4 udp dport 53 accept;  tcp; ip6 PROXY6 likewise
-//	  iifname T icmpv6 type {nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert} accept
-//	  iifname T limit ... log ...;  iifname T counter reject ...
+//	fwd_taps T : jump s<id>_fwd;  in_taps T : jump s<id>_in
+//	chain s<id>_fwd:
+//	  ct state established,related accept
+//	  meta l4proto {tcp,udp} th dport {53,853,5353,5355} counter drop
+//	  ip daddr @refused_v4 counter reject;  ip6 daddr @refused_v6 likewise
+//	  ip daddr @s<id>_v4 tcp dport {PORTS} accept;  udp, ip6 likewise   (Permissive: accept)
+//	  limit rate 10/minute burst 5 packets log prefix "brood s<id> reject: "
+//	  counter reject with icmpx type admin-prohibited
+//	chain s<id>_in:
+//	  ct state established,related accept
+//	  ip daddr PROXY4 udp dport 53 accept;  tcp; ip6 PROXY6 likewise
+//	  icmpv6 type {nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert} accept
+//	  limit ... log ...;  counter reject ...
 //
-// where T is the session's tap "brd<id>", compared NUL-padded to 16 bytes. Each session has
-// its own base chains, so deleting a session deletes its chains and sets and nothing else;
-// an accept in one session's chain cannot accept another session's traffic because every
-// rule first matches the session's own tap.
+// Adding or deleting a session is one transaction (its map elements, chains and sets); a
+// tap whose session is gone, or that was never given one, falls to the "brd*" drop rules.
 //
-// The sets hold one port-less address each; the allowed ports are the union of the
-// session's entries' ports (netpolicy.Effective.Ports), not per entry.
+// The sets hold port-less addresses; the allowed ports are the union of the session's
+// entries' ports (netpolicy.Effective.Ports), not per entry.
 package nftrules
 
 import (
@@ -48,6 +57,10 @@ const (
 	TableName     = "brood"
 	RefusedV4Name = "refused_v4"
 	RefusedV6Name = "refused_v6"
+	FwdMapName    = "fwd_taps"
+	InMapName     = "in_taps"
+	FwdChainName  = "tap_forward"
+	InChainName   = "tap_input"
 )
 
 // Ports dropped from a tap unless sent to the session's proxy: DNS (53), DNS over TLS (853,
@@ -66,12 +79,14 @@ type Set struct {
 	Elements []nftables.SetElement
 }
 
-// Ruleset is a batch of nftables objects to add, in order: table, sets, chains, rules.
+// Ruleset is a batch of nftables objects to add, in order: table, sets, chains, rules,
+// then elements of sets that already exist (or were created earlier in the batch).
 type Ruleset struct {
-	Table  *nftables.Table
-	Sets   []Set
-	Chains []*nftables.Chain
-	Rules  []*nftables.Rule
+	Table    *nftables.Table
+	Sets     []Set
+	Chains   []*nftables.Chain
+	Rules    []*nftables.Rule
+	Elements []Set
 }
 
 // Session describes one session's egress for SessionRuleset.
@@ -100,17 +115,51 @@ func init() { setIDs.Store(1 << 20) } // clear of google/nftables' own counter
 
 func newSetID() uint32 { return setIDs.Add(1) }
 
-// BaseRuleset returns the table and its refused_v4/refused_v6 interval sets.
+// BaseRuleset returns the table, its refused sets, the tap dispatch maps and the two base
+// chains.
 func BaseRuleset() *Ruleset {
 	t := Table()
 	v4, v6 := netpolicy.RefusedPrefixes()
-	return &Ruleset{
+	rs := &Ruleset{
 		Table: t,
 		Sets: []Set{
 			{&nftables.Set{Table: t, ID: newSetID(), Name: RefusedV4Name, KeyType: nftables.TypeIPAddr, Interval: true}, intervalElements(v4)},
 			{&nftables.Set{Table: t, ID: newSetID(), Name: RefusedV6Name, KeyType: nftables.TypeIP6Addr, Interval: true}, intervalElements(v6)},
+			{Set: tapMap(FwdMapName)},
+			{Set: tapMap(InMapName)},
 		},
 	}
+	rs.Sets[2].Set.ID, rs.Sets[3].Set.ID = newSetID(), newSetID()
+	accept := nftables.ChainPolicyAccept
+	fwd := &nftables.Chain{Table: t, Name: FwdChainName, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept}
+	in := &nftables.Chain{Table: t, Name: InChainName, Type: nftables.ChainTypeFilter,
+		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}
+	rs.Chains = []*nftables.Chain{fwd, in}
+	b := &builder{rs: rs}
+	anyOif := ifMatch(expr.MetaKeyOIFNAME, []byte(TapPrefix))
+	anyIif := ifMatch(expr.MetaKeyIIFNAME, []byte(TapPrefix))
+	b.rule(fwd, anyOif, ctEstablished(), verdict(expr.VerdictAccept))
+	b.rule(fwd, anyOif, counter(), verdict(expr.VerdictDrop))
+	b.rule(fwd, vmap(expr.MetaKeyIIFNAME, rs.Sets[2].Set))
+	b.rule(fwd, anyIif, counter(), verdict(expr.VerdictDrop))
+	b.rule(in, vmap(expr.MetaKeyIIFNAME, rs.Sets[3].Set))
+	b.rule(in, anyIif, counter(), verdict(expr.VerdictDrop))
+	return rs
+}
+
+// tapMap returns a dispatch map: tap name (ifname, 16 bytes) to verdict.
+func tapMap(name string) *nftables.Set {
+	// The key byte order goes into the set's userdata, from which nft learns how to print
+	// the keys (nft declares strings host-endian); the kernel ignores it.
+	return &nftables.Set{Table: Table(), Name: name, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeVerdict,
+		KeyByteOrder: binaryutil.NativeEndian}
+}
+
+// vmap is `<key> vmap @m`.
+func vmap(key expr.MetaKey, m *nftables.Set) []expr.Any {
+	return []expr.Any{&expr.Meta{Key: key, Register: 1},
+		&expr.Lookup{SourceRegister: 1, DestRegister: 0, IsDestRegSet: true, SetName: m.Name, SetID: m.ID}}
 }
 
 // intervalElements encodes disjoint sorted prefixes as interval set elements the way nft
@@ -161,8 +210,8 @@ func SessionSets(id string) (v4, v6 *nftables.Set) {
 		&nftables.Set{Table: t, Name: n6, KeyType: nftables.TypeIP6Addr, HasTimeout: true}
 }
 
-// SessionRuleset returns the sets, chains and rules of one session (not the table nor the
-// refused sets: see BaseRuleset). Errors wrap ErrBadSession or ErrBadIfName.
+// SessionRuleset returns the sets, chains, rules and dispatch map elements of one session
+// (not the table: see BaseRuleset). Errors wrap ErrBadSession or ErrBadIfName.
 func SessionRuleset(s Session) (*Ruleset, error) {
 	tap, err := TapName(s.ID)
 	if err != nil {
@@ -174,7 +223,7 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	if (s.ProxyV4.IsValid() && !s.ProxyV4.Is4()) || (s.ProxyV6.IsValid() && (!s.ProxyV6.Is6() || s.ProxyV6.Is4In6() || s.ProxyV6.Zone() != "")) {
 		return nil, fmt.Errorf("session %s: proxy addresses %v, %v: %w", s.ID, s.ProxyV4, s.ProxyV6, ErrBadSession)
 	}
-	tapBytes, err := IfNameBytes(tap)
+	tapKey, err := IfNameBytes(tap)
 	if err != nil {
 		return nil, err
 	}
@@ -182,28 +231,20 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	v4, v6 := SessionSets(s.ID)
 	v4.ID, v6.ID = newSetID(), newSetID()
 	fwdName, inName := ChainNames(s.ID)
-	accept := nftables.ChainPolicyAccept
-	fwd := &nftables.Chain{Table: t, Name: fwdName, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept}
-	in := &nftables.Chain{Table: t, Name: inName, Type: nftables.ChainTypeFilter,
-		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}
+	fwd := &nftables.Chain{Table: t, Name: fwdName}
+	in := &nftables.Chain{Table: t, Name: inName}
 	rs := &Ruleset{Table: t, Sets: []Set{{Set: v4}, {Set: v6}}, Chains: []*nftables.Chain{fwd, in}}
-
 	b := &builder{rs: rs}
-	iif := ifMatch(expr.MetaKeyIIFNAME, tapBytes)
-	oif := ifMatch(expr.MetaKeyOIFNAME, tapBytes)
 	logPrefix := "brood s" + s.ID + " reject: "
 
-	// Forward: replies to the guest, then the guest's own traffic.
-	b.rule(fwd, oif, ctEstablished(), verdict(expr.VerdictAccept))
-	b.rule(fwd, oif, counter(), verdict(expr.VerdictDrop))
-	b.rule(fwd, iif, ctEstablished(), verdict(expr.VerdictAccept))
-	b.rule(fwd, iif, b.anonLookup(expr.MetaKeyL4PROTO, nftables.TypeInetProto, [][]byte{{unix.IPPROTO_TCP}, {unix.IPPROTO_UDP}}),
+	// Forward: the guest's own traffic (replies to it are handled in tap_forward).
+	b.rule(fwd, ctEstablished(), verdict(expr.VerdictAccept))
+	b.rule(fwd, b.anonLookup(expr.MetaKeyL4PROTO, nftables.TypeInetProto, [][]byte{{unix.IPPROTO_TCP}, {unix.IPPROTO_UDP}}),
 		b.thDportIn(DNSPorts), counter(), verdict(expr.VerdictDrop))
-	b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(RefusedV4Name, 0), counter(), rejectAdmin())
-	b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(RefusedV6Name, 0), counter(), rejectAdmin())
+	b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(RefusedV4Name, 0), counter(), rejectAdmin())
+	b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(RefusedV6Name, 0), counter(), rejectAdmin())
 	if s.AnyPort {
-		b.rule(fwd, iif, verdict(expr.VerdictAccept))
+		b.rule(fwd, verdict(expr.VerdictAccept))
 	} else {
 		for _, proto := range []netpolicy.Proto{netpolicy.TCP, netpolicy.UDP} {
 			var ports []uint16
@@ -219,29 +260,34 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 			if proto == netpolicy.UDP {
 				l4 = unix.IPPROTO_UDP
 			}
-			b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(v4.Name, v4.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
-			b.rule(fwd, iif, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(v6.Name, v6.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
+			b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(v4.Name, v4.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
+			b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(v6.Name, v6.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
 		}
 	}
-	b.rule(fwd, iif, rateLimit(), logExpr(logPrefix))
-	b.rule(fwd, iif, counter(), rejectAdmin())
+	b.rule(fwd, rateLimit(), logExpr(logPrefix))
+	b.rule(fwd, counter(), rejectAdmin())
 
 	// Input: only DNS to the proxy (and IPv6 neighbour discovery) reaches the host.
-	b.rule(in, iif, ctEstablished(), verdict(expr.VerdictAccept))
+	b.rule(in, ctEstablished(), verdict(expr.VerdictAccept))
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		if s.ProxyV4.IsValid() {
-			b.rule(in, iif, nfproto(unix.NFPROTO_IPV4), daddr4(), cmpEq(s.ProxyV4.AsSlice()), l4proto(proto), b.thDport([]uint16{53}), verdict(expr.VerdictAccept))
+			b.rule(in, nfproto(unix.NFPROTO_IPV4), daddr4(), cmpEq(s.ProxyV4.AsSlice()), l4proto(proto), b.thDport([]uint16{53}), verdict(expr.VerdictAccept))
 		}
 		if s.ProxyV6.IsValid() {
-			b.rule(in, iif, nfproto(unix.NFPROTO_IPV6), daddr6(), cmpEq(s.ProxyV6.AsSlice()), l4proto(proto), b.thDport([]uint16{53}), verdict(expr.VerdictAccept))
+			b.rule(in, nfproto(unix.NFPROTO_IPV6), daddr6(), cmpEq(s.ProxyV6.AsSlice()), l4proto(proto), b.thDport([]uint16{53}), verdict(expr.VerdictAccept))
 		}
 	}
 	// RFC 4861 types 133 router solicitation, 135/136 neighbour solicitation/advertisement.
-	b.rule(in, iif, nfproto(unix.NFPROTO_IPV6), l4proto(unix.IPPROTO_ICMPV6),
+	b.rule(in, nfproto(unix.NFPROTO_IPV6), l4proto(unix.IPPROTO_ICMPV6),
 		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1}},
 		b.anonSet(nftables.TypeICMP6Type, [][]byte{{133}, {135}, {136}}), verdict(expr.VerdictAccept))
-	b.rule(in, iif, rateLimit(), logExpr(logPrefix))
-	b.rule(in, iif, counter(), rejectAdmin())
+	b.rule(in, rateLimit(), logExpr(logPrefix))
+	b.rule(in, counter(), rejectAdmin())
+
+	rs.Elements = []Set{
+		{tapMap(FwdMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: fwdName}}}},
+		{tapMap(InMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: inName}}}},
+	}
 	return rs, nil
 }
 
