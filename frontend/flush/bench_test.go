@@ -2,7 +2,6 @@ package flush
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -69,4 +68,3 @@ func BenchmarkApply(b *testing.B) {
 	})
 }
 
-var _ = os.Getpid

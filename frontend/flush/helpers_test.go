@@ -1,7 +1,6 @@
 package flush
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"io/fs"
 	"os"
@@ -205,11 +204,19 @@ func sameTree(t testing.TB, want, got map[string]string) {
 	}
 }
 
-var _ = bytes.Equal
 
 func syscallChmod(t testing.TB, p string, mode uint32) {
 	t.Helper()
 	if err := syscall.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type syscallStat = syscall.Stat_t
+
+func lstat(t testing.TB, p string, st *syscall.Stat_t) {
+	t.Helper()
+	if err := syscall.Lstat(p, st); err != nil {
 		t.Fatal(err)
 	}
 }

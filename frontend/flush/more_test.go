@@ -138,3 +138,29 @@ func TestAddedOverDeveloperDeletion(t *testing.T) {
 	}
 	sameTree(t, map[string]string{"a": "-rw-r--r--:agent", "b": "-rw-r--r--:b0"}, treeState(t, f.W))
 }
+
+// A W file with a second hard link is backed up by copy (the shared inode could change
+// through the other name); the other name keeps the old bytes, undo restores both.
+func TestHardLinkedWorkspaceFile(t *testing.T) {
+	f := newFixture(t, map[string]string{"h": "shared"})
+	if err := os.Link(filepath.Join(f.W, "h"), filepath.Join(f.W, "h2")); err != nil {
+		t.Fatal(err)
+	}
+	f = snapshotOf(t, f.W)
+	put(t, f.S, "h", "agent", 0o644)
+	res, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindModified, "h")), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st, bst syscallStat
+	lstat(t, filepath.Join(f.W, "h2"), &st)
+	lstat(t, filepath.Join(f.sess.JournalDir(), res.Tx, "b", "0"), &bst)
+	if st.Ino == bst.Ino {
+		t.Error("backup is a link to an inode W still names")
+	}
+	sameTree(t, map[string]string{"h": "-rw-r--r--:agent", "h2": "-rw-r--r--:shared"}, treeState(t, f.W))
+	if _, err := Undo(ctx, f.sess); err != nil {
+		t.Fatal(err)
+	}
+	sameTree(t, map[string]string{"h": "-rw-r--r--:shared", "h2": "-rw-r--r--:shared"}, treeState(t, f.W))
+}
