@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
 )
@@ -110,5 +113,26 @@ func TestDoctorHints(t *testing.T) {
 	t.Setenv(api.SocketEnv, filepath.Join(t.TempDir(), "none.sock"))
 	if code := Main([]string{"doctor"}); code != ExitError {
 		t.Errorf("brood doctor without helper exits %d, want %d", code, ExitError)
+	}
+}
+
+func TestHelperHint(t *testing.T) {
+	dial := func(errno error) error {
+		return &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", errno)}
+	}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{dial(unix.ENOENT), "systemctl enable --now broodd-helper.socket"},
+		{dial(unix.ECONNREFUSED), "systemctl enable --now broodd-helper.socket"},
+		{dial(unix.EACCES), "usermod -aG brood"},
+		{&api.Error{Code: api.CodePermissionDenied}, "usermod -aG brood"},
+		{context.DeadlineExceeded, "did not answer in time"},
+		{errors.New("other"), "journalctl -u broodd-helper.service"},
+	} {
+		if got := helperHint(tc.err, "/run/brood/helper.sock"); !strings.Contains(got, tc.want) {
+			t.Errorf("helperHint(%v) = %q, want %q", tc.err, got, tc.want)
+		}
 	}
 }
