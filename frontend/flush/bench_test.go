@@ -67,4 +67,3 @@ func BenchmarkApply(b *testing.B) {
 		}
 	})
 }
-

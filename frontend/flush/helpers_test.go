@@ -204,7 +204,6 @@ func sameTree(t testing.TB, want, got map[string]string) {
 	}
 }
 
-
 func syscallChmod(t testing.TB, p string, mode uint32) {
 	t.Helper()
 	if err := syscall.Chmod(p, mode); err != nil {
