@@ -64,11 +64,22 @@ func (n *NFT) Close() error {
 	return nil
 }
 
-// Apply adds every object of rs in one transaction.
+// Apply adds every object of rs in one transaction. Chains of rs that already exist are
+// flushed in the same transaction first, so that applying a ruleset twice does not
+// duplicate its rules.
 func (n *NFT) Apply(rs *Ruleset) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	existing, err := n.conn.ListChainsOfTableFamily(rs.Table.Family)
+	if err != nil {
+		return fmt.Errorf("list chains: %w", err)
+	}
 	n.conn.AddTable(rs.Table)
+	for _, c := range rs.Chains {
+		if slices.ContainsFunc(existing, func(e *nftables.Chain) bool { return e.Table.Name == rs.Table.Name && e.Name == c.Name }) {
+			n.conn.FlushChain(c)
+		}
+	}
 	for _, s := range rs.Sets {
 		if err := n.conn.AddSet(s.Set, s.Elements); err != nil {
 			return fmt.Errorf("add set %s: %w", s.Set.Name, err)
