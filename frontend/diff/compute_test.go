@@ -304,3 +304,26 @@ func TestOnlyWChanged(t *testing.T) {
 		t.Errorf("changes = %+v, want none", got)
 	}
 }
+
+// TestRemovedDirWithNewWEntries: S removing a directory below which the developer created
+// files in W during the session is a conflict, not a plain delete.
+func TestRemovedDirWithNewWEntries(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{"gen/a.txt": "a", "other/b.txt": "b"})
+	m := testSnapshot(t, w, s, true)
+	must(t, os.RemoveAll(filepath.Join(s, "gen")))
+	must(t, os.RemoveAll(filepath.Join(s, "other")))
+	writeFiles(t, w, map[string]string{"gen/dev-notes.txt": "mine"})
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	gm := byPath(got)
+	if c := gm["gen"]; c.Kind != KindConflict || !strings.Contains(c.Reason, "gen/dev-notes.txt") {
+		t.Errorf("gen: %s %q, want a conflict naming gen/dev-notes.txt", c.Kind, c.Reason)
+	}
+	if gm["gen/a.txt"].Kind != KindDeleted || gm["other"].Kind != KindDeleted || gm["other/b.txt"].Kind != KindDeleted {
+		t.Errorf("changes %+v", got)
+	}
+	if _, ok := gm["gen/dev-notes.txt"]; ok {
+		t.Errorf("the developer's new file is listed")
+	}
+}

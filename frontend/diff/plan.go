@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -49,6 +50,7 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 	p.memo = make(map[memoKey]Digest)
 	p.unhashed = make(map[string]manifest.Stat)
 	var out []Change
+	var wNew []string // created in W during the session, absent from S (sorted)
 	i, j, k := 0, 0, 0
 	for i < len(entries) || j < len(wn) || k < len(sn) {
 		// The smallest path among the three heads.
@@ -83,7 +85,11 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 		if c != nil {
 			out = append(out, *c)
 		}
+		if it.me == nil && it.w.Type != manifest.TypeNone && it.s.Type == manifest.TypeNone {
+			wNew = append(wNew, it.path)
+		}
 	}
+	markRemovedDirsWithNewEntries(out, entries, wNew)
 	if p.caseFold {
 		markCaseCollisions(out, wn, sn)
 	}
@@ -459,6 +465,40 @@ func symlinkTargetProblem(path, t string) string {
 		}
 	}
 	return ""
+}
+
+// markRemovedDirsWithNewEntries turns into a conflict every removal of a directory by S
+// (deleted, or replaced by another type) below which the developer created entries in W
+// during the session: applying it would have to remove work S never saw.
+func markRemovedDirsWithNewEntries(changes []Change, entries []manifest.Entry, wNew []string) {
+	if len(wNew) == 0 {
+		return
+	}
+	for i := range changes {
+		c := &changes[i]
+		if c.Kind != KindDeleted && c.Kind != KindType {
+			continue
+		}
+		e := lookup(entries, c.Path)
+		if e == nil || e.S.Type != manifest.TypeDir {
+			continue
+		}
+		prefix := c.Path + "/"
+		n, _ := slices.BinarySearch(wNew, prefix)
+		if n < len(wNew) && strings.HasPrefix(wNew[n], prefix) {
+			c.Kind = KindConflict
+			c.Reason = "W changed since the snapshot (entries created below " + Escape(c.Path) + ", e.g. " + Escape(wNew[n]) + ")"
+		}
+	}
+}
+
+// lookup finds path in entries sorted by Path.
+func lookup(entries []manifest.Entry, path string) *manifest.Entry {
+	i, ok := slices.BinarySearchFunc(entries, path, func(e manifest.Entry, p string) int { return strings.Compare(e.Path, p) })
+	if !ok {
+		return nil
+	}
+	return &entries[i]
 }
 
 // markCaseCollisions refuses every change whose path equals another path of W or S

@@ -67,6 +67,7 @@ func walkTree(ctx context.Context, r *root, workers int) ([]node, error) {
 func (w *walker) run(ctx context.Context) []node {
 	var found []node
 	var names []string
+	buf := make([]byte, 32<<10)
 	for {
 		w.mu.Lock()
 		for len(w.stack) == 0 && w.pending > 0 && w.err == nil {
@@ -83,7 +84,7 @@ func (w *walker) run(ctx context.Context) []node {
 		var subdirs []string
 		var err error
 		if err = ctx.Err(); err == nil {
-			found, names, subdirs, err = w.readDir(dir, found, names[:0])
+			found, names, subdirs, err = w.readDir(dir, found, names[:0], buf)
 		}
 
 		w.mu.Lock()
@@ -104,14 +105,14 @@ func (w *walker) run(ctx context.Context) []node {
 }
 
 // readDir lists dir, appends its entries to found and returns its subdirectories.
-func (w *walker) readDir(dir string, found []node, names []string) ([]node, []string, []string, error) {
+func (w *walker) readDir(dir string, found []node, names []string, buf []byte) ([]node, []string, []string, error) {
 	fd, err := w.r.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
 		return found, names, nil, err
 	}
 	f := os.NewFile(uintptr(fd), w.r.name+":"+Escape(dir))
 	defer f.Close()
-	names, err = readNames(fd, names)
+	names, err = readNames(fd, names, buf)
 	if err != nil {
 		return found, names, nil, &os.PathError{Op: "getdents", Path: f.Name(), Err: err}
 	}
@@ -137,9 +138,9 @@ func (w *walker) readDir(dir string, found []node, names []string) ([]node, []st
 	return found, names, subdirs, nil
 }
 
-// readNames appends the names in the directory fd (without "." and "..") to names.
-func readNames(fd int, names []string) ([]string, error) {
-	buf := make([]byte, 32<<10)
+// readNames appends the names in the directory fd (without "." and "..") to names,
+// reading getdents64 records into buf.
+func readNames(fd int, names []string, buf []byte) ([]string, error) {
 	for {
 		n, err := unix.Getdents(fd, buf)
 		if err == unix.EINTR {
