@@ -26,8 +26,10 @@ const (
 	hashLimit = 16 << 20
 	// gitConfigLimit: larger git config files are emptied in S rather than parsed (bytes).
 	gitConfigLimit = 4 << 20
-	// jobQueue bounds the jobs waiting for a worker, and so the directory fds kept open.
-	jobQueue = 512
+	// jobQueue bounds the batches waiting for a worker, and so the directory fds kept
+	// open; batchSize is the most entries per batch.
+	jobQueue  = 128
+	batchSize = 32
 
 	openDir  = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
 	openFile = unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_NOCTTY | unix.O_CLOEXEC
@@ -48,7 +50,7 @@ type taker struct {
 	rules  rules
 	w, s   string
 	umask  uint32
-	jobs   chan job
+	jobs   chan []job // batches of entries of one directory
 
 	err     error // first failure (also the context's cause)
 	errOnce sync.Once
@@ -129,7 +131,7 @@ func (t *taker) newResult() *result {
 // run walks the tree from root with the worker pool and returns when every fd is closed.
 func (t *taker) run(root *dir) {
 	n := defaultWorkers(t.opts.Workers)
-	t.jobs = make(chan job, jobQueue)
+	t.jobs = make(chan []job, jobQueue)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
 		wg.Add(1)
@@ -155,6 +157,24 @@ func (t *taker) walk(d *dir, r *result, buf []byte) {
 	if err != nil {
 		t.fail(t.errf("read directory", d.rel, err))
 		return
+	}
+	// Entries other than directories go to the workers in batches, each holding one
+	// reference on d, to keep channel hand-offs (and scheduler wake-ups) per batch, not
+	// per file.
+	var batch []job
+	flush := func() bool {
+		if len(batch) == 0 {
+			return true
+		}
+		d.refs.Add(1)
+		select {
+		case t.jobs <- batch:
+			batch = nil
+			return true
+		case <-t.ctx.Done():
+			d.release()
+			return false
+		}
 	}
 	for _, e := range ents {
 		if t.ctx.Err() != nil {
@@ -184,20 +204,21 @@ func (t *taker) walk(d *dir, r *result, buf []byte) {
 			}
 		}
 		if j.typ == unix.DT_DIR {
+			if len(batch) >= batchSize/4 && !flush() {
+				return
+			}
 			if err := t.enter(j, r, buf); err != nil {
 				t.fail(err)
 				return
 			}
 			continue
 		}
-		d.refs.Add(1)
-		select {
-		case t.jobs <- j:
-		case <-t.ctx.Done():
-			d.release()
+		batch = append(batch, j)
+		if len(batch) == batchSize && !flush() {
 			return
 		}
 	}
+	flush()
 }
 
 // enter opens the subdirectory j (never through a symlink), creates its copy in S and
@@ -396,13 +417,16 @@ func (t *taker) worker() {
 	if !t.opts.DryRun {
 		w.buf = make([]byte, copyBuf)
 	}
-	for j := range t.jobs {
-		if t.ctx.Err() == nil {
+	for batch := range t.jobs {
+		for _, j := range batch {
+			if t.ctx.Err() != nil {
+				break
+			}
 			if err := w.do(j); err != nil {
 				t.fail(err)
 			}
 		}
-		j.d.release()
+		batch[0].d.release()
 	}
 }
 
