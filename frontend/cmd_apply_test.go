@@ -223,8 +223,8 @@ func TestApplyCommandConfirmsOnTTY(t *testing.T) {
 			}
 			res <- result{out.String(), code}
 		}()
-		time.Sleep(100 * time.Millisecond)
-		ptmx.Write([]byte(answer))
+		ptmx.Write([]byte(answer)) // the line discipline keeps it until brood reads
+
 		var r result
 		select {
 		case r = <-res:
