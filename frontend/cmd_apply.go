@@ -149,17 +149,8 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	case session.StateRunning:
 		return fmt.Errorf("apply session %s: its VM is still running; stop it first", id)
 	}
-	// An apply killed earlier leaves a journal without its completion record: roll it back
-	// so the diff compares the workspace as it was.
-	rec, err := flush.Recover(ctx, sess)
-	if err != nil {
-		return fmt.Errorf("apply session %s: recover an interrupted apply: %w", id, err)
-	}
-	if rec.Tx != "" {
-		fmt.Fprintf(out, "rolled back interrupted apply %s: %d path(s) restored\n", rec.Tx, len(rec.Applied))
-		for _, p := range rec.Problems {
-			fmt.Fprintf(out, "left as is %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
-		}
+	if err := recoverInterrupted(ctx, sess, out); err != nil {
+		return fmt.Errorf("apply session %s: %w", id, err)
 	}
 	m, err := manifest.Read(sess.ManifestPath())
 	if err != nil {
@@ -292,6 +283,23 @@ func runUndo(ctx context.Context, out io.Writer, id string) error {
 	}
 	if err != nil {
 		return fmt.Errorf("undo session %s: %w", id, err)
+	}
+	return nil
+}
+
+// recoverInterrupted rolls back an apply that was killed before its completion record was
+// written, so that the diff compares the workspace as it was, and says so on out. Both
+// `brood apply` and `brood review` call it before computing the diff.
+func recoverInterrupted(ctx context.Context, sess *session.Session, out io.Writer) error {
+	rec, err := flush.Recover(ctx, sess)
+	if err != nil {
+		return fmt.Errorf("recover an interrupted apply: %w", err)
+	}
+	if rec.Tx != "" {
+		fmt.Fprintf(out, "rolled back interrupted apply %s: %d path(s) restored\n", rec.Tx, len(rec.Applied))
+		for _, p := range rec.Problems {
+			fmt.Fprintf(out, "left as is %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
+		}
 	}
 	return nil
 }

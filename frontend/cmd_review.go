@@ -83,6 +83,9 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 	case session.StateRunning:
 		return fmt.Errorf("review session %s: its VM is still running; stop it first", id)
 	}
+	if err := recoverInterrupted(ctx, sess, out); err != nil {
+		return fmt.Errorf("review session %s: %w", id, err)
+	}
 	m, err := manifest.Read(sess.ManifestPath())
 	if err != nil {
 		return fmt.Errorf("review session %s: %w", id, err)
