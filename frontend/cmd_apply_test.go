@@ -305,3 +305,22 @@ func TestSelectForApply(t *testing.T) {
 		t.Error("a PATH naming no change was accepted")
 	}
 }
+
+// brood review, like brood apply, rolls back an interrupted apply before it computes the
+// diff: without that it would stop with ErrInterrupted until the user ran undo by hand.
+func TestReviewCommandRecoversInterrupted(t *testing.T) {
+	sess := applySession(t, applyFiles, applyAgent)
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--yes", "a.txt"); code != ExitOK {
+		t.Fatalf("apply: %d\n%s", code, out)
+	}
+	if err := os.Remove(filepath.Join(sess.JournalDir(), "000001", "done")); err != nil {
+		t.Fatal(err)
+	}
+	out, msg, code := reviewCmd(t, sess.ID, "a.txt", "b.txt")
+	if code != ExitOK || !strings.Contains(out, "rolled back interrupted apply 000001: 1 path(s) restored") {
+		t.Fatalf("review after interruption: exit %d %s\n%s", code, msg, out)
+	}
+	if wFile(t, sess, "a.txt") != "A\n" || wFile(t, sess, "b.txt") != "B\n" {
+		t.Errorf("W: a=%q b=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "b.txt"))
+	}
+}
