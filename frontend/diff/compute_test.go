@@ -290,7 +290,7 @@ func TestUntouchedFilesNeverRead(t *testing.T) {
 // are not changes; secrets excluded and specials skipped are never "deleted".
 func TestOnlyWChanged(t *testing.T) {
 	w, s, _ := setup(t, nil, false)
-	writeFiles(t, w, map[string]string{"a": "a", "b": "b", "c/d": "d", ".env": "S=1", "x/.aws/credentials": "k"})
+	writeFiles(t, w, map[string]string{"a": "a", "b": "b", "c/d": "d", ".env": "S=1", "x/.aws/credentials": "k", "y/.env/inner": "k"})
 	must(t, unix.Mkfifo(filepath.Join(w, "fifo"), 0o600))
 	m := testSnapshot(t, w, s, false)
 	writeFiles(t, w, map[string]string{"a": "edited", "new": "n", "c/new": "n"})
@@ -325,5 +325,25 @@ func TestRemovedDirWithNewWEntries(t *testing.T) {
 	}
 	if _, ok := gm["gen/dev-notes.txt"]; ok {
 		t.Errorf("the developer's new file is listed")
+	}
+}
+
+// TestNoWritesBelowExcludedSecrets: S creating entries inside a directory the snapshot
+// excluded as a secret is refused, even where W has no such entry.
+func TestNoWritesBelowExcludedSecrets(t *testing.T) {
+	w, s, _ := setup(t, nil, false)
+	writeFiles(t, w, map[string]string{"conf/.env/key": "secret", "a.txt": "a"})
+	m := testSnapshot(t, w, s, false)
+	writeFiles(t, s, map[string]string{"conf/.env/authorized": "agent key", "conf/.env/key": "agent"})
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	gm := byPath(got)
+	for _, p := range []string{"conf/.env", "conf/.env/authorized", "conf/.env/key"} {
+		if gm[p].Kind != KindRefused {
+			t.Errorf("%s: %s %q, want refused", p, gm[p].Kind, gm[p].Reason)
+		}
+	}
+	if r := gm["conf/.env/authorized"].Reason; r != "below conf/.env, excluded from the snapshot by secret rule .env" {
+		t.Errorf("reason %q", r)
 	}
 }

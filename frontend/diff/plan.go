@@ -29,6 +29,7 @@ type planner struct {
 	caseFold  bool
 	memo      map[memoKey]Digest
 	unhashed  map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
+	excluded  map[string]string        // path -> secret rule, for entries kept out of S
 }
 
 type memoKey struct {
@@ -49,6 +50,12 @@ type item struct {
 func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error) {
 	p.memo = make(map[memoKey]Digest)
 	p.unhashed = make(map[string]manifest.Stat)
+	p.excluded = make(map[string]string)
+	for _, e := range entries {
+		if e.Excluded != "" {
+			p.excluded[e.Path] = e.Excluded
+		}
+	}
 	var out []Change
 	var wNew []string // created in W during the session, absent from S (sorted)
 	i, j, k := 0, 0, 0
@@ -179,6 +186,9 @@ func (p *planner) classify(it item) (*Change, error) {
 	if it.me != nil && it.me.Excluded != "" {
 		return refuse(c, fmt.Sprintf("path is excluded from the snapshot by secret rule %s; S created a %s there", Escape(it.me.Excluded), typeName(sNow.Type))), nil
 	}
+	if dir, rule := p.excludedAncestor(it.path); dir != "" {
+		return refuse(c, fmt.Sprintf("below %s, excluded from the snapshot by secret rule %s", Escape(dir), Escape(rule))), nil
+	}
 	if it.me != nil && it.me.Skipped != "" {
 		return refuse(c, fmt.Sprintf("W holds a %s here that was not copied; S created a %s there", typeName(baseW.Type), typeName(sNow.Type))), nil
 	}
@@ -223,6 +233,21 @@ func (p *planner) classify(it item) (*Change, error) {
 		c.Reason = "W changed since the snapshot (" + why + ")"
 	}
 	return c, nil
+}
+
+// excludedAncestor returns the nearest directory above path that the snapshot excluded
+// as a secret, and its rule ("" when none): S must not write into the developer's
+// secret directories.
+func (p *planner) excludedAncestor(path string) (dir, rule string) {
+	if len(p.excluded) == 0 {
+		return "", ""
+	}
+	for i := strings.LastIndexByte(path, '/'); i > 0; i = strings.LastIndexByte(path[:i], '/') {
+		if r, ok := p.excluded[path[:i]]; ok {
+			return path[:i], r
+		}
+	}
+	return "", ""
 }
 
 func refuse(c *Change, reason string) *Change {

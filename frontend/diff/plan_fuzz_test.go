@@ -253,6 +253,12 @@ func checkPlan(t *testing.T, entries []manifest.Entry, fk *fakeTrees, changes []
 		if protectedPath(c.Path, nil) != "" && c.Kind != KindRefused {
 			t.Fatalf("%q: protected path listed as %s", c.Path, c.Kind)
 		}
+		for anc := c.Path; strings.Contains(anc, "/"); {
+			anc = anc[:strings.LastIndexByte(anc, '/')]
+			if a := me[anc]; a != nil && a.Excluded != "" && c.Kind != KindRefused {
+				t.Fatalf("%q: below excluded %q but listed as %s", c.Path, anc, c.Kind)
+			}
+		}
 		if e != nil && e.Excluded != "" && (c.Kind != KindRefused || !inS) {
 			t.Fatalf("%q: excluded secret listed as %s (in S: %v)", c.Path, c.Kind, inS)
 		}

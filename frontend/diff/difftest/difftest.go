@@ -42,6 +42,7 @@ func Snapshot(w, s string, hash bool) (*manifest.Manifest, error) {
 		case filepath.Base(rel) == ".env":
 			e.Excluded = ".env"
 			if d.IsDir() {
+				m.Entries = append(m.Entries, e)
 				return filepath.SkipDir
 			}
 		case e.W.Type == manifest.TypeDir:
