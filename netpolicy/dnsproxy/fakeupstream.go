@@ -106,3 +106,10 @@ func (f *FakeUpstream) Asked(name string) bool {
 	}
 	return false
 }
+
+// ResetQueries clears the query log.
+func (f *FakeUpstream) ResetQueries() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.queries = nil
+}
