@@ -105,6 +105,8 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 		maxSize:   opts.maxSize(),
 		protected: opts.Protected,
 		caseFold:  caseFold,
+
+		allowUnsafeNames: opts.AllowUnsafeNames,
 	}
 	changes, err := p.plan(sortedEntries(m.Entries), wn, sn)
 	if err != nil {

@@ -208,10 +208,10 @@ func testComputeClasses(t *testing.T, hash bool) {
 	if c := gm[".git/hooks/pre-commit"]; !strings.Contains(c.Reason, "protected") || c.Risk == "" {
 		t.Errorf(".git/hooks/pre-commit: reason %q risk %q", c.Reason, c.Risk)
 	}
-	if c := gm["link-abs"]; c.Reason != "symlink target is absolute" {
+	if c := gm["link-abs"]; c.Reason != "symlink link-abs: target is an absolute path" {
 		t.Errorf("link-abs: reason %q", c.Reason)
 	}
-	if c := gm["newdir/link-up"]; c.Reason != "symlink target escapes the workspace" {
+	if c := gm["newdir/link-up"]; c.Reason != "symlink newdir/link-up: target is a relative path escaping the workspace" {
 		t.Errorf("link-up: reason %q", c.Reason)
 	}
 	for _, c := range got {
@@ -345,5 +345,19 @@ func TestNoWritesBelowExcludedSecrets(t *testing.T) {
 	}
 	if r := gm["conf/.env/authorized"].Reason; r != "below conf/.env, excluded from the snapshot by secret rule .env" {
 		t.Errorf("reason %q", r)
+	}
+}
+
+func TestAllowUnsafeNames(t *testing.T) {
+	w, s, _ := setup(t, nil, false)
+	m := testSnapshot(t, w, s, false)
+	writeFiles(t, s, map[string]string{"two\nlines": "x"})
+	for _, allow := range []bool{false, true} {
+		got, err := Compute(context.Background(), w, s, m, Options{AllowUnsafeNames: allow})
+		must(t, err)
+		want := map[bool]Kind{false: KindRefused, true: KindAdded}[allow]
+		if len(got) != 1 || got[0].Kind != want {
+			t.Errorf("AllowUnsafeNames=%v: %+v, want one %s", allow, got, want)
+		}
 	}
 }

@@ -44,6 +44,10 @@ type Options struct {
 	// Protected lists extra path prefixes (with a trailing '/' for a directory) refused
 	// for flush, in addition to DefaultProtected.
 	Protected []string
+	// AllowUnsafeNames lists names holding control or formatting characters (see
+	// CheckPath) as ordinary changes instead of refusing them. They are still rendered
+	// escaped. Names escaping the root are refused regardless.
+	AllowUnsafeNames bool
 	// Workers is the number of stat-walk goroutines per tree; 0 means GOMAXPROCS.
 	Workers int
 	// OnOpen, if set, is called before the content of a file is read (hashed) or a

@@ -27,9 +27,11 @@ type planner struct {
 	maxSize   int64
 	protected []string
 	caseFold  bool
-	memo      map[memoKey]Digest
-	unhashed  map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
-	excluded  map[string]string        // path -> secret rule, for entries kept out of S
+	// allowUnsafeNames lists names with control characters as ordinary changes.
+	allowUnsafeNames bool
+	memo             map[memoKey]Digest
+	unhashed         map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
+	excluded         map[string]string        // path -> secret rule, for entries kept out of S
 }
 
 type memoKey struct {
@@ -180,7 +182,7 @@ func (p *planner) classify(it item) (*Change, error) {
 	c.Risk = p.risk(it.path, baseS, sNow)
 
 	// 1. Refusals decided from names and stats alone: nothing is read.
-	if err := CheckPath(it.path); err != nil {
+	if err := CheckPath(it.path); err != nil && !(p.allowUnsafeNames && errors.Is(err, ErrControlByte)) {
 		return refuse(c, nameReason(err)), nil
 	}
 	if it.me != nil && it.me.Excluded != "" {
@@ -215,7 +217,7 @@ func (p *planner) classify(it item) (*Change, error) {
 			return nil, fmt.Errorf("classify %s: %w", Escape(it.path), err)
 		}
 		if why := symlinkTargetProblem(it.path, t); why != "" {
-			return refuse(c, why), nil
+			return refuse(c, "symlink "+Escape(it.path)+": "+why), nil
 		}
 	}
 	if rule := protectedPath(it.path, p.protected); rule != "" {
@@ -470,11 +472,11 @@ func (p *planner) risk(path string, baseS, sNow manifest.Stat) string {
 func symlinkTargetProblem(path, t string) string {
 	switch {
 	case t == "":
-		return "symlink with an empty target"
+		return "empty target"
 	case t[0] == '/':
-		return "symlink target is absolute"
+		return "target is an absolute path"
 	case strings.IndexByte(t, 0) >= 0:
-		return "symlink target holds a NUL byte"
+		return "target holds a NUL byte"
 	}
 	depth := strings.Count(path, "/") // directories above the link, below the root
 	for _, c := range strings.Split(t, "/") {
@@ -483,7 +485,7 @@ func symlinkTargetProblem(path, t string) string {
 		case "..":
 			depth--
 			if depth < 0 {
-				return "symlink target escapes the workspace"
+				return "target is a relative path escaping the workspace"
 			}
 		default:
 			depth++
