@@ -55,7 +55,9 @@ func run(t *testing.T, name string, args ...string) string {
 	return string(out)
 }
 
-func (ns *netns) ip(t *testing.T, args ...string) { run(t, "ip", append([]string{"-n", ns.name}, args...)...) }
+func (ns *netns) ip(t *testing.T, args ...string) {
+	run(t, "ip", append([]string{"-n", ns.name}, args...)...)
+}
 
 func (ns *netns) exec(t *testing.T, args ...string) string {
 	return run(t, "ip", append([]string{"netns", "exec", ns.name}, args...)...)
