@@ -57,41 +57,100 @@ func (c *Client) Call(ctx context.Context, call string, args, result any, files 
 	if err != nil {
 		return fmt.Errorf("encode %s request: %w", call, err)
 	}
-	return c.CallRaw(ctx, body, result, files...)
+	_, err = c.callRaw(ctx, call, body, result, files...)
+	return err
+}
+
+// CallFiles is Call for calls whose response carries descriptors (ResponseFDs); it
+// returns them, and closes them itself on any error.
+func (c *Client) CallFiles(ctx context.Context, call string, args, result any, files ...*os.File) ([]*os.File, error) {
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("encode %s arguments: %w", call, err)
+	}
+	body, err := json.Marshal(Request{Call: call, FDs: len(files), Args: raw})
+	if err != nil {
+		return nil, fmt.Errorf("encode %s request: %w", call, err)
+	}
+	return c.callRaw(ctx, call, body, result, files...)
 }
 
 // CallRaw sends an already encoded request body; it exists so tests can send requests the
 // typed methods cannot produce.
 func (c *Client) CallRaw(ctx context.Context, body []byte, result any, files ...*os.File) error {
+	_, err := c.callRaw(ctx, "", body, result, files...)
+	return err
+}
+
+// callRaw sends body and reads the response; call (may be "") selects how many response
+// descriptors are expected (ResponseFDs).
+func (c *Client) callRaw(ctx context.Context, call string, body []byte, result any, files ...*os.File) (rfiles []*os.File, err error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(DefaultCallTimeout)
 	}
 	if err := c.conn.UnixConn().SetDeadline(deadline); err != nil {
-		return fmt.Errorf("set deadline: %w", err)
+		return nil, fmt.Errorf("set deadline: %w", err)
 	}
 	if err := c.conn.WriteFrame(body, files...); err != nil {
-		return err
+		return nil, err
 	}
 	rbody, rfiles, err := c.conn.ReadFrame()
-	closeAll(rfiles) // no call returns descriptors yet
+	defer func() {
+		if err != nil {
+			closeAll(rfiles)
+			rfiles = nil
+		}
+	}()
 	if err != nil {
-		return fmt.Errorf("read response: %w", err)
+		return nil, fmt.Errorf("read response: %w", err)
 	}
 	resp, err := DecodeResponse(rbody)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resp.Error != nil {
-		return resp.Error
+		return nil, resp.Error
 	}
-	if result == nil {
-		return nil
+	if want := ResponseFDs[call]; resp.FDs != want || len(rfiles) != want {
+		return nil, fmt.Errorf("response to %q: got %d descriptor(s) (declared %d), want %d", call, len(rfiles), resp.FDs, want)
 	}
-	if err := json.Unmarshal(resp.Result, result); err != nil {
-		return fmt.Errorf("decode result: %w", err)
+	if result != nil {
+		if err := json.Unmarshal(resp.Result, result); err != nil {
+			return nil, fmt.Errorf("decode result: %w", err)
+		}
 	}
-	return nil
+	return rfiles, nil
+}
+
+// StartVM boots the microVM of session args.ID. It returns the host key to pin.
+func (c *Client) StartVM(ctx context.Context, args StartVMArgs) (VMInfo, error) {
+	var info VMInfo
+	err := c.Call(ctx, CallStartVM, args, &info)
+	return info, err
+}
+
+// Attach returns a connected stream to the guest's SSH server of session id (one SSH
+// connection per Attach). The caller owns and closes the returned file.
+func (c *Client) Attach(ctx context.Context, id string) (*os.File, error) {
+	files, err := c.CallFiles(ctx, CallAttach, SessionArgs{ID: id}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return files[0], nil
+}
+
+// StopVM kills the VMM of session id (graceful, then SIGKILL) and waits for it.
+func (c *Client) StopVM(ctx context.Context, id string) error {
+	return c.Call(ctx, CallStopVM, SessionArgs{ID: id}, nil)
+}
+
+// WaitVM blocks until the VMM of session id is gone and reports how it ended. ctx should
+// carry a deadline longer than the VM's timeout.
+func (c *Client) WaitVM(ctx context.Context, id string) (VMExit, error) {
+	var e VMExit
+	err := c.Call(ctx, CallWaitVM, SessionArgs{ID: id}, &e)
+	return e, err
 }
 
 // CreateSession creates a session whose workspace share is the directory share (opened
