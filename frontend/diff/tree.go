@@ -35,12 +35,8 @@ func (r *root) openBeneath(rel string, flags int) (int, error) {
 	if rel == "" {
 		rel = "."
 	}
-	how := unix.OpenHow{
-		Flags:   uint64(flags | unix.O_CLOEXEC | unix.O_NOFOLLOW),
-		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
-	}
 	for {
-		fd, err := unix.Openat2(r.fd, rel, &how)
+		fd, err := openat2Beneath(r.fd, rel, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW)
 		if err == unix.EINTR || err == unix.EAGAIN {
 			continue // EAGAIN: a concurrent rename raced the resolution; retry
 		}
@@ -95,7 +91,7 @@ func (r *root) readlink(rel string) (string, error) {
 	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
 		dir, base = rel[:i], rel[i+1:]
 	}
-	pfd, err := r.openBeneath(dir, unix.O_PATH|unix.O_DIRECTORY)
+	pfd, err := r.openBeneath(dir, oPath|unix.O_DIRECTORY)
 	if err != nil {
 		return "", err
 	}
@@ -142,31 +138,19 @@ func (r *root) digest(rel string, want manifest.Stat) (Digest, error) {
 	return d, nil
 }
 
-// statFrom converts lstat(2) output to the manifest's Stat.
-func statFrom(st *unix.Stat_t) manifest.Stat {
-	var t manifest.Type
-	switch st.Mode & unix.S_IFMT {
+// typeFromMode maps the S_IFMT bits of st_mode to a manifest.Type.
+func typeFromMode(mode uint32) manifest.Type {
+	switch mode & unix.S_IFMT {
 	case unix.S_IFREG:
-		t = manifest.TypeRegular
+		return manifest.TypeRegular
 	case unix.S_IFDIR:
-		t = manifest.TypeDir
+		return manifest.TypeDir
 	case unix.S_IFLNK:
-		t = manifest.TypeSymlink
+		return manifest.TypeSymlink
 	case unix.S_IFIFO:
-		t = manifest.TypeFIFO
+		return manifest.TypeFIFO
 	case unix.S_IFSOCK:
-		t = manifest.TypeSocket
-	default:
-		t = manifest.TypeDevice
+		return manifest.TypeSocket
 	}
-	return manifest.Stat{
-		Type:  t,
-		Mode:  st.Mode & 0o7777,
-		Size:  st.Size,
-		Mtime: st.Mtim.Nano(),
-		Ctime: st.Ctim.Nano(),
-		Ino:   st.Ino,
-		Dev:   uint64(st.Dev),
-		Nlink: uint64(st.Nlink),
-	}
+	return manifest.TypeDevice
 }

@@ -137,21 +137,3 @@ func (w *walker) readDir(dir string, found []node, names []string, buf []byte) (
 	}
 	return found, names, subdirs, nil
 }
-
-// readNames appends the names in the directory fd (without "." and "..") to names,
-// reading getdents64 records into buf.
-func readNames(fd int, names []string, buf []byte) ([]string, error) {
-	for {
-		n, err := unix.Getdents(fd, buf)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return names, err
-		}
-		if n <= 0 {
-			return names, nil
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-	}
-}

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command mkbench prepares the fixture of scripts/bench-diff.sh: a workspace of N files,
 // a brood session snapshotting it (made with difftest.Snapshot and manifest.Write, state
 // stopped) and C agent changes in the snapshot. It prints "ID W S" on stdout.
