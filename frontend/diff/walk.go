@@ -2,6 +2,7 @@ package diff
 
 import (
 	"context"
+	"errors"
 	"os"
 	"slices"
 	"strings"
@@ -107,6 +108,11 @@ func (w *walker) run(ctx context.Context) []node {
 // readDir lists dir, appends its entries to found and returns its subdirectories.
 func (w *walker) readDir(dir string, found []node, names []string, buf []byte) ([]node, []string, []string, error) {
 	fd, err := w.r.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY)
+	if dir != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
+		// Removed or replaced since its parent was read (W being edited): its entries are
+		// gone from this walk; the parent's entry already records what it was.
+		return found, names, nil, nil
+	}
 	if err != nil {
 		return found, names, nil, err
 	}
