@@ -203,7 +203,7 @@ func loadSystemPolicy(path string, owner uint32) (*SystemPolicy, error) {
 		return nil, fmt.Errorf("open system policy directory: %w", err)
 	}
 	defer dir.Close()
-	if err := checkOwner(dir, owner); err != nil {
+	if err := checkOwner(dir, owner, unix.S_IFDIR); err != nil {
 		return nil, fmt.Errorf("system policy directory %q: %w", dir.Name(), err)
 	}
 	fd, err := unix.Openat(int(dir.Fd()), filepath.Base(path), unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -215,7 +215,7 @@ func loadSystemPolicy(path string, owner uint32) (*SystemPolicy, error) {
 	}
 	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
-	if err := checkOwner(f, owner); err != nil {
+	if err := checkOwner(f, owner, unix.S_IFREG); err != nil {
 		return nil, fmt.Errorf("system policy %q: %w", path, err)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxPolicyBytes+1))
@@ -232,16 +232,15 @@ func loadSystemPolicy(path string, owner uint32) (*SystemPolicy, error) {
 	return sp, nil
 }
 
-// checkOwner requires f to be owned by uid and not writable by group or others; a
-// non-directory must be a regular file.
-func checkOwner(f *os.File, uid uint32) error {
+// checkOwner requires f to have file type typ (unix.S_IFREG or S_IFDIR), to be owned by
+// uid and not writable by group or others.
+func checkOwner(f *os.File, uid uint32, typ uint32) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
 	}
-	typ := st.Mode & unix.S_IFMT
-	if typ != unix.S_IFDIR && typ != unix.S_IFREG {
-		return fmt.Errorf("not a regular file (mode %#o): %w", st.Mode, ErrInsecurePolicyFile)
+	if st.Mode&unix.S_IFMT != typ {
+		return fmt.Errorf("file type %#o, want %#o: %w", st.Mode&unix.S_IFMT, typ, ErrInsecurePolicyFile)
 	}
 	if st.Uid != uid {
 		return fmt.Errorf("owned by uid %d, want %d: %w", st.Uid, uid, ErrInsecurePolicyFile)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"brood.dev/brood/internal/testenv"
 )
 
@@ -96,8 +98,16 @@ func TestLoadSystemPolicy(t *testing.T) {
 	d := writePolicy(t, "", 0o644)
 	os.Remove(d)
 	os.Mkdir(d, 0o755)
-	if sp, err := loadSystemPolicy(d, me); err == nil {
-		t.Errorf("directory loaded as policy: %+v", sp)
+	if sp, err := loadSystemPolicy(d, me); !errors.Is(err, ErrInsecurePolicyFile) {
+		t.Errorf("directory loaded as policy: %+v, %v", sp, err)
+	}
+	// So is a FIFO (opened non-blocking, never read).
+	fifo := filepath.Join(filepath.Dir(d), "fifo.toml")
+	if err := unix.Mkfifo(fifo, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := loadSystemPolicy(fifo, me); !errors.Is(err, ErrInsecurePolicyFile) {
+		t.Errorf("FIFO loaded as policy: %+v, %v", sp, err)
 	}
 }
 
@@ -120,6 +130,37 @@ func TestLoadSystemPolicyOwner(t *testing.T) {
 	if _, err := LoadSystemPolicy(q); !errors.Is(err, ErrInsecurePolicyFile) {
 		t.Errorf("directory owned by 65534: err = %v", err)
 	}
+}
+
+// FuzzParseSystemPolicy: any document either fails with a sentinel error or yields only
+// canonical patterns and valid ports.
+func FuzzParseSystemPolicy(f *testing.F) {
+	f.Add([]byte(goodPolicy))
+	f.Add([]byte("deny_hosts = [\"*github.com\"]"))
+	f.Add([]byte("[[host]]\nname = \"a.example\"\nports = [\"0\"]"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		sp, err := ParseSystemPolicy(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadPolicy) && !errors.Is(err, ErrBadPattern) && !errors.Is(err, ErrBadPort) && !errors.Is(err, ErrBadProfile) {
+				t.Fatalf("error %v wraps no sentinel", err)
+			}
+			return
+		}
+		var pats []Pattern
+		for _, e := range append(append([]Entry(nil), sp.Allow...), sp.CodeHosts...) {
+			pats = append(pats, e.Pattern)
+			for _, p := range e.Ports {
+				if p.Num == 0 || (p.Proto != TCP && p.Proto != UDP) {
+					t.Fatalf("bad port %+v", p)
+				}
+			}
+		}
+		for _, p := range append(pats, sp.Deny...) {
+			if q, err := ParsePattern(p.String()); err != nil || q != p {
+				t.Fatalf("pattern %+v not canonical: %v", p, err)
+			}
+		}
+	})
 }
 
 func TestParseConfig(t *testing.T) {

@@ -3,6 +3,7 @@ package dnsproxy
 import (
 	"context"
 	"fmt"
+	"net"
 
 	"github.com/miekg/dns"
 )
@@ -38,4 +39,18 @@ func (u *UpstreamClient) Exchange(ctx context.Context, m *dns.Msg) (*dns.Msg, er
 		return nil, fmt.Errorf("ask upstream %s: %v: %w", u.Addr, err, ErrUpstream)
 	}
 	return r, nil
+}
+
+// UpstreamFromResolvConf returns "host:port" of the first nameserver in the resolv.conf at
+// path (normally /etc/resolv.conf, read by the helper in the host's netns: a systemd-resolved
+// stub at 127.0.0.53 is fine). Errors wrap ErrConfig when there is none.
+func UpstreamFromResolvConf(path string) (string, error) {
+	cfg, err := dns.ClientConfigFromFile(path)
+	if err != nil {
+		return "", fmt.Errorf("read resolver config %q: %w", path, err)
+	}
+	if len(cfg.Servers) == 0 {
+		return "", fmt.Errorf("resolver config %q: no nameserver: %w", path, ErrConfig)
+	}
+	return net.JoinHostPort(cfg.Servers[0], cfg.Port), nil
 }

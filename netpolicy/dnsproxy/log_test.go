@@ -1,0 +1,54 @@
+package dnsproxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestJSONLog(t *testing.T) {
+	var buf bytes.Buffer
+	log, errf := JSONLog(&buf)
+	log(Decision{Time: time.Unix(0, 0).UTC(), Name: "github.com.", Type: "A", Verdict: Allowed,
+		Pinned: []netip.Addr{netip.MustParseAddr("192.0.2.1")}, Timeout: Seconds(90 * time.Second)})
+	log(Decision{Name: "evil.test.", Type: "TXT", Verdict: Refused, Reason: "not allowed"})
+	if err := errf(); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("log = %q", buf.String())
+	}
+	var d map[string]any
+	if err := json.Unmarshal([]byte(lines[0]), &d); err != nil {
+		t.Fatal(err)
+	}
+	if d["timeout_s"] != float64(90) || d["verdict"] != "allowed" || d["pinned"].([]any)[0] != "192.0.2.1" {
+		t.Errorf("entry = %v", d)
+	}
+	if strings.Contains(lines[1], "timeout_s") || strings.Contains(lines[1], "pinned") {
+		t.Errorf("refused entry carries pin fields: %s", lines[1])
+	}
+}
+
+func TestUpstreamFromResolvConf(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "resolv.conf")
+	os.WriteFile(p, []byte("# comment\nsearch corp.example\nnameserver 2001:db8::53\nnameserver 192.0.2.53\n"), 0o644)
+	if got, err := UpstreamFromResolvConf(p); err != nil || got != "[2001:db8::53]:53" {
+		t.Errorf("UpstreamFromResolvConf = %q, %v", got, err)
+	}
+	os.WriteFile(p, []byte("search corp.example\n"), 0o644)
+	if _, err := UpstreamFromResolvConf(p); !errors.Is(err, ErrConfig) {
+		t.Errorf("no nameserver: %v", err)
+	}
+	if _, err := UpstreamFromResolvConf(filepath.Join(dir, "missing")); err == nil {
+		t.Error("missing file accepted")
+	}
+}
