@@ -361,3 +361,37 @@ func TestAllowUnsafeNames(t *testing.T) {
 		}
 	}
 }
+
+// TestSymlinksNeverFollowed: symlinks to directories (inside or outside the tree) are
+// entries, never walked into, in W and in S.
+func TestSymlinksNeverFollowed(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	outside := t.TempDir()
+	writeFiles(t, outside, map[string]string{"o1": "x", "o2/o3": "y"})
+	writeFiles(t, w, map[string]string{"d/f": "f"})
+	must(t, os.Symlink(outside, filepath.Join(w, "ext")))
+	m := testSnapshot(t, w, s, true)
+	must(t, os.Symlink("/", filepath.Join(s, "root")))
+	must(t, os.Symlink("..", filepath.Join(s, "d", "up")))
+	must(t, os.Symlink("../..", filepath.Join(s, "d", "up2")))
+	must(t, os.Symlink("f", filepath.Join(s, "d", "self")))
+	var opened []string
+	got, err := Compute(context.Background(), w, s, m, Options{OnOpen: func(tr Tree, p string) error {
+		opened = append(opened, tr.String()+":"+p)
+		return nil
+	}})
+	must(t, err)
+	want := map[string]Kind{"root": KindRefused, "d/up": KindSymlink, "d/up2": KindRefused, "d/self": KindSymlink}
+	if len(got) != len(want) {
+		t.Fatalf("changes %+v, want %v", got, want)
+	}
+	for _, c := range got {
+		if want[c.Path] != c.Kind {
+			t.Errorf("%s: %s %q, want %s", c.Path, c.Kind, c.Reason, want[c.Path])
+		}
+	}
+	slices.Sort(opened)
+	if !slices.Equal(opened, []string{"S:d/self", "S:d/up", "S:d/up2", "S:root"}) {
+		t.Errorf("read %q, want only the new links' targets", opened)
+	}
+}
