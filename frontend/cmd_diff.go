@@ -148,10 +148,14 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 			ins += a
 			del += d
 			fmt.Fprintf(&b, "+%d -%d", a, d)
-		case c.Binary || c.OldSize != 0 || c.NewSize != 0:
-			fmt.Fprintf(&b, "%s %d -> %d bytes", c.Kind, c.OldSize, c.NewSize)
+		case c.Kind == diff.KindMode:
+			fmt.Fprintf(&b, "mode %04o -> %04o", c.OldMode, c.NewMode)
+		case c.Kind == diff.KindSymlink || c.Kind == diff.KindType:
+			fmt.Fprintf(&b, "%s: %s", c.Kind, diff.Escape(c.Reason))
+		case c.Binary:
+			fmt.Fprintf(&b, "Bin %d -> %d bytes", c.OldSize, c.NewSize)
 		default:
-			fmt.Fprintf(&b, "%s", c.Kind)
+			fmt.Fprintf(&b, "%s %d -> %d bytes", c.Kind, c.OldSize, c.NewSize)
 		}
 		b.WriteByte('\n')
 	}

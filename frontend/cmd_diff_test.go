@@ -102,14 +102,15 @@ func TestDiffCommandText(t *testing.T) {
 }
 
 func TestDiffCommandCleanExitsZero(t *testing.T) {
-	id, _ := diffSession(t, map[string]string{"a.txt": "a\n"}, func(s string) {
-		difftest.WriteFiles(s, map[string]string{"a.txt": "a\nb\nc\n", "new.go": "package x\n"})
+	id, _ := diffSession(t, map[string]string{"a.txt": "a\n", "m.sh": "#!/bin/sh\n"}, func(s string) {
+		os.Chmod(filepath.Join(s, "m.sh"), 0o700)
+		difftest.WriteFiles(s, map[string]string{"a.txt": "a\nb\nc\n", "new.go": "package x\n", "bin": "\x00\x01"})
 	})
 	out, _, code := runBrood(t, "diff", "--stat", id)
 	if code != ExitOK {
 		t.Fatalf("exit %d, want 0\n%s", code, out)
 	}
-	want := " a.txt | +2 -0\n new.go | +1 -0\n 2 file(s) changed, 3 insertion(s)(+), 0 deletion(s)(-)\n"
+	want := " a.txt | +2 -0\n bin | Bin 0 -> 2 bytes\n m.sh | mode 0644 -> 0700\n new.go | +1 -0\n 4 file(s) changed, 3 insertion(s)(+), 0 deletion(s)(-)\n"
 	if out != want {
 		t.Errorf("--stat output:\n%q\nwant\n%q", out, want)
 	}
