@@ -49,13 +49,56 @@ func findPort(name string, wait time.Duration) (string, error) {
 type portConn struct{ f *os.File }
 
 func (c portConn) Read(b []byte) (int, error)         { return c.f.Read(b) }
-func (c portConn) Write(b []byte) (int, error)        { return c.f.Write(b) }
 func (c portConn) Close() error                       { return nil } // the port outlives connections
 func (c portConn) LocalAddr() net.Addr                { return portAddr(c.f.Name()) }
 func (c portConn) RemoteAddr() net.Addr               { return portAddr("host") }
 func (c portConn) SetDeadline(t time.Time) error      { return c.f.SetDeadline(t) }
 func (c portConn) SetReadDeadline(t time.Time) error  { return c.f.SetReadDeadline(t) }
 func (c portConn) SetWriteDeadline(t time.Time) error { return c.f.SetWriteDeadline(t) }
+
+// errHostGone is returned by portConn.Write when the host side of the port closed.
+var errHostGone = errors.New("virtio-serial port: host disconnected")
+
+// Write writes b, waiting with poll(2) while the port is full. It fails once the host
+// side is gone: the port then reports EAGAIN forever (virtio_console's
+// will_write_block is true without a host connection) and the netpoller, being
+// edge-triggered, would wait forever.
+func (c portConn) Write(b []byte) (int, error) {
+	rc, err := c.f.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var werr error
+	cerr := rc.Control(func(fd uintptr) {
+		for n < len(b) {
+			m, err := unix.Write(int(fd), b[n:])
+			if m > 0 {
+				n += m
+			}
+			switch {
+			case err == nil || err == unix.EINTR:
+				continue
+			case err != unix.EAGAIN:
+				werr = &os.PathError{Op: "write", Path: c.f.Name(), Err: err}
+				return
+			}
+			p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+			if _, err := unix.Poll(p, 100); err != nil && err != unix.EINTR {
+				werr = os.NewSyscallError("poll", err)
+				return
+			}
+			if p[0].Revents&unix.POLLOUT == 0 && p[0].Revents&unix.POLLHUP != 0 {
+				werr = errHostGone
+				return
+			}
+		}
+	})
+	if cerr != nil {
+		return n, cerr
+	}
+	return n, werr
+}
 
 type portAddr string
 
@@ -93,8 +136,8 @@ func waitHost(f *os.File) error {
 }
 
 // serveSSH serves the session's one SSH connection on the port and returns when it
-// ends. Connections that fail the handshake (wrong key) are dropped and the next one
-// is awaited.
+// ends, or with an error when its handshake fails (wrong client key, or the client
+// refused the host key).
 func (g *guest) serveSSH() error {
 	signer, err := ssh.ParsePrivateKey(g.cfg.HostKey)
 	if err != nil {
@@ -126,50 +169,38 @@ func (g *guest) serveSSH() error {
 	}
 	f := os.NewFile(uintptr(fd), dev)
 	g.debugf("ssh: waiting on %s", dev)
-	for {
-		if err := waitHost(f); err != nil {
-			return fmt.Errorf("wait for host on %s: %w", dev, err)
-		}
-		conn, chans, reqs, err := ssh.NewServerConn(portConn{f}, cfg)
-		if err != nil {
-			g.logf("ssh handshake: %v", err)
-			drain(f)
+	if err := waitHost(f); err != nil {
+		return fmt.Errorf("wait for host on %s: %w", dev, err)
+	}
+	// One connection per session. A failed handshake ends the session too: the port
+	// is a byte stream without connection boundaries (QEMU may hand a reconnecting
+	// client's bytes to the guest before the old client's hangup is visible), so a
+	// second handshake on it could not start reliably.
+	conn, chans, reqs, err := ssh.NewServerConn(portConn{f}, cfg)
+	if err != nil {
+		return fmt.Errorf("ssh handshake: %w", err)
+	}
+	g.debugf("ssh: %s connected", conn.User())
+	go ssh.DiscardRequests(reqs)
+	var wg sync.WaitGroup
+	for nc := range chans {
+		if nc.ChannelType() != "session" {
+			nc.Reject(ssh.UnknownChannelType, "only session channels")
 			continue
 		}
-		g.debugf("ssh: %s connected", conn.User())
-		go ssh.DiscardRequests(reqs)
-		var wg sync.WaitGroup
-		for nc := range chans {
-			if nc.ChannelType() != "session" {
-				nc.Reject(ssh.UnknownChannelType, "only session channels")
-				continue
-			}
-			ch, creqs, err := nc.Accept()
-			if err != nil {
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				g.session(ch, creqs)
-			}()
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
 		}
-		wg.Wait()
-		g.debugf("ssh: connection closed")
-		return nil
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			g.session(ch, creqs)
+		}()
 	}
-}
-
-// drain discards what a rejected client left in the port.
-func drain(f *os.File) {
-	buf := make([]byte, 4096)
-	f.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
-	for {
-		if _, err := f.Read(buf); err != nil {
-			break
-		}
-	}
-	f.SetReadDeadline(time.Time{})
+	wg.Wait()
+	g.debugf("ssh: connection closed")
+	return nil
 }
 
 // session state collected from requests before exec/shell.
