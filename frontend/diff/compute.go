@@ -107,6 +107,7 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 		caseFold:  caseFold,
 
 		allowUnsafeNames: opts.AllowUnsafeNames,
+		prefetch:         prefetchDigests(workers),
 	}
 	changes, err := p.plan(sortedEntries(m.Entries), wn, sn)
 	if err != nil {

@@ -376,7 +376,10 @@ func TestSymlinksNeverFollowed(t *testing.T) {
 	must(t, os.Symlink("../..", filepath.Join(s, "d", "up2")))
 	must(t, os.Symlink("f", filepath.Join(s, "d", "self")))
 	var opened []string
+	var mu sync.Mutex
 	got, err := Compute(context.Background(), w, s, m, Options{OnOpen: func(tr Tree, p string) error {
+		mu.Lock()
+		defer mu.Unlock()
 		opened = append(opened, tr.String()+":"+p)
 		return nil
 	}})

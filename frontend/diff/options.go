@@ -48,11 +48,13 @@ type Options struct {
 	// CheckPath) as ordinary changes instead of refusing them. They are still rendered
 	// escaped. Names escaping the root are refused regardless.
 	AllowUnsafeNames bool
-	// Workers is the number of stat-walk goroutines per tree; 0 means GOMAXPROCS.
+	// Workers is the number of stat-walk goroutines per tree, and of hashing goroutines;
+	// 0 means GOMAXPROCS.
 	Workers int
 	// OnOpen, if set, is called before the content of a file is read (hashed) or a
 	// symlink target is read, with the tree and the path. A non-nil error aborts Compute
-	// with it. Tests use it to prove untouched files are never read.
+	// with it. Tests use it to prove untouched files are never read. It may be called
+	// from several goroutines at once (files are hashed in parallel).
 	OnOpen func(t Tree, path string) error
 	// Stats, if set, receives counters of the work done.
 	Stats *Stats

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -32,6 +34,8 @@ type planner struct {
 	memo             map[memoKey]Digest
 	unhashed         map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
 	excluded         map[string]string        // path -> secret rule, for entries kept out of S
+	// prefetch, if set, may fill memo before classification (parallel hashing).
+	prefetch func(p *planner, candidates []item)
 }
 
 type memoKey struct {
@@ -58,8 +62,8 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 			p.excluded[e.Path] = e.Excluded
 		}
 	}
-	var out []Change
-	var wNew []string // created in W during the session, absent from S (sorted)
+	var candidates []item // paths whose S stat changed: the only ones that can be changes
+	var wNew []string     // created in W during the session, absent from S (sorted)
 	i, j, k := 0, 0, 0
 	for i < len(entries) || j < len(wn) || k < len(sn) {
 		// The smallest path among the three heads.
@@ -87,15 +91,28 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 			it.s = sn[k].st
 			k++
 		}
+		var baseS manifest.Stat
+		if it.me != nil {
+			baseS = it.me.S
+		}
+		if statChanged(baseS, it.s) {
+			candidates = append(candidates, it)
+		}
+		if it.me == nil && it.w.Type != manifest.TypeNone && it.s.Type == manifest.TypeNone {
+			wNew = append(wNew, it.path)
+		}
+	}
+	if p.prefetch != nil {
+		p.prefetch(p, candidates)
+	}
+	var out []Change
+	for _, it := range candidates {
 		c, err := p.classify(it)
 		if err != nil {
 			return nil, err
 		}
 		if c != nil {
 			out = append(out, *c)
-		}
-		if it.me == nil && it.w.Type != manifest.TypeNone && it.s.Type == manifest.TypeNone {
-			wNew = append(wNew, it.path)
 		}
 	}
 	markRemovedDirsWithNewEntries(out, entries, wNew)
@@ -492,6 +509,65 @@ func symlinkTargetProblem(path, t string) string {
 		}
 	}
 	return ""
+}
+
+// hashJob is one file digest the planner will need.
+type hashJob struct {
+	t  Tree
+	p  string
+	st manifest.Stat
+}
+
+// prefetchDigests returns a prefetch function that hashes, with workers goroutines, the
+// files classify will hash: regular files whose S stat changed and that pass the
+// name/size/secret checks, and for those already in the manifest, W's unchanged base.
+// Failures are not recorded; classify repeats the read and reports them.
+func prefetchDigests(workers int) func(p *planner, candidates []item) {
+	return func(p *planner, candidates []item) {
+		var jobs []hashJob
+		for _, it := range candidates {
+			if it.s.Type != manifest.TypeRegular || it.s.Size > p.maxSize || CheckPath(it.path) != nil && !p.allowUnsafeNames {
+				continue
+			}
+			if it.me != nil && (it.me.Excluded != "" || it.me.Skipped != "") {
+				continue
+			}
+			if d, _ := p.excludedAncestor(it.path); d != "" {
+				continue
+			}
+			jobs = append(jobs, hashJob{TreeS, it.path, it.s})
+			if it.me != nil && it.me.S.Type == manifest.TypeRegular && it.me.W.Type == manifest.TypeRegular && !statChanged(it.me.W, it.w) {
+				jobs = append(jobs, hashJob{TreeW, it.path, it.w})
+			}
+		}
+		if len(jobs) < 2 || workers < 2 {
+			return
+		}
+		results := make([]Digest, len(jobs))
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range min(workers, len(jobs)) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					n := int(next.Add(1)) - 1
+					if n >= len(jobs) {
+						return
+					}
+					if d, err := p.src.digest(jobs[n].t, jobs[n].p, jobs[n].st); err == nil {
+						results[n] = d
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for n, j := range jobs {
+			if results[n].Sum != nil {
+				p.memo[memoKey{j.t, j.p}] = results[n]
+			}
+		}
+	}
 }
 
 // markRemovedDirsWithNewEntries turns into a conflict every removal of a directory by S

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -41,7 +42,10 @@ func TestWithRealSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	var reads []string
+	var mu sync.Mutex
 	opts := diff.Options{OnOpen: func(tr diff.Tree, p string) error {
+		mu.Lock()
+		defer mu.Unlock()
 		reads = append(reads, tr.String()+":"+p)
 		return nil
 	}}
