@@ -166,6 +166,9 @@ func ParsePort(s string) (Port, error) {
 // String returns "NUM/proto".
 func (p Port) String() string { return strconv.Itoa(int(p.Num)) + "/" + string(p.Proto) }
 
+// MarshalText renders "NUM/proto" (JSON logs).
+func (p Port) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
 // Entry is one allowed host pattern with the ports it may be reached on.
 type Entry struct {
 	Pattern Pattern

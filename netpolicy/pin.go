@@ -12,15 +12,16 @@ import (
 // (nftrules.SetPinner) inserts them as elements of the session's nft sets s<id>_v4 /
 // s<id>_v6 with a timeout; the DNS proxy calls it before it sends the answer.
 type Pinner interface {
-	// Pin makes every address in addrs reachable for timeout (whole seconds; the caller
-	// clamps it). Addresses must not be in a refused range. Either all are pinned or an
-	// error is returned.
-	Pin(ctx context.Context, addrs []netip.Addr, timeout time.Duration) error
+	// Pin makes every address in addrs reachable on ports for timeout (whole seconds; the
+	// caller clamps it). Addresses must not be in a refused range. Either all are pinned or
+	// an error is returned.
+	Pin(ctx context.Context, addrs []netip.Addr, ports []Port, timeout time.Duration) error
 }
 
 // Pin is one call recorded by RecordingPinner.
 type Pin struct {
 	Addrs   []netip.Addr
+	Ports   []Port
 	Timeout time.Duration
 }
 
@@ -35,13 +36,13 @@ type RecordingPinner struct {
 var _ Pinner = (*RecordingPinner)(nil)
 
 // Pin records the call.
-func (r *RecordingPinner) Pin(_ context.Context, addrs []netip.Addr, timeout time.Duration) error {
+func (r *RecordingPinner) Pin(_ context.Context, addrs []netip.Addr, ports []Port, timeout time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.Err != nil {
 		return r.Err
 	}
-	r.pins = append(r.pins, Pin{slices.Clone(addrs), timeout})
+	r.pins = append(r.pins, Pin{slices.Clone(addrs), slices.Clone(ports), timeout})
 	return nil
 }
 

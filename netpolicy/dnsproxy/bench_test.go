@@ -47,7 +47,7 @@ func benchPinner(b *testing.B) (netpolicy.Pinner, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { fw.Close() })
-	s := nftrules.Session{ID: "b1", ProxyV4: netip.MustParseAddr("10.99.0.1"), Ports: []netpolicy.Port{{Proto: netpolicy.TCP, Num: 443}}}
+	s := nftrules.Session{ID: "b1", ProxyV4: netip.MustParseAddr("10.99.0.1")}
 	if err := fw.EnsureTable(); err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"brood.dev/brood/netpolicy"
 )
 
 // Verdict is the outcome of one query.
@@ -39,10 +41,12 @@ type Decision struct {
 	Reason string `json:"reason,omitempty"`
 	// Chain lists the CNAME targets followed, in order.
 	Chain []string `json:"chain,omitempty"`
-	// Pinned addresses, and the timeout they were pinned for (seconds in JSON).
-	Pinned   []netip.Addr `json:"pinned,omitempty"`
-	Timeout  Seconds      `json:"timeout_s,omitempty"`
-	Stripped []Stripped   `json:"stripped,omitempty"`
+	// Pinned addresses, the ports (of the queried name's entry) they were pinned on, and
+	// the timeout (seconds in JSON).
+	Pinned   []netip.Addr     `json:"pinned,omitempty"`
+	Ports    []netpolicy.Port `json:"ports,omitempty"`
+	Timeout  Seconds          `json:"timeout_s,omitempty"`
+	Stripped []Stripped       `json:"stripped,omitempty"`
 	// Dropped counts answer, authority and additional records that were not part of the
 	// chain and were not passed on.
 	Dropped int `json:"dropped,omitempty"`

@@ -137,7 +137,7 @@ func (p *Proxy) Handle(ctx context.Context, req *dns.Msg) *dns.Msg {
 	fail := func(reason string) *dns.Msg {
 		reply.Rcode = dns.RcodeServerFailure
 		reply.Answer = nil
-		d.Verdict, d.Reason, d.Pinned, d.Timeout = Failed, reason, nil, 0
+		d.Verdict, d.Reason, d.Pinned, d.Ports, d.Timeout = Failed, reason, nil, nil, 0
 		p.cfg.Log(d)
 		return reply
 	}
@@ -187,10 +187,11 @@ func (p *Proxy) Handle(ctx context.Context, req *dns.Msg) *dns.Msg {
 	}
 	timeout := max(time.Duration(minTTL)*time.Second, p.cfg.MinTTL)
 	if len(addrs) > 0 {
-		if err := p.cfg.Pinner.Pin(ctx, addrs, timeout); err != nil {
+		ports := grant.Entry.EffectivePorts()
+		if err := p.cfg.Pinner.Pin(ctx, addrs, ports, timeout); err != nil {
 			return fail("pin: " + err.Error())
 		}
-		d.Pinned, d.Timeout = addrs, Seconds(timeout)
+		d.Pinned, d.Ports, d.Timeout = addrs, ports, Seconds(timeout)
 	}
 	limit := uint32(timeout / time.Second)
 	for _, rr := range kept {

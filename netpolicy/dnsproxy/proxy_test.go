@@ -254,6 +254,9 @@ func TestCNAMEChainAndTTL(t *testing.T) {
 	if len(pins) != 1 || pins[0].Timeout != 30*time.Second || pins[0].Addrs[0].String() != "192.0.2.12" {
 		t.Errorf("pins = %v; want 192.0.2.12 for the clamped minimum 30s", pins)
 	}
+	if len(pins[0].Ports) != 1 || pins[0].Ports[0] != (netpolicy.Port{Proto: netpolicy.TCP, Num: 443}) {
+		t.Errorf("pinned ports = %v, want the entry's default 443/tcp", pins[0].Ports)
+	}
 	for _, bad := range []string{"192.0.2.99", "192.0.2.98"} {
 		if h.pins.Pinned(netip.MustParseAddr(bad)) {
 			t.Errorf("record outside the chain pinned: %s", bad)
@@ -291,7 +294,7 @@ type blockingPinner struct {
 	err     error
 }
 
-func (b *blockingPinner) Pin(context.Context, []netip.Addr, time.Duration) error {
+func (b *blockingPinner) Pin(context.Context, []netip.Addr, []netpolicy.Port, time.Duration) error {
 	close(b.entered)
 	<-b.release
 	return b.err

@@ -204,6 +204,7 @@ func TestEgress(t *testing.T) {
 		"cgnat.pkg.test. 300 IN A 100.64.0.1",
 		"mapped.pkg.test. 300 IN AAAA ::ffff:192.0.2.20",
 		"evil.attacker.test. 300 IN A 192.0.2.20",
+		"git.allowed.test. 300 IN A 192.0.2.20",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -266,7 +267,11 @@ func TestEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hosts := []netpolicy.Entry{api, pkg}
+	git, err := netpolicy.ParseEntry("git.allowed.test", "8443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hosts := []netpolicy.Entry{api, pkg, git}
 	locked := netpolicy.Locked
 	eff, err := netpolicy.Resolve(netpolicy.Inputs{Agent: "test", AgentHosts: hosts, Flags: netpolicy.LayerConfig{Profile: &locked}})
 	if err != nil {
@@ -274,7 +279,7 @@ func TestEgress(t *testing.T) {
 	}
 	for i, id := range []string{"g1", "g2"} {
 		p4, p6 := netip.MustParseAddr(fmt.Sprintf("10.200.0.%d", 4*i+1)), netip.MustParseAddr(fmt.Sprintf("fd20::%d", 4*i+1))
-		if err := fw.AddSession(nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6, Ports: eff.Ports()}); err != nil {
+		if err := fw.AddSession(nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6}); err != nil {
 			t.Fatal(err)
 		}
 		proxy, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: nsUpstream{host, "192.0.2.53:53"},
@@ -320,6 +325,14 @@ func TestEgress(t *testing.T) {
 	mustConnect(g1, "192.0.2.10:443", "resolved and pinned")
 	mustFail(g1, "192.0.2.10:8443", "port not allowed")
 	mustFail(g1, "192.0.2.20:443", "never resolved")
+
+	// Ports are per entry: git.allowed.test (8443 only) shares no port with api.allowed.test.
+	if r, err := g1.query("udp", "10.200.0.1:53", "git.allowed.test.", dns.TypeA); err != nil || strings.Join(addrs(r), ",") != "192.0.2.20" {
+		t.Fatalf("resolve git.allowed.test: %v %v", r, err)
+	}
+	mustConnect(g1, "192.0.2.20:8443", "git.allowed.test on its port")
+	mustFail(g1, "192.0.2.20:443", "git.allowed.test on api.allowed.test's port")
+	mustFail(g1, "192.0.2.10:8443", "api.allowed.test on git.allowed.test's port")
 
 	r, err = g1.query("tcp", "[fd20::1]:53", "api.allowed.test.", dns.TypeAAAA)
 	if err != nil || strings.Join(addrs(r), ",") != "2001:db8::10" {

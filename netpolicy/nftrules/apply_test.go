@@ -10,7 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"brood.dev/brood/netpolicy"
 )
+
+var tcp443 = []netpolicy.Port{{Proto: netpolicy.TCP, Num: 443}}
 
 // listJSON returns `nft -j list ruleset` of netns ns with handles, counters and element
 // expiry removed, for comparison.
@@ -90,13 +94,13 @@ func TestSessionLifecycle(t *testing.T) {
 		}
 	}
 	addr := netip.MustParseAddr("192.0.2.7")
-	if err := n.Pin("a1", []netip.Addr{addr, netip.MustParseAddr("2001:db8::7")}, 90*time.Second); err != nil {
+	if err := n.Pin("a1", []netip.Addr{addr, netip.MustParseAddr("2001:db8::7")}, tcp443, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	list := nsRun(t, ns, "nft", "list", "ruleset")
 	for _, want := range []string{
-		"set sa1_v4 {", "192.0.2.7 timeout 1m30s expires", "2001:db8::7 timeout 1m30s expires",
-		`"brda1" : jump sa1_fwd`, `"brda12" : jump sa12_fwd`, `"brda1" : jump sa1_in`, "ip daddr @sa12_v4 tcp dport",
+		"set sa1_v4 {", "192.0.2.7 . tcp . 443 timeout 1m30s expires", "2001:db8::7 . tcp . 443 timeout 1m30s expires",
+		`"brda1" : jump sa1_fwd`, `"brda12" : jump sa12_fwd`, `"brda1" : jump sa1_in`, "ip daddr . meta l4proto . th dport @sa12_v4 accept",
 	} {
 		if !strings.Contains(list, want) {
 			t.Errorf("ruleset lacks %q:\n%s", want, list)
@@ -112,11 +116,11 @@ func TestSessionLifecycle(t *testing.T) {
 		n.readdRefreshes = readd
 		for _, to := range []string{"2h", "3h"} {
 			d, _ := time.ParseDuration(to)
-			if err := n.Pin("a1", []netip.Addr{addr}, d); err != nil {
+			if err := n.Pin("a1", []netip.Addr{addr}, tcp443, d); err != nil {
 				t.Fatal(err)
 			}
 			set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "sa1_v4")
-			if !strings.Contains(set, "192.0.2.7 timeout "+to+" expires") {
+			if !strings.Contains(set, "192.0.2.7 . tcp . 443 timeout "+to+" expires") {
 				t.Errorf("re-add refresh %v: timeout not refreshed to %s:\n%s", readd, to, set)
 			}
 		}
@@ -154,10 +158,12 @@ func TestPinExpires(t *testing.T) {
 	if err := n.AddSession(s); err != nil {
 		t.Fatal(err)
 	}
-	if err := (SetPinner{FW: n, ID: s.ID}).Pin(t.Context(), []netip.Addr{netip.MustParseAddr("192.0.2.8")}, time.Second); err != nil {
+	ports := []netpolicy.Port{{Proto: netpolicy.TCP, Num: 22}, {Proto: netpolicy.UDP, Num: 443}}
+	if err := (SetPinner{FW: n, ID: s.ID}).Pin(t.Context(), []netip.Addr{netip.MustParseAddr("192.0.2.8")}, ports, time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "st1_v4"); !strings.Contains(set, "192.0.2.8 timeout 1s") {
+	set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "st1_v4")
+	if !strings.Contains(set, "192.0.2.8 . tcp . 22 timeout 1s") || !strings.Contains(set, "192.0.2.8 . udp . 443 timeout 1s") {
 		t.Fatalf("pin not visible:\n%s", set)
 	}
 	time.Sleep(1500 * time.Millisecond)
@@ -185,12 +191,18 @@ func TestBadElementsNeverReachRules(t *testing.T) {
 	}
 	for _, a := range []netip.Addr{{}, netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("::ffff:192.0.2.1"),
 		netip.MustParseAddr("64:ff9b::a9fe:a9fe"), netip.MustParseAddr("fd00::1")} {
-		if err := n.Pin("t1", []netip.Addr{netip.MustParseAddr("192.0.2.3"), a}, time.Minute); !errors.Is(err, ErrBadElement) {
+		if err := n.Pin("t1", []netip.Addr{netip.MustParseAddr("192.0.2.3"), a}, tcp443, time.Minute); !errors.Is(err, ErrBadElement) {
 			t.Errorf("Pin(%v) err = %v, want ErrBadElement", a, err)
 		}
 	}
-	if err := n.Pin("t1", []netip.Addr{netip.MustParseAddr("192.0.2.3")}, 0); !errors.Is(err, ErrBadElement) {
+	ok := []netip.Addr{netip.MustParseAddr("192.0.2.3")}
+	if err := n.Pin("t1", ok, tcp443, 0); !errors.Is(err, ErrBadElement) {
 		t.Errorf("Pin with zero timeout: %v", err)
+	}
+	for _, ports := range [][]netpolicy.Port{nil, {{Proto: netpolicy.TCP}}, {{Proto: "sctp", Num: 443}}} {
+		if err := n.Pin("t1", ok, ports, time.Minute); !errors.Is(err, ErrBadElement) {
+			t.Errorf("Pin with ports %v: %v", ports, err)
+		}
 	}
 	if after := nsRun(t, ns, "nft", "list", "ruleset"); after != before {
 		t.Errorf("ruleset changed:\n%s\n---\n%s", before, after)

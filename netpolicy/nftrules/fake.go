@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"brood.dev/brood/netpolicy"
 )
 
 // Fake is an in-memory Firewall for tests of code that drives one (the helper's session
@@ -13,7 +15,7 @@ type Fake struct {
 	mu       sync.Mutex
 	table    bool
 	sessions map[string]Session
-	pins     map[string]map[netip.Addr]time.Duration
+	pins     map[string]map[pinKey]time.Duration
 }
 
 var _ Firewall = (*Fake)(nil)
@@ -42,10 +44,10 @@ func (f *Fake) AddSession(s Session) error {
 	}
 	if f.sessions == nil {
 		f.sessions = map[string]Session{}
-		f.pins = map[string]map[netip.Addr]time.Duration{}
+		f.pins = map[string]map[pinKey]time.Duration{}
 	}
 	f.sessions[s.ID] = s
-	f.pins[s.ID] = map[netip.Addr]time.Duration{}
+	f.pins[s.ID] = map[pinKey]time.Duration{}
 	return nil
 }
 
@@ -61,8 +63,17 @@ func (f *Fake) DeleteSession(id string) error {
 	return nil
 }
 
+// pinKey is one element of a session set.
+type pinKey struct {
+	addr netip.Addr
+	port netpolicy.Port
+}
+
 // Pin implements Firewall.
-func (f *Fake) Pin(id string, addrs []netip.Addr, timeout time.Duration) error {
+func (f *Fake) Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error {
+	if err := checkPorts(ports); err != nil {
+		return fmt.Errorf("pin for session %s: %w", id, err)
+	}
 	for _, a := range addrs {
 		if err := CheckElement(a); err != nil {
 			return fmt.Errorf("pin for session %s: %w", id, err)
@@ -78,7 +89,9 @@ func (f *Fake) Pin(id string, addrs []netip.Addr, timeout time.Duration) error {
 		return fmt.Errorf("pin for session %s: no such session", id)
 	}
 	for _, a := range addrs {
-		p[a] = timeout
+		for _, port := range ports {
+			p[pinKey{a, port}] = timeout
+		}
 	}
 	return nil
 }
@@ -91,11 +104,12 @@ func (f *Fake) Cleanup() error {
 	return nil
 }
 
-// Pinned returns the timeout addr was last pinned with in session id, and whether it was.
-func (f *Fake) Pinned(id string, addr netip.Addr) (time.Duration, bool) {
+// Pinned returns the timeout addr was last pinned with on port in session id, and whether
+// it was.
+func (f *Fake) Pinned(id string, addr netip.Addr, port netpolicy.Port) (time.Duration, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	d, ok := f.pins[id][addr]
+	d, ok := f.pins[id][pinKey{addr, port}]
 	return d, ok
 }
 

@@ -25,7 +25,6 @@ func goldenSession() Session {
 		ID:      "t1",
 		ProxyV4: netip.MustParseAddr("10.99.0.1"),
 		ProxyV6: netip.MustParseAddr("fd99::1"),
-		Ports:   []netpolicy.Port{{Proto: netpolicy.TCP, Num: 22}, {Proto: netpolicy.TCP, Num: 443}, {Proto: netpolicy.UDP, Num: 443}},
 	}
 }
 

@@ -22,9 +22,10 @@ type Firewall interface {
 	// DeleteSession removes a session's chains, rules and sets (and so its pins) in one
 	// transaction; a session that does not exist is not an error.
 	DeleteSession(id string) error
-	// Pin inserts addrs into the session's sets with timeout (rounded down to whole
-	// milliseconds), refreshing the timeout of addresses already present.
-	Pin(id string, addrs []netip.Addr, timeout time.Duration) error
+	// Pin inserts every address . port of addrs × ports into the session's sets with
+	// timeout (rounded down to whole milliseconds), refreshing the timeout of pins already
+	// present.
+	Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error
 	// Cleanup deletes the whole table (helper start and `broodd-helper --cleanup`).
 	Cleanup() error
 }
@@ -226,24 +227,29 @@ func (n *NFT) DeleteSession(id string) error {
 // each is added, deleted and added again in one transaction, so that an element already
 // present gets the new timeout (the delete makes the commit wait for an RCU grace period,
 // ~8–15 ms here).
-func (n *NFT) Pin(id string, addrs []netip.Addr, timeout time.Duration) error {
+func (n *NFT) Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error {
 	if err := ValidateSessionID(id); err != nil {
 		return err
+	}
+	if err := checkPorts(ports); err != nil {
+		return fmt.Errorf("pin for session %s: %w", id, err)
+	}
+	if timeout < time.Millisecond {
+		return fmt.Errorf("pin for session %s: timeout %v: %w", id, timeout, ErrBadElement)
 	}
 	var e4, e6 []nftables.SetElement
 	for _, a := range addrs {
 		if err := CheckElement(a); err != nil {
 			return fmt.Errorf("pin for session %s: %w", id, err)
 		}
-		el := nftables.SetElement{Key: a.AsSlice(), Timeout: timeout}
-		if a.Is4() {
-			e4 = append(e4, el)
-		} else {
-			e6 = append(e6, el)
+		for _, p := range ports {
+			el := nftables.SetElement{Key: PinKey(a, p), Timeout: timeout}
+			if a.Is4() {
+				e4 = append(e4, el)
+			} else {
+				e6 = append(e6, el)
+			}
 		}
-	}
-	if timeout < time.Millisecond {
-		return fmt.Errorf("pin for session %s: timeout %v: %w", id, timeout, ErrBadElement)
 	}
 	req := &pinReq{id: id, e4: e4, e6: e6, done: make(chan error, 1)}
 	n.qmu.Lock()
@@ -370,6 +376,19 @@ func CheckElement(a netip.Addr) error {
 	return nil
 }
 
+// checkPorts requires at least one port, each TCP or UDP and non-zero.
+func checkPorts(ports []netpolicy.Port) error {
+	if len(ports) == 0 {
+		return fmt.Errorf("no ports: %w", ErrBadElement)
+	}
+	for _, p := range ports {
+		if p.Num == 0 || (p.Proto != netpolicy.TCP && p.Proto != netpolicy.UDP) {
+			return fmt.Errorf("port %v: %w", p, ErrBadElement)
+		}
+	}
+	return nil
+}
+
 // ParseElements parses address strings (as received over an API) with netpolicy.ParseAddr
 // and CheckElement: "0.0.0.0/0", text with '}', fullwidth digits, ranges, zoned or mapped
 // addresses all fail with ErrBadElement before anything reaches the kernel.
@@ -398,6 +417,6 @@ type SetPinner struct {
 var _ netpolicy.Pinner = SetPinner{}
 
 // Pin implements netpolicy.Pinner.
-func (p SetPinner) Pin(_ context.Context, addrs []netip.Addr, timeout time.Duration) error {
-	return p.FW.Pin(p.ID, addrs, timeout)
+func (p SetPinner) Pin(_ context.Context, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error {
+	return p.FW.Pin(p.ID, addrs, ports, timeout)
 }

@@ -30,7 +30,7 @@ func TestPinGroupCommit(t *testing.T) {
 				if g%4 == 3 {
 					id = "gone"
 				}
-				if err := n.Pin(id, []netip.Addr{a}, time.Minute); (err != nil) != (id == "gone") {
+				if err := n.Pin(id, []netip.Addr{a}, tcp443, time.Minute); (err != nil) != (id == "gone") {
 					errs <- err
 				}
 			}
@@ -44,7 +44,7 @@ func TestPinGroupCommit(t *testing.T) {
 	set := nsRun(t, ns, "nft", "list", "set", "inet", "brood", "st1_v4")
 	for g := range 20 {
 		a := netip.AddrFrom4([4]byte{192, 0, 2, byte(g*10 + 9)}).String()
-		if got := strings.Contains(set, a+" timeout"); got != (g%4 != 3) {
+		if got := strings.Contains(set, a+" . tcp . 443 timeout"); got != (g%4 != 3) {
 			t.Errorf("%s in set: %v", a, got)
 		}
 	}

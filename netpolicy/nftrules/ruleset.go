@@ -17,13 +17,14 @@
 // and per session <id> with tap T = "brd<id>" (map keys are the NUL-padded 16-byte name, so
 // "brd1" never matches "brd12"):
 //
-//	set s<id>_v4, s<id>_v6       addresses pinned by the session's DNS proxy (flags timeout)
+//	set s<id>_v4, s<id>_v6       address . protocol . port, pinned by the session's DNS proxy
+//	                             (ipv4_addr/ipv6_addr . inet_proto . inet_service, flags timeout)
 //	fwd_taps T : jump s<id>_fwd;  in_taps T : jump s<id>_in
 //	chain s<id>_fwd:
 //	  ct state established,related accept
 //	  meta l4proto {tcp,udp} th dport {53,853,5353,5355} counter drop
 //	  ip daddr @refused_v4 counter reject;  ip6 daddr @refused_v6 likewise
-//	  ip daddr @s<id>_v4 tcp dport {PORTS} accept;  udp, ip6 likewise   (Permissive: accept)
+//	  ip daddr . meta l4proto . th dport @s<id>_v4 accept;  ip6 likewise   (Permissive: accept)
 //	  limit rate 10/minute burst 5 packets log prefix "brood s<id> reject: "
 //	  counter reject with icmpx type admin-prohibited
 //	chain s<id>_in:
@@ -35,8 +36,8 @@
 // Adding or deleting a session is one transaction (its map elements, chains and sets); a
 // tap whose session is gone, or that was never given one, falls to the "brd*" drop rules.
 //
-// The sets hold port-less addresses; the allowed ports are the union of the session's
-// entries' ports (netpolicy.Effective.Ports), not per entry.
+// A pin is one element per address and port of the host entry that allowed the name, so an
+// address is reachable only on the ports of the entry it was resolved for.
 package nftrules
 
 import (
@@ -96,9 +97,7 @@ type Session struct {
 	// ProxyV4 and ProxyV6 are the host-side addresses of the tap where the session's DNS
 	// proxy listens; at least one is required (the other may be the zero Addr).
 	ProxyV4, ProxyV6 netip.Addr
-	// Ports are the destination ports allowed to pinned addresses.
-	Ports []netpolicy.Port
-	// AnyPort (Permissive) accepts every destination not refused, without pinning.
+	// AnyPort (Permissive) accepts every destination not refused, pinned or not.
 	AnyPort bool
 }
 
@@ -202,12 +201,29 @@ func SetNames(id string) (v4, v6 string) { return "s" + id + "_v4", "s" + id + "
 // ChainNames returns the names of session id's chains (forward, input).
 func ChainNames(id string) (fwd, in string) { return "s" + id + "_fwd", "s" + id + "_in" }
 
-// SessionSets returns session id's two pinned-address sets (flags timeout).
+// Key types of the session sets: address . inet_proto . inet_service.
+var (
+	pinKey4 = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
+	pinKey6 = nftables.MustConcatSetType(nftables.TypeIP6Addr, nftables.TypeInetProto, nftables.TypeInetService)
+)
+
+// SessionSets returns session id's two pin sets (address . protocol . port, flags timeout).
 func SessionSets(id string) (v4, v6 *nftables.Set) {
 	n4, n6 := SetNames(id)
 	t := Table()
-	return &nftables.Set{Table: t, Name: n4, KeyType: nftables.TypeIPAddr, HasTimeout: true},
-		&nftables.Set{Table: t, Name: n6, KeyType: nftables.TypeIP6Addr, HasTimeout: true}
+	return &nftables.Set{Table: t, Name: n4, KeyType: pinKey4, Concatenation: true, HasTimeout: true},
+		&nftables.Set{Table: t, Name: n6, KeyType: pinKey6, Concatenation: true, HasTimeout: true}
+}
+
+// PinKey returns the set element key of a pin: the address, then the protocol number and
+// the port (network byte order), each padded to a 4-byte register as nft lays out
+// concatenations.
+func PinKey(a netip.Addr, p netpolicy.Port) []byte {
+	proto := byte(unix.IPPROTO_TCP)
+	if p.Proto == netpolicy.UDP {
+		proto = unix.IPPROTO_UDP
+	}
+	return append(a.AsSlice(), proto, 0, 0, 0, byte(p.Num>>8), byte(p.Num), 0, 0)
 }
 
 // SessionRuleset returns the sets, chains, rules and dispatch map elements of one session
@@ -246,23 +262,18 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	if s.AnyPort {
 		b.rule(fwd, verdict(expr.VerdictAccept))
 	} else {
-		for _, proto := range []netpolicy.Proto{netpolicy.TCP, netpolicy.UDP} {
-			var ports []uint16
-			for _, p := range s.Ports {
-				if p.Proto == proto {
-					ports = append(ports, p.Num)
-				}
-			}
-			if len(ports) == 0 {
-				continue
-			}
-			l4 := byte(unix.IPPROTO_TCP)
-			if proto == netpolicy.UDP {
-				l4 = unix.IPPROTO_UDP
-			}
-			b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(v4.Name, v4.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
-			b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(v6.Name, v6.ID), l4proto(l4), b.thDport(ports), verdict(expr.VerdictAccept))
-		}
+		// Registers as nft allocates them for the concatenation (compare
+		// testdata/session.netlink): the address in 128-bit register 1, the protocol and port
+		// in the following 32-bit registers (NFT_REG32_01 = 9 ...; for IPv6 NFT_REG_2 = 2
+		// aliases NFT_REG32_04).
+		b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(),
+			[]expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 9},
+				&expr.Payload{DestRegister: 10, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}},
+			lookup(v4.Name, v4.ID), verdict(expr.VerdictAccept))
+		b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(),
+			[]expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 2},
+				&expr.Payload{DestRegister: 13, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}},
+			lookup(v6.Name, v6.ID), verdict(expr.VerdictAccept))
 	}
 	b.rule(fwd, rateLimit(), logExpr(logPrefix))
 	b.rule(fwd, counter(), rejectAdmin())
