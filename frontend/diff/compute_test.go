@@ -398,3 +398,13 @@ func TestSymlinksNeverFollowed(t *testing.T) {
 		t.Errorf("read %q, want only the new links' targets", opened)
 	}
 }
+
+// TestComponentWalkFallback runs the symlink, escape and class tests through the
+// pre-openat2 path (one O_NOFOLLOW openat per component).
+func TestComponentWalkFallback(t *testing.T) {
+	componentWalkOnly = true
+	defer func() { componentWalkOnly = false }()
+	t.Run("symlinks", TestSymlinksNeverFollowed)
+	t.Run("readfile", TestReadFile)
+	t.Run("classes", func(t *testing.T) { testComputeClasses(t, true) })
+}
