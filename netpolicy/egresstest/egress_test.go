@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -193,7 +194,18 @@ func TestEgress(t *testing.T) {
 	}
 	inet.ip(t, "route", "add", "10.200.0.0/24", "via", "172.31.255.1")
 	inet.ip(t, "-6", "route", "add", "fd20::/64", "via", "fd21::1")
-	host.exec(t, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv6.conf.all.forwarding=1")
+	// Forwarding in the throw-away "host" netns (/proc/sys/net is per netns of the writer).
+	err := host.do(func() error {
+		for _, f := range []string{"/proc/sys/net/ipv4/ip_forward", "/proc/sys/net/ipv6/conf/all/forwarding"} {
+			if err := os.WriteFile(f, []byte("1\n"), 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	// The "internet": TCP servers and the fake upstream resolver.
 	up, err := dnsproxy.NewFakeUpstream([]string{
