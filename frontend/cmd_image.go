@@ -1,0 +1,134 @@
+package frontend
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"brood.dev/brood/sandbox/image"
+)
+
+func init() { commands = append(commands, newImageCommand) }
+
+// imageBuildTimeout bounds one image build (mmdebstrap + mke2fs): ~30 s for `test`,
+// ~1 min for `codex` here (LAB.md 9); a slow mirror gets ample slack.
+const imageBuildTimeout = 30 * time.Minute
+
+func newImageCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "image",
+		Short: "Build and list the rootfs images VMs boot from",
+	}
+	c.AddCommand(newImageBuildCommand(), newImageListCommand())
+	return c
+}
+
+func recipeNames() []string {
+	names := make([]string, 0, len(image.Recipes))
+	for n := range image.Recipes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func newImageBuildCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "build NAME",
+		Short: "Build a rootfs image from Debian packages (as root)",
+		Long: `Build the image NAME from its recipe (` + strings.Join(recipeNames(), ", ") + `) with mmdebstrap and store it
+as a read-only ext4 image in ` + image.SystemCacheDir + `, where the helper boots images
+from. That directory is root's, so this needs root: sudo brood image build NAME.
+An unchanged tree reuses the image already built.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImageBuild(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], os.Geteuid())
+		},
+	}
+}
+
+func runImageBuild(ctx context.Context, out, errw io.Writer, name string, euid int) error {
+	if _, ok := image.Recipes[name]; !ok {
+		return usageErr("image build: no recipe %q (recipes: %s)", name, strings.Join(recipeNames(), ", "))
+	}
+	if euid != 0 {
+		return fmt.Errorf("image build %s: needs root: images live in %s, owned by root, the only place the helper boots them from; run: sudo brood image build %s",
+			name, image.SystemCacheDir, name)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
+	defer cancel()
+	start := time.Now()
+	fmt.Fprintf(errw, "brood: building image %s (mmdebstrap; output follows)\n", name)
+	p, err := image.Build(ctx, image.SystemCacheDir, name, errw)
+	if err != nil {
+		return fmt.Errorf("image build %s: %w", name, err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fmt.Errorf("image build %s: %w", name, err)
+	}
+	fmt.Fprintf(errw, "brood: image %s built in %s\n", name, time.Since(start).Round(time.Second))
+	fmt.Fprintf(out, "%s %s %d\n", name, p, fi.Size())
+	return nil
+}
+
+func newImageListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List built images and the recipes not built yet",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImageList(cmd.OutOrStdout(), image.SystemCacheDir)
+		},
+	}
+}
+
+// runImageList prints one line per image name in dir: the newest image's path, size
+// and time, or "not built" for a recipe without an image.
+func runImageList(out io.Writer, dir string) error {
+	matches, err := filepath.Glob(filepath.Join(dir, "*-*.ext4"))
+	if err != nil {
+		return fmt.Errorf("image list: %w", err)
+	}
+	names := map[string]bool{}
+	for _, n := range recipeNames() {
+		names[n] = true
+	}
+	for _, m := range matches {
+		base := filepath.Base(m)
+		if i := strings.LastIndexByte(base, '-'); i > 0 {
+			names[base[:i]] = true
+		}
+	}
+	sorted := make([]string, 0, len(names))
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tBUILT\tSIZE\tPATH")
+	for _, n := range sorted {
+		p, err := image.Cached(dir, n)
+		if err != nil {
+			fmt.Fprintf(tw, "%s\tnot built\t-\t(sudo brood image build %s)\n", n, n)
+			continue
+		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d MiB\t%s\n", n, fi.ModTime().Local().Format(time.DateTime), fi.Size()>>20, p)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,621 @@
+package frontend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/crypto/ssh"
+
+	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/frontend/review"
+	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/frontend/snapshot"
+	"brood.dev/brood/frontend/sshclient"
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox/guestcfg"
+)
+
+func init() { commands = append(commands, newRunCommand, newRunImageCommand) }
+
+// Timing of a VM session.
+const (
+	// poweroffWait is how long the guest gets to power off by itself after the SSH
+	// connection ends before the frontend asks the helper to stop it.
+	poweroffWait = 15 * time.Second
+	// stopWait bounds StopVM plus the WaitVM that confirms the VMM is gone.
+	stopWait = 60 * time.Second
+	// maxHandshake bounds boot plus SSH handshake when the VM has a longer lifetime;
+	// a TCG boot takes ~2 s here (LAB.md 3), so minutes mean the guest is stuck.
+	maxHandshake = 3 * time.Minute
+	// waitSlack is added to the VM's lifetime for the WaitVM call's deadline.
+	waitSlack = 5 * time.Minute
+	// defaultLifetime is the WaitVM deadline base when --timeout is not given (the
+	// helper's own default applies to the VM).
+	defaultLifetime = 24 * time.Hour
+)
+
+// Files the run writes into the session directory.
+const (
+	vmRecordFile = "vm.json"     // vmRecord: how the VM ended, timings
+	consoleFile  = "console.log" // the guest console tail (raw bytes as the helper sent them)
+)
+
+// runFlags are the flags `brood run` and `brood run-image` share.
+type runFlags struct {
+	cpus, memory int
+	image        string
+	timeout      time.Duration
+	keep         bool
+	workspace    string
+	console      bool
+}
+
+func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
+	c.Flags().IntVar(&f.cpus, "cpus", 0, "vCPUs for the VM (0: the helper's default)")
+	c.Flags().IntVar(&f.memory, "memory", 0, "guest memory in MiB (0: the helper's default)")
+	if withImage {
+		c.Flags().StringVar(&f.image, "image", "", "rootfs image to boot instead of the agent's default (see brood image list)")
+	}
+	c.Flags().DurationVar(&f.timeout, "timeout", 0, "stop the VM after this long, e.g. 2h (0: the helper's default)")
+	c.Flags().BoolVar(&f.keep, "keep", false, "skip the review now; keep the session for brood review ID later")
+	c.Flags().StringVar(&f.workspace, "workspace", ".", "workspace directory to snapshot")
+	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
+}
+
+func newRunCommand() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run [flags] AGENT [-- ARGS...]",
+		Short: "Run an agent in a microVM on a snapshot of the workspace, then review its changes",
+		Long: `Snapshot the workspace, boot a microVM that sees only the snapshot (at /workspace),
+run AGENT in it on your terminal, and when it exits stop the VM and review the changes
+(brood review). Without a terminal the diff summary and the commands to review later
+are printed instead; the session is always kept until you remove it.
+
+Agents: claude-code, codex, opencode, gemini, hermes, shell (a login shell), and custom
+agents from $XDG_CONFIG_HOME/brood/config.toml:
+
+  [agents.aider]
+  image = "codex"
+  command = ["aider", "--yes"]
+  env = ["OPENAI_API_KEY", "AIDER_*"]
+
+Only environment variables matching the agent's patterns reach the VM. Ctrl-] detaches:
+the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if dash == 0 {
+				return usageErr("run: name the agent before --")
+			}
+			if dash < 0 && len(args) > 1 {
+				return usageErr("run: put the agent's arguments after --: brood run %s -- %s", args[0], strings.Join(args[1:], " "))
+			}
+			cfgPath, err := userConfigPath()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadUserConfig(cfgPath)
+			if err != nil {
+				return usageErr("run: %v", err)
+			}
+			a, err := resolveAgent(args[0], cfg, cfgPath)
+			if err != nil {
+				return usageErr("run: %v", err)
+			}
+			argv := append(append([]string(nil), a.Command...), args[1:]...)
+			if len(a.Command) == 0 && len(args) > 1 {
+				argv = args[1:] // shell -- CMD: run CMD instead of the login shell
+			}
+			img := a.Image
+			if f.image != "" {
+				img = f.image
+			}
+			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f})
+		},
+	}
+	addRunFlags(c, &f, true)
+	return c
+}
+
+func newRunImageCommand() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run-image IMAGE [flags] -- CMD...",
+		Short: "Run one command in a microVM booted from IMAGE, then review its changes",
+		Long: `Snapshot the workspace, boot a microVM from IMAGE, run CMD in /workspace and stop the
+VM. When stdin is not a terminal CMD runs without a PTY: its stdout and stderr are
+streamed, stdin is passed through, and its exit status is brood's. No environment
+variable is forwarded. The review gate still applies: on a terminal brood review runs,
+otherwise the diff summary and the commands to review or apply are printed on stderr.`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return usageErr("run-image: usage: brood run-image IMAGE [flags] -- CMD...")
+			}
+			if !api.ValidImageName(args[0]) {
+				return usageErr("run-image: %q is not an image name (see brood image list)", args[0])
+			}
+			a := Agent{Name: "run-image", Image: args[0], Command: args[1:], Source: "command line"}
+			return runVM(cmd, runRequest{agent: a, argv: args[1:], image: args[0], flags: f})
+		},
+	}
+	addRunFlags(c, &f, false)
+	return c
+}
+
+// runRequest is one resolved `brood run` / `brood run-image`.
+type runRequest struct {
+	agent Agent
+	argv  []string // the guest command; empty: a login shell
+	image string
+	flags runFlags
+}
+
+// vmRecord is vm.json in the session directory.
+type vmRecord struct {
+	HelperSession string  `json:"helper_session"`
+	Agent         string  `json:"agent"`
+	Image         string  `json:"image"`
+	Accel         string  `json:"accel,omitempty"`
+	Backend       string  `json:"backend,omitempty"`
+	Outcome       string  `json:"outcome"`
+	Detail        string  `json:"detail,omitempty"`
+	ExitStatus    *int    `json:"exit_status,omitempty"`
+	Detached      bool    `json:"detached,omitempty"`
+	BootSeconds   float64 `json:"boot_seconds"`    // StartVM to SSH handshake done (boot to prompt)
+	VMSeconds     float64 `json:"vm_seconds"`      // StartVM to the VMM gone
+	TotalSeconds  float64 `json:"total_seconds"`   // whole run up to the review
+	Console       string  `json:"console,omitempty"`
+}
+
+// vmWaiter watches the VM on its own helper connection (api.Client is not safe for
+// concurrent use) so the frontend learns at once when the VMM is gone.
+type vmWaiter struct {
+	done chan struct{}
+	exit api.VMExit
+	err  error
+}
+
+func startWaiter(socket, id string, lifetime time.Duration) (*vmWaiter, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	c, err := api.Dial(ctx, socket)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	w := &vmWaiter{done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		defer c.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), lifetime+waitSlack)
+		defer cancel()
+		w.exit, w.err = c.WaitVM(ctx, id)
+	}()
+	return w, nil
+}
+
+// gone reports whether the waiter saw the VMM exit within d.
+func (w *vmWaiter) gone(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-w.done:
+		return w.err == nil
+	case <-t.C:
+		return false
+	}
+}
+
+// runVM is `brood run` and `brood run-image`: snapshot, VM, attached agent, stop, review.
+func runVM(cmd *cobra.Command, r runRequest) (err error) {
+	total := time.Now()
+	f := r.flags
+	if f.cpus < 0 || f.memory < 0 || f.timeout < 0 {
+		return usageErr("run: --cpus, --memory and --timeout cannot be negative")
+	}
+	if f.timeout > 0 && f.timeout < time.Second {
+		return usageErr("run: --timeout %v is shorter than a second", f.timeout)
+	}
+	if !api.ValidImageName(r.image) {
+		return usageErr("run: %q is not an image name", r.image)
+	}
+	base := cmd.Context()
+	if base == nil {
+		base = context.Background()
+	}
+	// SIGINT/SIGTERM/SIGHUP cancel the run; the VM is then stopped and the session kept.
+	ctx, stopSignals := signal.NotifyContext(base, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stopSignals()
+
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	inF, inIsFile := cmd.InOrStdin().(*os.File)
+	outF, outIsFile := out.(*os.File)
+	errF, errIsFile := errw.(*os.File)
+	tty := inIsFile && outIsFile && review.IsTerminal(inF) && review.IsTerminal(outF)
+	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
+	defer func() {
+		if err != nil {
+			prog.Fail("")
+		}
+	}()
+
+	// 1. The helper: fail before snapshotting when it is not there.
+	socket := api.SocketPath()
+	prog.Start("connect to helper")
+	hc, err := api.Dial(ctx, socket)
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, helperHint(err, socket))
+	}
+	defer hc.Close()
+	prog.Done(hc.Caps.Accel)
+
+	// 2. The snapshot S, in a new session directory.
+	sess, err := takeSnapshot(ctx, prog, r.flags.workspace, r.agent.Name)
+	if err != nil {
+		return err
+	}
+
+	// 3. The helper's session on the snapshot share.
+	share, err := api.OpenShare(sess.SnapshotDir())
+	if err != nil {
+		return fmt.Errorf("run session %s: %w", sess.ID, err)
+	}
+	hs, err := hc.CreateSession(ctx, share)
+	share.Close()
+	if err != nil {
+		return fmt.Errorf("run session %s: create helper session: %w", sess.ID, err)
+	}
+	destroy := func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = hc.DestroySession(dctx, hs.ID) // best effort: the helper also releases it on exit
+	}
+	rec := vmRecord{HelperSession: hs.ID, Agent: r.agent.Name, Image: r.image}
+
+	// 4. Boot: an ephemeral client key, StartVM, the pinned host key.
+	signer, pub, err := sshclient.NewKey()
+	if err != nil {
+		destroy()
+		return err
+	}
+	prog.Start(fmt.Sprintf("boot VM (image %s)", r.image))
+	bootStart := time.Now()
+	info, err := hc.StartVM(ctx, api.StartVMArgs{ID: hs.ID, Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
+		TimeoutSec: int(f.timeout / time.Second), ClientKey: pub, Clock: time.Now().Unix()})
+	if err != nil {
+		destroy()
+		hint := ""
+		if api.IsCode(err, api.CodeNotFound) || strings.Contains(err.Error(), "image") {
+			hint = fmt.Sprintf("\nhint: is the image built? sudo brood image build %s (brood image list shows the built ones)", r.image)
+		}
+		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
+	}
+	rec.Accel, rec.Backend = info.Accel, info.Backend
+	if err := sess.SetState(session.StateRunning); err != nil {
+		prog.Warn("%v", err)
+	}
+	if info.Warning != "" {
+		prog.Warn("%s", diff.Escape(info.Warning))
+	}
+	lifetime := defaultLifetime
+	if f.timeout > 0 {
+		lifetime = f.timeout
+	}
+	waiter, werr := startWaiter(socket, hs.ID, lifetime)
+
+	// From here on the VM is running: every path stops it and waits for it to be gone
+	// before the snapshot is looked at (DESIGN.md review gate step 2).
+	vm := &vmSession{r: r, hc: hc, id: hs.ID, sess: sess, waiter: waiter, prog: prog, rec: &rec, bootStart: bootStart}
+	var runErr error
+	if werr != nil {
+		runErr = fmt.Errorf("watch VM: %w", werr)
+	} else {
+		runErr = vm.attachAndRun(ctx, info, signer, tty, inF, outF, cmd.InOrStdin(), out, errw)
+	}
+	goneErr := vm.stop()
+	destroy()
+	if goneErr != nil {
+		// The VMM may still run: no diff, and the session stays "running".
+		return errors.Join(runErr, goneErr)
+	}
+	if err := sess.SetState(session.StateStopped); err != nil {
+		return err
+	}
+	rec.TotalSeconds = time.Since(total).Seconds()
+	vm.save()
+
+	// 5. How it ended.
+	abnormal := vm.abnormal()
+	if abnormal != nil {
+		if f.console && vm.exit.ConsoleTail != "" {
+			fmt.Fprintf(errw, "--- guest console (last %d bytes, escaped) ---\n%s\n--- end of console ---\n",
+				len(vm.exit.ConsoleTail), review.EscapeLine(vm.exit.ConsoleTail))
+		}
+		if runErr != nil {
+			abnormal = fmt.Errorf("%w (%v)", abnormal, runErr)
+		}
+		printLater(errw, sess.ID, true)
+		return fmt.Errorf("run session %s: %w", sess.ID, abnormal)
+	}
+	if runErr != nil && !errors.Is(runErr, ErrDetached) {
+		printLater(errw, sess.ID, true)
+		return fmt.Errorf("run session %s: %w", sess.ID, runErr)
+	}
+
+	// 6. The review gate, on the stopped VM's snapshot.
+	reviewErr := vm.reviewGate(cmd, tty, errw)
+	if rec.ExitStatus != nil && *rec.ExitStatus != 0 {
+		err := fmt.Errorf("%s exited with status %d", describeAgent(r), *rec.ExitStatus)
+		if reviewErr != nil {
+			err = fmt.Errorf("%w; %w", err, reviewErr)
+		}
+		return &exitError{code: *rec.ExitStatus, err: err}
+	}
+	return reviewErr
+}
+
+func describeAgent(r runRequest) string {
+	if r.agent.Name == "run-image" {
+		return "the command"
+	}
+	return "agent " + r.agent.Name
+}
+
+// takeSnapshot creates the session directory and the snapshot of workspace in it (the
+// code path of `brood session new`), printing the session id first.
+func takeSnapshot(ctx context.Context, prog *progress, workspace, agent string) (*session.Session, error) {
+	fi, err := os.Stat(workspace)
+	if err != nil {
+		return nil, usageErr("run: workspace: %v", err)
+	}
+	if !fi.IsDir() {
+		return nil, usageErr("run: workspace %q is not a directory", workspace)
+	}
+	sess, err := session.Create(workspace)
+	if err != nil {
+		return nil, fmt.Errorf("run: %w", err)
+	}
+	sess.Agent = agent
+	prog.Printf("session %s (workspace %s)", sess.ID, diff.Escape(sess.Workspace))
+	fail := func(err error) error {
+		if rerr := session.Remove(sess.ID); rerr != nil {
+			return fmt.Errorf("run: snapshot: %w (and removing session %s failed: %v)", err, sess.ID, rerr)
+		}
+		return fmt.Errorf("run: snapshot: %w", err)
+	}
+	prog.Start("snapshot")
+	m, rep, err := snapshot.Take(ctx, sess.Workspace, sess.SnapshotDir(), snapshot.Options{BaseDir: sess.BaseDir()})
+	if err != nil {
+		return nil, fail(err)
+	}
+	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
+		return nil, fail(err)
+	}
+	if err := sess.SetState(session.StateReady); err != nil {
+		return nil, fail(err)
+	}
+	prog.Done(fmt.Sprintf("%d files, %d bytes; %d excluded, %d skipped", rep.Files, rep.Bytes, len(rep.Excluded), len(rep.Skipped)))
+	for _, it := range rep.Excluded {
+		prog.Printf("excluded %s (%s)", diff.Escape(it.Path), it.Why)
+	}
+	return sess, nil
+}
+
+// vmSession is one running VM of a run.
+type vmSession struct {
+	r         runRequest
+	hc        *api.Client
+	id        string // helper session id
+	sess      *session.Session
+	waiter    *vmWaiter
+	prog      *progress
+	rec       *vmRecord
+	bootStart time.Time
+	exit      api.VMExit
+	detached  bool
+}
+
+// attachAndRun connects over SSH and runs the agent until it exits, the developer
+// detaches (ErrDetached), the VM ends, or ctx is cancelled.
+func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ssh.Signer, tty bool,
+	inF, outF *os.File, in io.Reader, out, errw io.Writer) error {
+	hostKey, err := sshclient.ParseHostKey(info.HostKey)
+	if err != nil {
+		return err
+	}
+	// The run ends early when the VMM goes away under it.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-v.waiter.done:
+			cancel()
+		case <-runCtx.Done():
+		}
+	}()
+	f, err := v.hc.Attach(runCtx, v.id)
+	if err != nil {
+		return fmt.Errorf("attach to VM: %w", err)
+	}
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("attach to VM: %w", err)
+	}
+	hsTimeout := maxHandshake
+	if t := v.r.flags.timeout; t > 0 && t < hsTimeout {
+		hsTimeout = t
+	}
+	hctx, hcancel := context.WithTimeout(runCtx, hsTimeout)
+	client, err := sshclient.Handshake(hctx, nc, guestcfg.DefaultUser, signer, hostKey, hsTimeout)
+	hcancel()
+	if err != nil {
+		return fmt.Errorf("connect to guest: %w", err)
+	}
+	defer client.Close()
+	boot := time.Since(v.bootStart)
+	v.rec.BootSeconds = boot.Seconds()
+	v.prog.Done(fmt.Sprintf("%s, boot to prompt %s", info.Accel, boot.Round(time.Millisecond)))
+
+	o := sshclient.Options{Command: guestCommand(v.r.argv), Env: forwardEnv(v.r.agent.Env, os.Environ())}
+	for _, kv := range o.Env {
+		v.prog.Printf("forwarding $%s", kv[0])
+	}
+	var inp *input
+	if inF != nil {
+		if inp, err = openInput(inF); err != nil {
+			return err
+		}
+		defer inp.Close()
+		o.Stdin = inp
+	} else {
+		o.Stdin = in
+	}
+	if tty {
+		v.prog.Printf("attached to %s; Ctrl-] detaches and stops the VM", describeAgent(v.r))
+		t, err := attachTerminal(inF, outF)
+		if err != nil {
+			return err
+		}
+		defer t.Close()
+		o.PTY, o.Term, o.Size, o.Resize = true, os.Getenv("TERM"), t.Size(), t.Resize
+		o.Stdin = &escapeReader{r: inp, onDetach: func() { v.detached = true; cancel() }}
+		o.Stdout, o.Stderr = outF, outF
+	} else {
+		o.Stdout, o.Stderr = out, errw
+	}
+	code, err := sshclient.Run(runCtx, client, o)
+	if v.detached {
+		v.rec.Detached = true
+		return ErrDetached
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted: %w", ctx.Err())
+		}
+		return err
+	}
+	v.rec.ExitStatus = &code
+	return nil
+}
+
+// stop makes sure the VM is gone: it waits poweroffWait for the guest to power off by
+// itself (it does when the SSH connection ends), then asks the helper to stop it. It
+// returns an error only when it cannot confirm that the VMM is gone.
+func (v *vmSession) stop() error {
+	v.prog.Start("stop VM")
+	if v.waiter == nil || !v.waiter.gone(poweroffWait) {
+		ctx, cancel := context.WithTimeout(context.Background(), stopWait)
+		defer cancel()
+		if err := v.hc.StopVM(ctx, v.id); err != nil {
+			return fmt.Errorf("stop VM of session %s: %w (check brood doctor; the session is kept)", v.sess.ID, err)
+		}
+		if v.waiter == nil || !v.waiter.gone(stopWait) {
+			// StopVM returned, so the VMM is gone; the waiter's outcome is lost.
+			v.exit = api.VMExit{Outcome: "stopped"}
+			if v.waiter != nil && v.waiter.err != nil {
+				v.exit.Detail = v.waiter.err.Error()
+			}
+			v.rec.Outcome, v.rec.Detail = v.exit.Outcome, v.exit.Detail
+			v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
+			v.prog.Done(v.exit.Outcome)
+			return nil
+		}
+	}
+	v.exit = v.waiter.exit
+	v.rec.Outcome, v.rec.Detail = v.exit.Outcome, v.exit.Detail
+	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
+	v.prog.Done(v.exit.Outcome)
+	return nil
+}
+
+// abnormal returns an error wrapping ErrVMOutcome when the VM timed out or failed, or
+// was stopped while the agent had not finished and the developer did not detach.
+func (v *vmSession) abnormal() error {
+	e := v.exit
+	switch {
+	case e.Outcome == "timeout":
+		return fmt.Errorf("%w: timeout: the VM was stopped after its time limit%s", ErrVMOutcome, detailSuffix(e.Detail))
+	case e.Outcome == "failed":
+		return fmt.Errorf("%w: failed%s", ErrVMOutcome, detailSuffix(e.Detail))
+	case e.Outcome != "poweroff" && e.Outcome != "stopped":
+		return fmt.Errorf("%w: outcome %q%s", ErrVMOutcome, diff.Escape(e.Outcome), detailSuffix(e.Detail))
+	}
+	return nil
+}
+
+func detailSuffix(d string) string {
+	if d == "" {
+		return ""
+	}
+	return " (" + diff.Escape(d) + ")"
+}
+
+// save writes vm.json and the console tail into the session directory.
+func (v *vmSession) save() {
+	if v.exit.ConsoleTail != "" {
+		p := filepath.Join(v.sess.Dir, consoleFile)
+		if err := os.WriteFile(p, []byte(v.exit.ConsoleTail), 0o600); err == nil {
+			v.rec.Console = p
+		}
+	}
+	b, err := json.MarshalIndent(v.rec, "", "  ")
+	if err == nil {
+		err = os.WriteFile(filepath.Join(v.sess.Dir, vmRecordFile), append(b, '\n'), 0o600)
+	}
+	if err != nil {
+		v.prog.Warn("save %s: %v", vmRecordFile, err)
+	}
+	if v.abnormal() != nil && v.rec.Console != "" {
+		v.prog.Printf("guest console tail saved in %s (--console prints it)", diff.Escape(v.rec.Console))
+	}
+}
+
+// reviewGate runs after the VM is gone: brood review on a terminal (unless --keep),
+// otherwise the diff summary and the commands to review later, on errw.
+func (v *vmSession) reviewGate(cmd *cobra.Command, tty bool, errw io.Writer) error {
+	ctx := context.Background()
+	v.prog.Start("diff")
+	changes, err := diff.ComputeLoad(ctx, v.sess.Workspace, v.sess.SnapshotDir(),
+		func() (*manifest.Manifest, error) { return manifest.Read(v.sess.ManifestPath()) }, diff.Options{})
+	if err != nil {
+		return fmt.Errorf("diff session %s: %w", v.sess.ID, err)
+	}
+	v.prog.Done(fmt.Sprintf("%d change(s)", len(changes)))
+	if len(changes) == 0 {
+		fmt.Fprintf(errw, "no changes in session %s (brood session rm %s removes it)\n", v.sess.ID, v.sess.ID)
+		return nil
+	}
+	if tty && !v.r.flags.keep {
+		return runReview(cmd, v.sess.ID, nil, reviewFlags{})
+	}
+	if err := writeDiffText(errw, changes); err != nil {
+		return err
+	}
+	printLater(errw, v.sess.ID, false)
+	return nil
+}
+
+// printLater prints the commands that review, apply or discard the session.
+func printLater(w io.Writer, id string, failed bool) {
+	if failed {
+		fmt.Fprintf(w, "the session is kept: brood session list shows it\n")
+	}
+	fmt.Fprintf(w, "review:  brood review %s\n", id)
+	fmt.Fprintf(w, "apply:   brood apply %s --all\n", id)
+	fmt.Fprintf(w, "diff:    brood diff %s\n", id)
+	fmt.Fprintf(w, "discard: brood session rm %s\n", id)
+}

@@ -1,0 +1,17 @@
+package frontend
+
+import "errors"
+
+// Sentinel errors of package frontend, checked with errors.Is.
+var (
+	// ErrUnknownAgent: `brood run` was given an agent that is neither built in nor in
+	// the user config.
+	ErrUnknownAgent = errors.New("unknown agent")
+	// ErrConfig: the user config file is malformed (unknown key, bad agent).
+	ErrConfig = errors.New("invalid config")
+	// ErrVMOutcome: the VM ended abnormally (timeout, failure) before or while the agent
+	// ran; the session is kept.
+	ErrVMOutcome = errors.New("VM ended abnormally")
+	// ErrDetached: the developer pressed the detach key (Ctrl-]); the VM was stopped.
+	ErrDetached = errors.New("detached")
+)
