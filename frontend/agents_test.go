@@ -250,9 +250,9 @@ func TestRunUsageErrors(t *testing.T) {
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	for _, args := range [][]string{
 		{"run"},
-		{"run", "shell", "extra"},      // arguments without --
-		{"run-image", "test"},          // no command
-		{"run-image", "test", "echo"},  // no --
+		{"run", "shell", "extra"},     // arguments without --
+		{"run-image", "test"},         // no command
+		{"run-image", "test", "echo"}, // no --
 		{"run-image", "../x", "--", "true"},
 		{"run", "--cpus", "-1", "shell"},
 		{"run", "--image", "A/B", "shell"},

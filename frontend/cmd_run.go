@@ -175,9 +175,9 @@ type vmRecord struct {
 	Detail        string  `json:"detail,omitempty"`
 	ExitStatus    *int    `json:"exit_status,omitempty"`
 	Detached      bool    `json:"detached,omitempty"`
-	BootSeconds   float64 `json:"boot_seconds"`    // StartVM to SSH handshake done (boot to prompt)
-	VMSeconds     float64 `json:"vm_seconds"`      // StartVM to the VMM gone
-	TotalSeconds  float64 `json:"total_seconds"`   // whole run up to the review
+	BootSeconds   float64 `json:"boot_seconds"`  // StartVM to SSH handshake done (boot to prompt)
+	VMSeconds     float64 `json:"vm_seconds"`    // StartVM to the VMM gone
+	TotalSeconds  float64 `json:"total_seconds"` // whole run up to the review
 	Console       string  `json:"console,omitempty"`
 }
 
