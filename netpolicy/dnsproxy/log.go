@@ -2,8 +2,11 @@ package dnsproxy
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -78,4 +81,55 @@ func JSONLog(w io.Writer) (log func(Decision), err func() error) {
 			defer mu.Unlock()
 			return first
 		}
+}
+
+// Summary condenses a session's decision log for the report after the session.
+type Summary struct {
+	// Queries counts decisions by verdict.
+	Queries map[Verdict]int
+	// AllowedNames and RefusedNames list distinct names (lower case, sorted) with their
+	// query counts.
+	AllowedNames, RefusedNames map[string]int
+	// Pinned lists distinct pinned addresses, sorted; Stripped counts addresses removed
+	// because they were in refused ranges.
+	Pinned   []netip.Addr
+	Stripped int
+}
+
+// Summarize reads a JSON-lines decision log (as written by JSONLog). A malformed line is an
+// error naming its line number.
+func Summarize(r io.Reader) (*Summary, error) {
+	s := &Summary{Queries: map[Verdict]int{}, AllowedNames: map[string]int{}, RefusedNames: map[string]int{}}
+	pinned := map[netip.Addr]bool{}
+	dec := json.NewDecoder(r)
+	for line := 1; ; line++ {
+		var d struct {
+			Name     string       `json:"name"`
+			Verdict  Verdict      `json:"verdict"`
+			Pinned   []netip.Addr `json:"pinned"`
+			Stripped []Stripped   `json:"stripped"`
+		}
+		if err := dec.Decode(&d); err == io.EOF {
+			break
+		} else if err != nil {
+			return nil, fmt.Errorf("read decision log entry %d: %w", line, err)
+		}
+		s.Queries[d.Verdict]++
+		name := strings.ToLower(d.Name)
+		switch d.Verdict {
+		case Allowed:
+			s.AllowedNames[name]++
+		case Refused:
+			s.RefusedNames[name]++
+		}
+		for _, a := range d.Pinned {
+			pinned[a] = true
+		}
+		s.Stripped += len(d.Stripped)
+	}
+	for a := range pinned {
+		s.Pinned = append(s.Pinned, a)
+	}
+	slices.SortFunc(s.Pinned, netip.Addr.Compare)
+	return s, nil
 }

@@ -37,6 +37,32 @@ func TestJSONLog(t *testing.T) {
 	}
 }
 
+func TestSummarize(t *testing.T) {
+	h := newHarness(t)
+	var buf bytes.Buffer
+	log, errf := JSONLog(&buf)
+	h.proxy.cfg.Log = log
+	for _, q := range []string{"GitHub.com.", "github.com.", "evil.test.", "bad1.allowed.test.", "mixed.allowed.test."} {
+		h.ask(t, q, 1) // A
+	}
+	if err := errf(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Summarize(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Queries[Allowed] != 4 || s.Queries[Refused] != 1 || s.AllowedNames["github.com."] != 2 || s.RefusedNames["evil.test."] != 1 {
+		t.Errorf("summary = %+v", s)
+	}
+	if len(s.Pinned) != 2 || s.Pinned[0].String() != "192.0.2.10" || s.Pinned[1].String() != "192.0.2.15" || s.Stripped != 2 {
+		t.Errorf("pinned %v, stripped %d", s.Pinned, s.Stripped)
+	}
+	if _, err := Summarize(strings.NewReader("{\"name\":1}\n")); err == nil {
+		t.Error("malformed log accepted")
+	}
+}
+
 func TestUpstreamFromResolvConf(t *testing.T) {
 	dir := t.TempDir()
 	p := filepath.Join(dir, "resolv.conf")
