@@ -2,10 +2,12 @@ package frontend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
-	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -83,6 +85,10 @@ func runImageBuild(ctx context.Context, out, errw io.Writer, name string, euid i
 	return nil
 }
 
+// imageFileRe matches the file names sandbox/image gives images:
+// <name>-<first 32 hex digits of the tree digest>.<ext4|erofs>.
+var imageFileRe = regexp.MustCompile(`^([a-z0-9][a-z0-9._-]*)-[0-9a-f]{32}\.(?:ext4|erofs)$`)
+
 func newImageListCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "list",
@@ -97,18 +103,17 @@ func newImageListCommand() *cobra.Command {
 // runImageList prints one line per image name in dir: the newest image's path, size
 // and time, or "not built" for a recipe without an image.
 func runImageList(out io.Writer, dir string) error {
-	matches, err := filepath.Glob(filepath.Join(dir, "*-*.ext4"))
-	if err != nil {
+	ents, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("image list: %w", err)
 	}
 	names := map[string]bool{}
 	for _, n := range recipeNames() {
 		names[n] = true
 	}
-	for _, m := range matches {
-		base := filepath.Base(m)
-		if i := strings.LastIndexByte(base, '-'); i > 0 {
-			names[base[:i]] = true
+	for _, e := range ents {
+		if m := imageFileRe.FindStringSubmatch(e.Name()); m != nil && e.Type().IsRegular() {
+			names[m[1]] = true
 		}
 	}
 	sorted := make([]string, 0, len(names))
