@@ -86,7 +86,7 @@ type Spec struct {
 	// Cmdline holds the kernel command line words. Backends add their own words
 	// (console, time, tsc_early_khz) to a copy.
 	Cmdline []string
-	// RootfsImage is the read-only root filesystem image (ext4 or erofs); attached as a
+	// RootfsImage is the read-only root filesystem image (erofs, see package image); attached as a
 	// read-only virtio-blk disk, the guest sees it as /dev/vda. Empty means no disk.
 	RootfsImage string
 	// ShareDir is the host directory the guest mounts read-write at /workspace over

@@ -47,7 +47,7 @@ func Run() error {
 	if os.Getpid() != 1 {
 		return ErrNotPID1
 	}
-	g := &guest{start: time.Now()}
+	g := &guest{}
 	err := g.boot()
 	if err != nil {
 		g.logf("FATAL: %v", err)
@@ -57,16 +57,18 @@ func Run() error {
 }
 
 type guest struct {
-	start   time.Time
 	debug   bool
 	cfg     guestcfg.Config
 	reaper  *reaper
 	cmdline map[string]string
 }
 
-// logf writes one line to the console (fd 2 is /dev/console for init).
+// logf writes one line to the console (fd 2 is /dev/console for init), stamped with
+// the time since boot (CLOCK_BOOTTIME, the kernel log's clock) like the kernel's lines.
 func (g *guest) logf(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "brood-guest %6.3fs: %s\n", time.Since(g.start).Seconds(), fmt.Sprintf(format, a...))
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts)
+	fmt.Fprintf(os.Stderr, "[%5d.%06d] brood-guest: %s\n", ts.Sec, ts.Nsec/1000, fmt.Sprintf(format, a...))
 }
 
 func (g *guest) debugf(format string, a ...any) {
@@ -90,6 +92,7 @@ func (g *guest) boot() error {
 	}
 	g.cmdline = parseCmdline(string(cl))
 	g.debug = g.cmdline[guestcfg.CmdlineDebug] == "1"
+	g.debugf("started")
 
 	// 2. Clock.
 	if v, ok := g.cmdline[guestcfg.CmdlineTime]; ok {
@@ -107,6 +110,7 @@ func (g *guest) boot() error {
 	if g.cfg, err = guestcfg.Unmarshal(b); err != nil {
 		return err
 	}
+	g.debugf("session config read")
 
 	// 4. Modules.
 	if err := g.loadModules(); err != nil {
@@ -168,6 +172,9 @@ func (g *guest) loadModules() error {
 	if err != nil {
 		return err
 	}
+	if g.debug {
+		l.logf = g.logf
+	}
 	list, err := os.ReadFile("/" + guestcfg.ModulesLoadPath)
 	if err != nil {
 		return fmt.Errorf("read module list: %w", err)
@@ -214,7 +221,7 @@ func (g *guest) mountRoot() error {
 	if !waitFor("/dev/vda", 5*time.Second) {
 		return ErrNoRootfs
 	}
-	if err := mount("/dev/vda", "/lower", "ext4", unix.MS_RDONLY, "noload"); err != nil {
+	if err := mount("/dev/vda", "/lower", "erofs", unix.MS_RDONLY, ""); err != nil {
 		return err
 	}
 	if err := mount("tmpfs", "/rw", "tmpfs", 0, "mode=0755"); err != nil {

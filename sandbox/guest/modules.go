@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -16,9 +17,10 @@ import (
 // dependencies first, following modules.dep (whose dependency lists are already the
 // full closure; the last entry must be loaded first).
 type modLoader struct {
-	dir     string              // lib/modules/<release>
-	deps    map[string][]string // module file -> dependency files
-	byName  map[string]string   // module name -> file
+	dir     string               // lib/modules/<release>
+	logf    func(string, ...any) // per-module debug log, or nil
+	deps    map[string][]string  // module file -> dependency files
+	byName  map[string]string    // module name -> file
 	builtin map[string]bool
 	loaded  map[string]bool // module files
 }
@@ -84,8 +86,12 @@ func (l *modLoader) loadFile(file string) error {
 		return &os.PathError{Op: "open module", Path: p, Err: err}
 	}
 	defer unix.Close(fd)
+	t0 := time.Now()
 	if err := unix.FinitModule(fd, "", 0); err != nil && err != unix.EEXIST {
 		return &os.PathError{Op: "finit_module", Path: p, Err: err}
+	}
+	if l.logf != nil {
+		l.logf("module %s loaded in %v", modName(file), time.Since(t0).Round(time.Microsecond))
 	}
 	l.loaded[file] = true
 	return nil

@@ -1,10 +1,12 @@
 // Package image makes the guest's read-only root filesystem images: a directory tree
-// turned into an ext4 image with `mke2fs -d` (no mount, no loop device, no root needed),
-// cached by the tree's content digest, and recipes that build such trees from Debian
-// packages with mmdebstrap (`test` for CI, `codex` for the Codex agent).
+// turned into an uncompressed EROFS image with mkfs.erofs (no mount, no loop device, no
+// root needed), cached by the tree's content digest, and recipes that build such trees
+// from Debian packages with mmdebstrap (`test` for CI, `codex` for the Codex agent).
 //
-// The guest mounts the image read-only under a tmpfs overlay, so nothing ever writes to
-// it; it has no journal.
+// The guest mounts the image read-only under a tmpfs overlay. EROFS rather than ext4:
+// the image is never written, and the guest loads the 0.24 MB erofs module instead of
+// ext4 + jbd2 + mbcache + crc16 (2.4 MB), which under TCG saves ~0.3 s of every boot
+// (ext4.ko alone took 254 ms to load).
 package image
 
 import (
@@ -83,62 +85,38 @@ func TreeDigest(root string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// treeUsage returns the tree's apparent size in bytes and entry count.
-func treeUsage(root string) (size int64, n int64, err error) {
-	err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		n++
-		if fi, err := d.Info(); err == nil && fi.Mode().IsRegular() {
-			size += (fi.Size() + 4095) &^ 4095
-		}
-		return nil
-	})
-	return size, n, err
+// MkfsArgs returns mkfs.erofs's arguments for an uncompressed image of dir at out,
+// with owners and permissions kept as they are in dir.
+func MkfsArgs(dir, out string) []string {
+	return []string{"--quiet", out, dir}
 }
 
-// Mke2fsArgs returns mke2fs's arguments for an ext4 image of sizeKiB holding inodes
-// entries, populated from dir: no journal (the image is never written in the guest),
-// a label, and root-owned top directory.
-func Mke2fsArgs(dir, out, label string, sizeKiB, inodes int64) []string {
-	return []string{
-		"-t", "ext4", "-q", "-F",
-		"-O", "^has_journal",
-		"-L", label,
-		"-N", fmt.Sprint(inodes),
-		"-E", "root_owner=0:0",
-		"-d", dir,
-		out, fmt.Sprintf("%dk", sizeKiB),
-	}
-}
+// Ext is the file name extension of images.
+const Ext = ".erofs"
 
-// FromDir returns the path of the ext4 image of dir under cacheDir, named
-// <name>-<digest>.ext4; it runs mke2fs only when that image is missing.
+// FromDir returns the path of the image of dir under cacheDir, named
+// <name>-<digest>.erofs; it runs mkfs.erofs only when that image is missing.
 func FromDir(ctx context.Context, cacheDir, name, dir string) (string, error) {
 	digest, err := TreeDigest(dir)
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cacheDir, name+"-"+digest[:32]+".ext4")
+	out := filepath.Join(cacheDir, name+"-"+digest[:32]+Ext)
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
-	}
-	size, n, err := treeUsage(dir)
-	if err != nil {
-		return "", fmt.Errorf("measure tree %s: %w", dir, err)
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("create image cache: %w", err)
 	}
 	tmp := out + ".tmp"
-	// Headroom for ext4 metadata: 20% + 32 MiB; inodes: entries + 10% + 1024.
-	sizeKiB := (size/1024)*12/10 + 32<<10
-	inodes := n + n/10 + 1024
-	cmd := exec.CommandContext(ctx, "mke2fs", Mke2fsArgs(dir, tmp, "brood-"+name, sizeKiB, inodes)...)
+	cmd := exec.CommandContext(ctx, "mkfs.erofs", MkfsArgs(dir, tmp)...)
 	if o, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("mke2fs image %s: %w: %s", name, err, bytes.TrimSpace(o))
+		return "", fmt.Errorf("mkfs.erofs image %s: %w: %s", name, err, bytes.TrimSpace(o))
+	}
+	if err := os.Chmod(tmp, 0o644); err != nil {
+		os.Remove(tmp)
+		return "", fmt.Errorf("store image %s: %w", name, err)
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		os.Remove(tmp)
@@ -243,7 +221,7 @@ func Build(ctx context.Context, cacheDir, name string, log io.Writer) (string, e
 
 // Cached returns the newest cached image called name, or fs.ErrNotExist.
 func Cached(cacheDir, name string) (string, error) {
-	m, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*.ext4"))
+	m, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*"+Ext))
 	var best string
 	var bestT int64
 	for _, p := range m {

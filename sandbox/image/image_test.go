@@ -52,20 +52,28 @@ func TestTreeDigest(t *testing.T) {
 }
 
 func TestFromDir(t *testing.T) {
-	testenv.RequireCommand(t, "mke2fs")
-	debugfs := testenv.RequireCommand(t, "debugfs")
+	testenv.RequireCommand(t, "mkfs.erofs")
+	fsck := testenv.RequireCommand(t, "fsck.erofs")
 	dir := t.TempDir()
 	tree := filepath.Join(dir, "tree")
 	os.MkdirAll(filepath.Join(tree, "etc"), 0o755)
-	os.WriteFile(filepath.Join(tree, "etc", "hello"), []byte("hello from the image\n"), 0o644)
+	os.WriteFile(filepath.Join(tree, "etc", "hello"), []byte("hello from the image\n"), 0o640)
+	os.Symlink("hello", filepath.Join(tree, "etc", "link"))
 	cache := filepath.Join(dir, "cache")
 	img, err := FromDir(t.Context(), cache, "t", tree)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(debugfs, "-R", "cat /etc/hello", img).Output()
-	if err != nil || string(out) != "hello from the image\n" {
-		t.Errorf("debugfs cat /etc/hello = %q, %v", out, err)
+	x := filepath.Join(dir, "x")
+	if out, err := exec.Command(fsck, "--extract="+x, img).CombinedOutput(); err != nil {
+		t.Fatalf("fsck.erofs --extract: %v: %s", err, out)
+	}
+	b, err := os.ReadFile(filepath.Join(x, "etc", "hello"))
+	if fi, _ := os.Stat(filepath.Join(x, "etc", "hello")); err != nil || string(b) != "hello from the image\n" || fi.Mode().Perm() != 0o640 {
+		t.Errorf("extracted etc/hello = %q, %v", b, err)
+	}
+	if l, err := os.Readlink(filepath.Join(x, "etc", "link")); err != nil || l != "hello" {
+		t.Errorf("extracted etc/link -> %q, %v", l, err)
 	}
 	fi1, _ := os.Stat(img)
 	again, err := FromDir(t.Context(), cache, "t", tree)

@@ -26,11 +26,13 @@ import (
 
 // DefaultModules are the modules brood-guest needs (Debian's generic kernel builds them
 // all as modules, LAB.md 1): virtio-mmio transport, virtio-serial (SSH channel), entropy,
-// the rootfs disk (virtio_blk + ext4, whose crc32c softdep modules.dep does not list),
+// the rootfs disk (virtio_blk + erofs, see package image),
 // the tmpfs overlay, the 9p workspace share and (only with a network) virtio_net.
+// erofs needs libcrc32c, whose crc32c algorithm must already be registered: there is
+// no modprobe in the guest to load crc32c_generic on demand.
 var DefaultModules = []string{
 	"virtio_mmio", "virtio_console", "virtio_rng", "virtio_blk",
-	"crc32c_generic", "ext4", "overlay", "9pnet_virtio", "9p", "virtio_net",
+	"crc32c_generic", "erofs", "overlay", "9pnet_virtio", "9p", "virtio_net",
 }
 
 // Options describe a base initramfs.

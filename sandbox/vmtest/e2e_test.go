@@ -31,6 +31,12 @@ type vmRun struct {
 // boot starts a VM on the assets with share as /workspace and extra kernel cmdline words.
 func boot(t *testing.T, a *Assets, share string, timeout time.Duration, cmdline ...string) *vmRun {
 	t.Helper()
+	return bootB(t, a, share, timeout, cmdline...)
+}
+
+// bootB is boot for tests and benchmarks.
+func bootB(t testing.TB, a *Assets, share string, timeout time.Duration, cmdline ...string) *vmRun {
+	t.Helper()
 	dir := t.TempDir()
 	keys, err := guestcfg.NewKeys()
 	if err != nil {
@@ -48,7 +54,15 @@ func boot(t *testing.T, a *Assets, share string, timeout time.Duration, cmdline 
 	spec.CPUs, spec.MemoryMiB, spec.Timeout = 1, 512, timeout
 	spec.RootfsImage = a.Image
 	spec.Cmdline = cmdline
-	r := &vmRun{keys: keys, sock: spec.SSHSocket, start: time.Now()}
+	r := &vmRun{keys: keys, sock: spec.SSHSocket}
+	if os.Getenv("BROOD_VMTEST_DEBUG") != "" { // a directory: brood-guest logs its steps, console saved there
+		spec.Cmdline = append(spec.Cmdline, guestcfg.CmdlineDebug+"=1")
+		t.Cleanup(func() {
+			p := filepath.Join(os.Getenv("BROOD_VMTEST_DEBUG"), "console-"+filepath.Base(dir)+".log")
+			t.Logf("console log in %s: %v", p, os.WriteFile(p, r.vm.ConsoleLog(), 0o644))
+		})
+	}
+	r.start = time.Now()
 	if r.vm, err = (&qemu.Backend{}).Start(t.Context(), spec); err != nil {
 		t.Fatal(err)
 	}
@@ -65,11 +79,15 @@ func (r *vmRun) dial(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	c, err := guestcfg.Dial(ctx, r.sock, guestcfg.DefaultUser, r.keys)
-	if err != nil {
+	if err := r.dialCtx(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func (r *vmRun) dialCtx(ctx context.Context) error {
+	c, err := guestcfg.Dial(ctx, r.sock, guestcfg.DefaultUser, r.keys)
 	r.client = c
+	return err
 }
 
 // run runs cmd in a new session and returns stdout, stderr and the exit status.

@@ -40,7 +40,7 @@ var (
 func RequireVM(t testing.TB) {
 	t.Helper()
 	testenv.RequireRoot(t)
-	for _, c := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb", "depmod", "xz", "mmdebstrap", "mke2fs"} {
+	for _, c := range []string{"qemu-system-x86_64", "apt-get", "dpkg-deb", "depmod", "xz", "mmdebstrap", "mkfs.erofs"} {
 		testenv.RequireCommand(t, c)
 	}
 }

@@ -1,0 +1,77 @@
+package vmtest
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"testing"
+	"time"
+
+	"brood.dev/brood/sandbox"
+)
+
+// BenchmarkVMSession boots the test image, runs one command over SSH, ends the session
+// and waits for QEMU to exit. It reports QEMU start to first command done
+// (first-cmd-ms) and QEMU start to QEMU exit (vm-ms), median over b.N boots.
+// Run: go test -run '^$' -bench VM -benchtime 3x ./sandbox/vmtest
+func BenchmarkVMSession(b *testing.B) {
+	a := Get(b)
+	var first, whole []time.Duration
+	for b.Loop() {
+		r := bootB(b, a, "", 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		if err := r.dialCtx(ctx); err != nil {
+			cancel()
+			b.Fatalf("dial: %v\n%s", err, r.vm.ConsoleLog())
+		}
+		s, err := r.client.NewSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Run("true"); err != nil {
+			b.Fatal(err)
+		}
+		first = append(first, time.Since(r.start))
+		r.client.Close()
+		if err := r.vm.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		whole = append(whole, time.Since(r.start))
+	}
+	b.ReportMetric(ms(median(first)), "first-cmd-ms")
+	b.ReportMetric(ms(minimum(first)), "first-cmd-min-ms")
+	b.ReportMetric(ms(median(whole)), "vm-ms")
+	b.ReportMetric(ms(minimum(whole)), "vm-min-ms")
+}
+
+// BenchmarkVMBareBoot is the baseline: the same kernel and initramfs with an init that
+// does not exist, so the kernel boots, panics at once and QEMU exits (bare-ms).
+func BenchmarkVMBareBoot(b *testing.B) {
+	a := Get(b)
+	var bare []time.Duration
+	for b.Loop() {
+		r := bootB(b, a, "", time.Minute, "rdinit=/nonexistent")
+		err := r.vm.Wait(context.Background())
+		if !errors.Is(err, sandbox.ErrVMFailed) {
+			b.Fatalf("bare boot: %v", err)
+		}
+		bare = append(bare, time.Since(r.start))
+	}
+	b.ReportMetric(ms(median(bare)), "bare-ms")
+	b.ReportMetric(ms(minimum(bare)), "bare-min-ms")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+func minimum(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[0]
+}
