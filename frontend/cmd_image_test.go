@@ -48,7 +48,7 @@ func TestImageListNewestPerName(t *testing.T) {
 	if len(lines) != 4 || !strings.HasPrefix(lines[0], "NAME") {
 		t.Fatalf("list:\n%s", out.String())
 	}
-	for i, want := range [][]string{{"codex", "not built"}, {"my-img"}, {"test"}} {
+	for i, want := range [][]string{{"codex", "not", "built"}, {"my-img"}, {"test"}} {
 		if f := strings.Fields(lines[i+1]); len(f) < len(want) || strings.Join(f[:len(want)], " ") != strings.Join(want, " ") {
 			t.Errorf("line %d = %q, want it to start with %q", i+1, lines[i+1], want)
 		}
