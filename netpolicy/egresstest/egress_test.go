@@ -153,6 +153,7 @@ func addrs(m *dns.Msg) []string {
 //
 //	guest1 eth0 10.200.0.2, fd20::2  ──veth──  brdg1 10.200.0.1, fd20::1 ┐
 //	guest2 eth0 10.200.0.6, fd20::6  ──veth──  brdg2 10.200.0.5, fd20::5 ├ host ── up0 ──veth── internet
+//	guest3 eth0 10.200.0.10, fd20::a ──veth──  brdg3 10.200.0.9, fd20::9 │
 //	                                                                      ┘ 172.31.255.1       172.31.255.2
 //	internet (lo): 192.0.2.10, .20, .53, 2001:db8::10, ::20, 10.0.0.5, 100.64.0.1;
 //	TCP 443, 8443, 853 on all; the fake upstream DNS on 192.0.2.53:53 (UDP, TCP) and :5353.
@@ -161,13 +162,13 @@ func TestEgress(t *testing.T) {
 	testenv.RequireCommand(t, "ip")
 	testenv.RequireCommand(t, "nft")
 	host, inet := newNetns(t, "h"), newNetns(t, "i")
-	guests := []*netns{newNetns(t, "g"), newNetns(t, "g")}
+	guests := []*netns{newNetns(t, "g"), newNetns(t, "g"), newNetns(t, "g")}
 
 	for i, g := range guests {
 		tap := fmt.Sprintf("brdg%d", i+1)
 		run(t, "ip", "link", "add", tap, "netns", host.name, "type", "veth", "peer", "name", "eth0", "netns", g.name)
 		h4, g4 := fmt.Sprintf("10.200.0.%d", 4*i+1), fmt.Sprintf("10.200.0.%d", 4*i+2)
-		h6, g6 := fmt.Sprintf("fd20::%d", 4*i+1), fmt.Sprintf("fd20::%d", 4*i+2)
+		h6, g6 := fmt.Sprintf("fd20::%x", 4*i+1), fmt.Sprintf("fd20::%x", 4*i+2)
 		host.ip(t, "addr", "add", h4+"/30", "dev", tap)
 		host.ip(t, "-6", "addr", "add", h6+"/126", "dev", tap, "nodad")
 		host.ip(t, "link", "set", tap, "up")
@@ -289,12 +290,22 @@ func TestEgress(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, id := range []string{"g1", "g2"} {
-		p4, p6 := netip.MustParseAddr(fmt.Sprintf("10.200.0.%d", 4*i+1)), netip.MustParseAddr(fmt.Sprintf("fd20::%d", 4*i+1))
-		if err := fw.AddSession(nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6}); err != nil {
+	permissive := netpolicy.Permissive
+	effPerm, err := netpolicy.Resolve(netpolicy.Inputs{Flags: netpolicy.LayerConfig{Profile: &permissive}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Sessions g1 and g2 are locked; g3 is permissive.
+	for i, id := range []string{"g1", "g2", "g3"} {
+		policy := eff
+		if id == "g3" {
+			policy = effPerm
+		}
+		p4, p6 := netip.MustParseAddr(fmt.Sprintf("10.200.0.%d", 4*i+1)), netip.MustParseAddr(fmt.Sprintf("fd20::%x", 4*i+1))
+		if err := fw.AddSession(nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6, AnyPort: policy.AnyPort()}); err != nil {
 			t.Fatal(err)
 		}
-		proxy, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: nsUpstream{host, "192.0.2.53:53"},
+		proxy, err := dnsproxy.New(dnsproxy.Config{Policy: policy, Upstream: nsUpstream{host, "192.0.2.53:53"},
 			Pinner: nftrules.SetPinner{FW: fw, ID: id}})
 		if err != nil {
 			t.Fatal(err)
@@ -313,7 +324,7 @@ func TestEgress(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	g1, g2 := guests[0], guests[1]
+	g1, g2, g3 := guests[0], guests[1], guests[2]
 
 	mustFail := func(g *netns, addr, why string) {
 		t.Helper()
@@ -395,6 +406,26 @@ func TestEgress(t *testing.T) {
 			t.Errorf("%s: %v %v; want no addresses", q.name, r, err)
 		}
 		mustFail(g1, q.addr, q.name+" answered a refused address")
+	}
+
+	// The static deny comes before the set: a refused address that got into the set anyway
+	// (here through the nft CLI, bypassing CheckElement) stays unreachable, while a public
+	// one added the same way is reachable.
+	host.exec(t, "nft", "add", "element", "inet", "brood", "sg1_v4", "{ 10.0.0.5 . tcp . 443, 192.0.2.20 . tcp . 443 }")
+	mustFail(g1, "10.0.0.5:443", "refused range although in the set")
+	mustConnect(g1, "192.0.2.20:443", "element added by the nft CLI (control)")
+
+	// Permissive (g3): public addresses on any port without resolving; refused ranges and
+	// DNS elsewhere still blocked; every name resolves through the proxy.
+	mustConnect(g3, "192.0.2.20:8443", "permissive, never resolved")
+	mustConnect(g3, "[2001:db8::20]:443", "permissive IPv6, never resolved")
+	mustFail(g3, "10.0.0.5:443", "permissive to a private address")
+	mustFail(g3, "100.64.0.1:443", "permissive to CGNAT")
+	if r, err := g3.query("udp", "192.0.2.53:53", "api.allowed.test.", dns.TypeA); err == nil {
+		t.Errorf("permissive: DNS to another server answered: %v", r)
+	}
+	if r, err := g3.query("udp", "10.200.0.9:53", "evil.attacker.test.", dns.TypeA); err != nil || strings.Join(addrs(r), ",") != "192.0.2.20" {
+		t.Errorf("permissive: resolve any name: %v %v", r, err)
 	}
 
 	// Session isolation: g1's pin is not g2's.
