@@ -10,6 +10,7 @@ const (
 	TreeS                 // the snapshot the agent worked on
 )
 
+// String returns "W" or "S".
 func (t Tree) String() string {
 	switch t {
 	case TreeW:
