@@ -44,6 +44,13 @@ type Config struct {
 	MaxConns int `toml:"max_conns"`
 	// MaxSessionsPerUser bounds the sessions one uid may hold.
 	MaxSessionsPerUser int `toml:"max_sessions_per_user"`
+	// KernelRelease pins the guest kernel under <state_dir>/kernels (e.g.
+	// "6.1.0-57-amd64"); empty means the most recently fetched complete one.
+	KernelRelease string `toml:"kernel_release"`
+	// Initramfs pins the base initramfs file name under
+	// <state_dir>/kernels/<release>/initramfs ("initramfs-<hex32>.cpio.gz"); empty means
+	// the newest.
+	Initramfs string `toml:"initramfs"`
 
 	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
 	allowGIDs []uint32
@@ -100,6 +107,18 @@ var configChecks = []func(*Config) error{
 	func(c *Config) error {
 		if c.IdleSeconds < 0 {
 			return fmt.Errorf("idle_seconds %d is negative", c.IdleSeconds)
+		}
+		return nil
+	},
+	func(c *Config) error {
+		if c.KernelRelease != "" && !releaseRe.MatchString(c.KernelRelease) {
+			return fmt.Errorf("kernel_release %q is not a kernel release name", c.KernelRelease)
+		}
+		return nil
+	},
+	func(c *Config) error {
+		if c.Initramfs != "" && !initramfsRe.MatchString(c.Initramfs) {
+			return fmt.Errorf("initramfs %q is not an initramfs-<hex32>.cpio.gz file name", c.Initramfs)
 		}
 		return nil
 	},

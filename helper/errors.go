@@ -20,4 +20,11 @@ var (
 	ErrNoCredentials = errors.New("cannot read peer credentials")
 	// ErrIdle reports that the helper stopped after its idle timeout.
 	ErrIdle = errors.New("idle timeout")
+	// ErrUnsafeArtifact reports a kernel, initramfs or image (or a directory above it)
+	// that is a symlink, has the wrong type, is not owned by root, or is writable by
+	// group or others: the helper refuses to boot it.
+	ErrUnsafeArtifact = errors.New("unsafe VM artifact")
+	// ErrRunner reports a VM runner that failed to start, broke the control protocol or
+	// died without reporting how its VM ended.
+	ErrRunner = errors.New("VM runner failed")
 )

@@ -68,6 +68,11 @@ func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
 		log.Warn("landlock: abstract NOTIFY_SOCKET, abstract unix socket scope not restricted")
 	}
 	rules := ConfinementRules(cfg)
+	// The helper re-executes itself as the VM runner (`vm-run`); its binary may live
+	// outside the system directories (development builds, tests).
+	if exe, err := os.Executable(); err == nil {
+		rules = append(rules, landlock.ROFiles(exe))
+	}
 	if abi >= PinnedABI {
 		if err := llcfg.Restrict(rules...); err != nil {
 			return st, fmt.Errorf("landlock restrict (ABI %d): %w", PinnedABI, err)

@@ -1,40 +1,57 @@
 package helper
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/qemu"
 )
 
 // Version is the helper build version reported by Hello (set with -ldflags -X).
 var Version = "dev"
 
-// ProbeHost reports the host facts Hello and Doctor return. It runs before confinement.
-// Backend detection is a placeholder until package sandbox's Backend.Probe is wired in:
-// "qemu" when qemu-system-x86_64 or qemu-system-aarch64 is on PATH.
-func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check) {
-	caps := api.Capabilities{Version: api.Version, Helper: Version, Accel: "tcg", Backends: []string{}, Landlock: ll, Policy: "none"}
+// probeTimeout bounds the VM backend probe (qemu -version, the KVM ioctls).
+const probeTimeout = 15 * time.Second
+
+// ProbeHost reports the host facts Hello and Doctor return and what the helper needs to
+// run VMs. The accelerator and its reason come from the QEMU backend's probe
+// (sandbox/qemu: KVM only when it can really run a stock guest kernel, else TCG with a
+// warning). A host without QEMU gets a VMHost with an empty QEMU path: StartVM then
+// answers api.ErrUnavailable.
+func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMHost) {
+	caps := api.Capabilities{Version: api.Version, Helper: Version, Accel: string(sandbox.AccelTCG), Backends: []string{}, Landlock: ll, Policy: "none"}
 	var checks []api.Check
 	add := func(name string, ok bool, detail string) {
 		checks = append(checks, api.Check{Name: name, OK: ok, Detail: detail})
 	}
-	if isCharDev("/dev/kvm") {
-		caps.Accel = "kvm"
-		add("kvm", true, "/dev/kvm present")
+	vmh := VMHost{Accel: sandbox.AccelTCG, KVMGID: lookupKVMGID()}
+	if exe, err := os.Executable(); err == nil {
+		vmh.Exe = exe
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	b := &qemu.Backend{}
+	qc, err := b.Probe(ctx)
+	if err != nil {
+		add("backend qemu", false, fmt.Sprintf("%v: install qemu-system-x86", err))
+		add("accel", false, "no VM backend")
 	} else {
-		add("kvm", false, "/dev/kvm missing: VMs run under TCG emulation (slow)")
-	}
-	for _, q := range []string{"qemu-system-x86_64", "qemu-system-aarch64"} {
-		if p, err := exec.LookPath(q); err == nil {
-			caps.Backends = append(caps.Backends, "qemu")
-			add("backend qemu", true, p)
-			break
+		path, _ := lookQEMU()
+		vmh.QEMU, vmh.Accel, vmh.Warning = path, qc.Accel, qc.Warning
+		caps.Backends = append(caps.Backends, qc.Backend)
+		caps.Accel = string(qc.Accel)
+		add("backend qemu", true, fmt.Sprintf("%s (%s)", path, qc.Version))
+		detail := qc.Reason
+		if qc.Warning != "" {
+			detail = qc.Warning
 		}
-	}
-	if len(caps.Backends) == 0 {
-		add("backend qemu", false, "qemu-system-* not found on PATH: install qemu-system-x86")
+		add("accel", qc.Accel == sandbox.AccelKVM, fmt.Sprintf("%s: %s", qc.Accel, detail))
 	}
 	if isCharDev("/dev/net/tun") {
 		add("tun", true, "/dev/net/tun present")
@@ -47,10 +64,20 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check) {
 	} else {
 		add("access", true, fmt.Sprintf("group %q (gids %v), uids %v", cfg.AllowGroup, cfg.allowGIDs, cfg.AllowUIDs))
 	}
-	return caps, checks
+	return caps, checks, vmh
 }
 
 func isCharDev(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// lookQEMU resolves qemu.Binary on the helper's (scrubbed) PATH to an absolute path,
+// which the runner then executes as is.
+func lookQEMU() (string, error) {
+	p, err := exec.LookPath(qemu.Binary)
+	if err != nil {
+		return "", fmt.Errorf("find %s: %w", qemu.Binary, err)
+	}
+	return filepath.Abs(p)
 }

@@ -135,7 +135,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	caps, checks := ProbeHost(&cfg, ll)
+	caps, checks, vmh := ProbeHost(&cfg, ll)
 
 	// 9. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {
@@ -145,6 +145,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 10. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, host.links, caps, checks)
+	srv.EnableVMs(vmh)
 	err = srv.Serve(ctx, ln)
 	for _, derr := range srv.Sessions().DestroyAll() {
 		log.Warn("shutdown: release session", "err", derr)

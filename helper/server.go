@@ -29,6 +29,7 @@ type Server struct {
 	sessions *Table
 	caps     api.Capabilities // template; Peer is filled per connection
 	doctor   []api.Check
+	vmHost   *VMHost // nil: this helper runs no VMs
 
 	conns    atomic.Int64
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
@@ -51,6 +52,10 @@ func NewServer(cfg *Config, log *slog.Logger, links Links, caps api.Capabilities
 	s.lastBusy.Store(time.Now().UnixNano())
 	return s
 }
+
+// EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without).
+// Call it before Serve.
+func (s *Server) EnableVMs(h VMHost) { s.vmHost = &h }
 
 // Sessions returns the session table (for shutdown and tests).
 func (s *Server) Sessions() *Table { return s.sessions }
@@ -149,6 +154,9 @@ func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
 	stop := context.AfterFunc(ctx, func() { uc.SetReadDeadline(time.Now()) })
 	defer stop()
 	for {
+		if ctx.Err() != nil {
+			return
+		}
 		// 2. One request, bounded in time and size.
 		if err := uc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout())); err != nil {
 			return
@@ -169,15 +177,22 @@ func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
 			s.reply(conn, st, nil, fmt.Errorf("uid %d may not use the helper (%s): %w", cred.UID, st.decision.Reason, api.ErrPermissionDenied))
 			return
 		}
-		result, err := s.dispatch(st, body, files)
-		if !s.reply(conn, st, result, err) {
+		// The handler may block for hours (wait_vm): no read deadline runs meanwhile.
+		if err := uc.SetReadDeadline(time.Time{}); err != nil {
+			return
+		}
+		result, rfiles, err := s.dispatch(ctx, st, body, files)
+		ok := s.reply(conn, st, result, err, rfiles...)
+		closeFiles(rfiles)
+		if !ok {
 			return
 		}
 	}
 }
 
-// reply sends result or err; it reports whether the connection is still usable.
-func (s *Server) reply(conn *api.Conn, st *connState, result any, err error) bool {
+// reply sends result or err, with files attached to a successful result (the caller
+// closes them); it reports whether the connection is still usable.
+func (s *Server) reply(conn *api.Conn, st *connState, result any, err error, files ...*os.File) bool {
 	var resp api.Response
 	if err != nil {
 		resp.Error = api.AsError(err)
@@ -191,19 +206,32 @@ func (s *Server) reply(conn *api.Conn, st *connState, result any, err error) boo
 			resp.Error = &api.Error{Code: api.CodeInternal, Message: "encode result"}
 		} else {
 			resp.Result = raw
+			resp.FDs = len(files)
 		}
+	}
+	if resp.Error != nil {
+		files = nil
 	}
 	body, err := json.Marshal(resp)
 	if err != nil {
 		return false
 	}
 	conn.UnixConn().SetWriteDeadline(time.Now().Add(writeTimeout))
-	return conn.WriteFrame(body) == nil
+	return conn.WriteFrame(body, files...) == nil
 }
 
 // dispatch decodes one request and runs its handler. It owns files: those a handler does
-// not keep are closed.
-func (s *Server) dispatch(st *connState, body []byte, files []*os.File) (result any, err error) {
+// not keep are closed. rfiles are the descriptors of the response (api.ResponseFDs).
+func (s *Server) dispatch(ctx context.Context, st *connState, body []byte, files []*os.File) (result any, rfiles []*os.File, err error) {
+	result, rfiles, err = s.dispatch1(ctx, st, body, files)
+	if err != nil {
+		closeFiles(rfiles)
+		rfiles = nil
+	}
+	return result, rfiles, err
+}
+
+func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, files []*os.File) (result any, rfiles []*os.File, err error) {
 	uid := st.cred.UID
 	call := "?"
 	defer func() {
@@ -216,56 +244,60 @@ func (s *Server) dispatch(st *connState, body []byte, files []*os.File) (result 
 	req, err := api.DecodeRequest(body)
 	if err != nil {
 		closeFiles(files)
-		return nil, err
+		return nil, nil, err
 	}
 	call = req.Call
 	want, ok := api.CallFDs[req.Call]
 	if !ok {
 		closeFiles(files)
-		return nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+		return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
 	}
 	if req.FDs != want || len(files) != want {
 		closeFiles(files)
-		return nil, fmt.Errorf("call %q: declares %d and carries %d descriptors, want %d: %w", req.Call, req.FDs, len(files), want, api.ErrBadRequest)
+		return nil, nil, fmt.Errorf("call %q: declares %d and carries %d descriptors, want %d: %w", req.Call, req.FDs, len(files), want, api.ErrBadRequest)
 	}
 	if !st.hello && req.Call != api.CallHello {
 		closeFiles(files)
-		return nil, fmt.Errorf("call %q before hello: %w", req.Call, api.ErrHelloRequired)
+		return nil, nil, fmt.Errorf("call %q before hello: %w", req.Call, api.ErrHelloRequired)
 	}
 	switch req.Call {
 	case api.CallHello:
-		return s.hello(st, req)
+		r, err := s.hello(st, req)
+		return r, nil, err
 	case api.CallCreateSession:
-		return s.createSession(st, req, files[0])
+		r, err := s.createSession(st, req, files[0])
+		return r, nil, err
+	case api.CallStartVM, api.CallAttach, api.CallStopVM, api.CallWaitVM:
+		return s.vmCall(ctx, st, req)
 	case api.CallListSessions:
 		var a api.ListSessionsArgs
 		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return api.SessionList{Sessions: s.sessions.List(uid)}, nil
+		return api.SessionList{Sessions: s.sessions.List(uid)}, nil, nil
 	case api.CallDestroySession:
 		var a api.SessionArgs
 		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if !api.ValidSessionID(a.ID) {
-			return nil, fmt.Errorf("destroy session %q: malformed id: %w", a.ID, api.ErrBadRequest)
+			return nil, nil, fmt.Errorf("destroy session %q: malformed id: %w", a.ID, api.ErrBadRequest)
 		}
 		if err := s.sessions.Destroy(a.ID, uid); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		s.lastBusy.Store(time.Now().UnixNano())
 		s.log.Info("audit: session destroyed", "uid", uid, "session", a.ID)
-		return api.Empty{}, nil
+		return api.Empty{}, nil, nil
 	case api.CallDoctor:
 		var a api.DoctorArgs
 		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return api.DoctorReport{Checks: s.doctor}, nil
+		return api.DoctorReport{Checks: s.doctor}, nil, nil
 	}
 	closeFiles(files)
-	return nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
 }
 
 func (s *Server) hello(st *connState, req *api.Request) (any, error) {
@@ -294,7 +326,7 @@ func (s *Server) createSession(st *connState, req *api.Request, share *os.File) 
 		share.Close()
 		return nil, err
 	}
-	sess, err := s.sessions.Create(st.cred.UID, share)
+	sess, err := s.sessions.Create(st.cred.UID, st.cred.GID, share)
 	if err != nil {
 		share.Close()
 		return nil, err

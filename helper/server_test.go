@@ -286,7 +286,8 @@ func FuzzDispatch(f *testing.F) {
 	srv := NewServer(&cfg, discardLog(), &FakeLinks{}, api.Capabilities{}, nil)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		st := &connState{cred: Cred{Peer: api.Peer{UID: 1000}}, hello: true}
-		res, err := srv.dispatch(st, body, nil)
+		res, rfiles, err := srv.dispatch(context.Background(), st, body, nil)
+		closeFiles(rfiles)
 		if err == nil && res == nil {
 			t.Fatalf("nil result without error for %q", body)
 		}

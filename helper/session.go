@@ -18,16 +18,22 @@ import (
 // this prefix, so nothing else may use it.
 const TapPrefix = "brd"
 
-// Session states.
+// Session states: created → running (StartVM) → stopped (the VMM is gone). A session
+// boots at most one VM.
 const (
 	StateCreated = "created"
+	StateRunning = "running"
+	StateStopped = "stopped"
 )
 
 // session is one row of the session table: the public description plus the resources
 // the helper holds for it.
 type session struct {
 	api.Session
-	share *os.File // workspace share descriptor passed by the owner
+	gid      uint32   // the owner's primary gid at CreateSession (the runner's gid)
+	share    *os.File // workspace share descriptor passed by the owner
+	starting bool     // StartVM is preparing the VM (state still "created")
+	vm       *vmHandle
 }
 
 // Table is the helper's session table. Every operation takes the caller's uid and checks
@@ -56,7 +62,7 @@ func newSessionID() (string, error) {
 
 // Create adds a session owned by owner, taking ownership of share. It fails with
 // api.ErrLimit when owner already holds the maximum number of sessions.
-func (t *Table) Create(owner uint32, share *os.File) (api.Session, error) {
+func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -80,6 +86,7 @@ func (t *Table) Create(owner uint32, share *os.File) (api.Session, error) {
 	}
 	s := &session{
 		Session: api.Session{ID: id, Owner: owner, State: StateCreated, Tap: TapPrefix + id, Created: time.Now().Unix()},
+		gid:     gid,
 		share:   share,
 	}
 	t.byID[id] = s
@@ -125,11 +132,16 @@ func (t *Table) List(uid uint32) []api.Session {
 	return out
 }
 
-// Destroy removes session id on behalf of uid and releases its resources (tap, share
-// descriptor). Errors of lookup are returned before anything is touched.
+// Destroy removes session id on behalf of uid and releases its resources: a running VM
+// is stopped (and its runner reaped) first, then the tap and the share descriptor go.
+// Errors of lookup are returned before anything is touched; a session whose VM is being
+// started cannot be destroyed (api.ErrState).
 func (t *Table) Destroy(id string, uid uint32) error {
 	t.mu.Lock()
 	s, err := t.lookup(id, uid)
+	if err == nil && s.starting {
+		err = fmt.Errorf("destroy session %q: its VM is starting: %w", id, api.ErrState)
+	}
 	if err == nil {
 		delete(t.byID, id)
 	}
@@ -142,6 +154,9 @@ func (t *Table) Destroy(id string, uid uint32) error {
 
 func (t *Table) release(s *session) error {
 	var err error
+	if s.vm != nil {
+		s.vm.stop()
+	}
 	if s.share != nil {
 		s.share.Close()
 	}
@@ -173,4 +188,57 @@ func (t *Table) DestroyAll() []error {
 		}
 	}
 	return errs
+}
+
+// beginStart marks session id (owned by uid, state created, no start under way) as
+// starting and returns it. The caller must call endStart.
+func (t *Table) beginStart(id string, uid uint32) (*session, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := t.lookup(id, uid)
+	if err != nil {
+		return nil, err
+	}
+	if s.State != StateCreated || s.starting {
+		return nil, fmt.Errorf("start VM of session %q in state %q (starting: %v): %w", id, s.State, s.starting, api.ErrState)
+	}
+	s.starting = true
+	return s, nil
+}
+
+// endStart records the outcome of a start begun with beginStart: vm is nil when the
+// start failed (the session stays "created").
+func (t *Table) endStart(s *session, vm *vmHandle) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.starting = false
+	if vm == nil {
+		return
+	}
+	s.vm = vm
+	if s.State == StateCreated {
+		s.State = StateRunning
+	}
+}
+
+// vmExited marks s stopped (its VMM is gone).
+func (t *Table) vmExited(s *session) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s.State = StateStopped
+}
+
+// vmOf returns the VM of session id as seen by uid (lookup's errors), api.ErrState when
+// no VM was ever started.
+func (t *Table) vmOf(id string, uid uint32) (*vmHandle, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s, err := t.lookup(id, uid)
+	if err != nil {
+		return nil, err
+	}
+	if s.vm == nil {
+		return nil, fmt.Errorf("session %q has no VM (state %q): %w", id, s.State, api.ErrState)
+	}
+	return s.vm, nil
 }

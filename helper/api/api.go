@@ -148,7 +148,7 @@ type DoctorArgs struct{}
 type Session struct {
 	ID      string `json:"id"`
 	Owner   uint32 `json:"owner"`   // uid of the peer that created it
-	State   string `json:"state"`   // "created" (later: "running", "stopped")
+	State   string `json:"state"`   // "created", "running" (StartVM) or "stopped" (the VMM is gone)
 	Tap     string `json:"tap"`     // tap device name reserved for the session ("brd"+id)
 	Created int64  `json:"created"` // unix seconds
 }

@@ -16,6 +16,8 @@ const (
 	CodeBadFD            Code = "bad_fd"            // a passed descriptor failed its checks
 	CodeTooLarge         Code = "frame_too_large"   // frame body over MaxFrame
 	CodeLimit            Code = "limit"             // a per-user or global limit was reached
+	CodeState            Code = "bad_state"         // the session is not in a state that allows the call
+	CodeUnavailable      Code = "unavailable"       // a VM artifact (kernel, initramfs, image) or backend is missing
 	CodeInternal         Code = "internal"          // the helper failed; see its log
 )
 
@@ -53,6 +55,8 @@ var (
 	ErrBadFD            = &Error{Code: CodeBadFD, Message: "bad descriptor"}
 	ErrTooLarge         = &Error{Code: CodeTooLarge, Message: "frame too large"}
 	ErrLimit            = &Error{Code: CodeLimit, Message: "limit reached"}
+	ErrState            = &Error{Code: CodeState, Message: "session state does not allow this call"}
+	ErrUnavailable      = &Error{Code: CodeUnavailable, Message: "VM artifact or backend unavailable"}
 	ErrInternal         = &Error{Code: CodeInternal, Message: "internal error"}
 )
 

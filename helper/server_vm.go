@@ -1,0 +1,69 @@
+package helper
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"brood.dev/brood/helper/api"
+)
+
+// vmCall runs start_vm, attach, stop_vm and wait_vm for the caller, after the owner
+// check every session call makes (Table.lookup).
+func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (any, []*os.File, error) {
+	uid := st.cred.UID
+	if req.Call == api.CallStartVM {
+		var a api.StartVMArgs
+		if err := api.DecodeArgs(req.Args, &a); err != nil {
+			return nil, nil, err
+		}
+		if !api.ValidSessionID(a.ID) {
+			return nil, nil, fmt.Errorf("start VM of session %q: malformed id: %w", a.ID, api.ErrBadRequest)
+		}
+		sess, err := s.sessions.beginStart(a.ID, uid)
+		if err != nil {
+			return nil, nil, err
+		}
+		vm, info, err := s.startVM(sess, a, func(api.VMExit) {
+			s.sessions.vmExited(sess)
+			s.lastBusy.Store(time.Now().UnixNano())
+		})
+		s.sessions.endStart(sess, vm)
+		if err != nil {
+			return nil, nil, err
+		}
+		return info, nil, nil
+	}
+	var a api.SessionArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
+	}
+	if !api.ValidSessionID(a.ID) {
+		return nil, nil, fmt.Errorf("%s session %q: malformed id: %w", req.Call, a.ID, api.ErrBadRequest)
+	}
+	vm, err := s.sessions.vmOf(a.ID, uid)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch req.Call {
+	case api.CallAttach:
+		f, err := vm.attach(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		s.log.Info("audit: attached", "uid", uid, "session", a.ID)
+		return api.Empty{}, []*os.File{f}, nil
+	case api.CallStopVM:
+		vm.stop()
+		s.log.Info("audit: VM stopped", "uid", uid, "session", a.ID)
+		return api.Empty{}, nil, nil
+	case api.CallWaitVM:
+		exit, err := vm.wait(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return exit, nil, nil
+	}
+	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+}

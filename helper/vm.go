@@ -1,0 +1,550 @@
+package helper
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/initramfs"
+)
+
+// VMHost is what the helper needs to run VMs, found by ProbeHost before confinement.
+type VMHost struct {
+	QEMU    string        // absolute path of qemu-system-x86_64
+	Accel   sandbox.Accel // the probed accelerator
+	Warning string        // non-empty under TCG
+	Exe     string        // the helper executable re-executed as the runner
+	KVMGID  int           // gid of group "kvm" (-1: none); added to runners only under KVM
+}
+
+// Timing of the runner protocol.
+const (
+	// runnerStartTimeout bounds the runner's start: exec, confinement, QEMU exec.
+	runnerStartTimeout = 30 * time.Second
+	// runnerStopGrace is how long stop waits for the runner after asking it to stop
+	// before it kills the runner's process group (QEMU dies with its runner through
+	// Pdeathsig).
+	runnerStopGrace = 10 * time.Second
+	// runnerTimeoutSlack is how long past the VM's timeout the helper waits for the
+	// runner's own timeout handling before killing it.
+	runnerTimeoutSlack = 15 * time.Second
+)
+
+// vmHandle is the helper's side of one running VM: the runner process and its control
+// socket.
+type vmHandle struct {
+	id     string
+	log    *slog.Logger
+	cmd    *exec.Cmd
+	conn   *api.Conn
+	runDir string
+
+	reqMu    sync.Mutex        // one request (attach, stop) at a time
+	attached chan attachResult // answers to opAttach
+	started  chan runnerEvent  // the first event: started or error
+	done     chan struct{}     // closed when the runner is reaped and exit is set
+	exit     api.VMExit        // how the VM ended, valid after done
+	vmmPid   int               // QEMU's pid (logs, tests)
+	onExit   func(api.VMExit)  // updates the session table
+}
+
+type attachResult struct {
+	f   *os.File
+	err error
+}
+
+// startVM prepares and boots the VM of session s for the owner: artifacts, host key,
+// session initramfs, run directory, runner. It returns the VM info for the client.
+// onExit runs once the VM is gone (before waiters are released).
+func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit)) (*vmHandle, api.VMInfo, error) {
+	h := srv.vmHost
+	if h == nil || h.QEMU == "" {
+		return nil, api.VMInfo{}, fmt.Errorf("start VM: no VM backend on this host: %w", api.ErrUnavailable)
+	}
+	clientKey, err := parseClientKey(a.ClientKey)
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	cpus, mem, timeout, err := vmLimits(a)
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	arts, err := openArtifacts(srv.cfg, a.Image)
+	if err != nil {
+		if errors.Is(err, ErrUnsafeArtifact) {
+			srv.log.Error("refusing unsafe VM artifact", "session", s.ID, "err", err)
+			err = fmt.Errorf("%w: %w", api.ErrUnavailable, err)
+		}
+		return nil, api.VMInfo{}, err
+	}
+	defer arts.Close()
+	hostKeyPEM, hostPub, err := newHostKey()
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	gcfg := guestcfg.Config{HostKey: hostKeyPEM, AuthorizedKey: clientKey, UID: int(s.Owner), GID: int(s.gid)}
+	if gcfg, err = gcfg.Normalize(); err != nil {
+		return nil, api.VMInfo{}, fmt.Errorf("guest config of session %s: %w", s.ID, err)
+	}
+
+	runDir, dirf, err := makeRunDir(srv.cfg.RuntimeDir, s.ID)
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	defer dirf.Close()
+	ok := false
+	defer func() {
+		if !ok {
+			removeRunDir(runDir)
+		}
+	}()
+	initrd, err := writeSessionInitrd(arts.Initrd, dirf, runDir, gcfg, s.Owner, s.gid)
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	defer initrd.Close()
+	// The run directory is the owner's from here on: QEMU creates its SSH socket in it.
+	if err := unix.Fchown(int(dirf.Fd()), int(s.Owner), int(s.gid)); err != nil {
+		return nil, api.VMInfo{}, &os.PathError{Op: "chown", Path: runDir, Err: err}
+	}
+
+	groups := []uint32{}
+	if h.Accel == sandbox.AccelKVM && h.KVMGID >= 0 {
+		groups = append(groups, uint32(h.KVMGID))
+	}
+	hs, rs, err := socketpair()
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	defer rs.Close()
+	cmd := &exec.Cmd{
+		Path:       h.Exe,
+		Args:       []string{h.Exe, RunnerSubcommand},
+		Env:        []string{"PATH=" + safePath},
+		Dir:        "/",
+		ExtraFiles: []*os.File{rs, s.share, dirf, arts.Kernel, initrd, arts.Image},
+		SysProcAttr: &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: s.Owner, Gid: s.gid, Groups: groups},
+			Setpgid:    true,
+			Pdeathsig:  syscall.SIGKILL,
+		},
+	}
+	vh := &vmHandle{
+		id: s.ID, log: srv.log.With("session", s.ID), cmd: cmd, conn: api.NewConn(hs), runDir: runDir,
+		attached: make(chan attachResult, 1), started: make(chan runnerEvent, 1), done: make(chan struct{}),
+		onExit: onExit,
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		hs.Close()
+		return nil, api.VMInfo{}, fmt.Errorf("runner stderr: %w", err)
+	}
+	cmd.Stdout = nil
+	if err := cmd.Start(); err != nil {
+		hs.Close()
+		return nil, api.VMInfo{}, fmt.Errorf("start VM runner %s: %w", h.Exe, err)
+	}
+	rs.Close()
+	go vh.logLines(stderr)
+	cfgMsg, _ := json.Marshal(runnerConfig{
+		Session: s.ID, QEMU: h.QEMU, Accel: string(h.Accel), CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
+	})
+	if err := vh.conn.WriteFrame(cfgMsg); err != nil {
+		vh.kill()
+		cmd.Wait()
+		hs.Close()
+		return nil, api.VMInfo{}, fmt.Errorf("send runner config: %w: %w", ErrRunner, err)
+	}
+	go vh.readEvents(timeout)
+	select {
+	case ev := <-vh.started:
+		if ev.Event != evStarted {
+			<-vh.done
+			return nil, api.VMInfo{}, fmt.Errorf("start VM of session %s: %w: %s", s.ID, ErrRunner, ev.Detail)
+		}
+		vh.vmmPid = ev.Pid
+	case <-time.After(runnerStartTimeout):
+		vh.kill()
+		<-vh.done
+		return nil, api.VMInfo{}, fmt.Errorf("start VM of session %s: runner silent for %v: %w", s.ID, runnerStartTimeout, ErrRunner)
+	}
+	ok = true
+	vh.log.Info("audit: VM started", "uid", s.Owner, "runner", cmd.Process.Pid, "vmm", vh.vmmPid,
+		"accel", h.Accel, "cpus", cpus, "memory_mib", mem, "timeout", timeout, "image", a.Image, "kernel", arts.Release)
+	info := api.VMInfo{
+		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))),
+		Accel:   string(h.Accel), Warning: h.Warning, Backend: "qemu",
+	}
+	return vh, info, nil
+}
+
+// readEvents reads runner events until the control socket closes, then reaps the runner
+// and records how the VM ended. timeout is the VM's lifetime: the runner enforces it;
+// the helper kills a runner that overstays it by runnerTimeoutSlack.
+func (v *vmHandle) readEvents(timeout time.Duration) {
+	backstop := time.AfterFunc(timeout+runnerTimeoutSlack, func() {
+		v.log.Warn("runner overstayed the VM timeout, killing it")
+		v.kill()
+	})
+	defer backstop.Stop()
+	exit := api.VMExit{Outcome: outcomeFailed, Detail: "runner exited without reporting"}
+	startedSent := false
+	for {
+		body, files, err := v.conn.ReadFrame()
+		if err != nil {
+			closeFiles(files)
+			break
+		}
+		var ev runnerEvent
+		if err := json.Unmarshal(body, &ev); err != nil {
+			closeFiles(files)
+			v.log.Warn("bad runner event", "err", err)
+			continue
+		}
+		switch ev.Event {
+		case evStarted, evError:
+			if !startedSent {
+				startedSent = true
+				v.started <- ev
+			}
+			closeFiles(files)
+			if ev.Event == evError {
+				exit.Detail = ev.Detail
+			}
+		case evAttached:
+			r := attachResult{err: fmt.Errorf("attach session %s: %w: %s", v.id, ErrRunner, ev.Detail)}
+			if len(files) == 1 && ev.Detail == "" {
+				r = attachResult{f: files[0]}
+				if err := checkStreamSocket(files[0]); err != nil {
+					files[0].Close()
+					r = attachResult{err: fmt.Errorf("attach session %s: %w", v.id, err)}
+				}
+			} else {
+				closeFiles(files)
+			}
+			select {
+			case v.attached <- r:
+			default:
+				if r.f != nil {
+					r.f.Close()
+				}
+			}
+		case evExit:
+			closeFiles(files)
+			exit = api.VMExit{Outcome: ev.Outcome, Detail: ev.Detail, ConsoleTail: ev.ConsoleTail}
+		default:
+			closeFiles(files)
+		}
+	}
+	v.conn.Close()
+	werr := v.cmd.Wait()
+	if exit.Outcome == outcomeFailed && exit.Detail == "runner exited without reporting" && werr != nil {
+		exit.Detail = fmt.Sprintf("runner exited without reporting: %v", werr)
+	}
+	if !startedSent {
+		v.started <- runnerEvent{Event: evError, Detail: exit.Detail}
+	}
+	removeRunDir(v.runDir)
+	v.exit = exit
+	v.log.Info("audit: VM exited", "outcome", exit.Outcome, "detail", exit.Detail)
+	if v.onExit != nil {
+		v.onExit(exit)
+	}
+	close(v.done)
+	select { // an attach still waiting gets an answer
+	case v.attached <- attachResult{err: fmt.Errorf("attach session %s: the VM has exited: %w", v.id, api.ErrState)}:
+	default:
+	}
+}
+
+// logLines copies the runner's stderr into the helper's log.
+func (v *vmHandle) logLines(r io.Reader) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		v.log.Info("runner", "line", sc.Text())
+	}
+}
+
+// request sends one request to the runner.
+func (v *vmHandle) request(op string) error {
+	b, _ := json.Marshal(runnerRequest{Op: op})
+	if err := v.conn.WriteFrame(b); err != nil {
+		return fmt.Errorf("runner request %s: %w: %w", op, ErrRunner, err)
+	}
+	return nil
+}
+
+// attach asks the runner for a connected stream to the guest's SSH server.
+func (v *vmHandle) attach(ctx context.Context) (*os.File, error) {
+	v.reqMu.Lock()
+	defer v.reqMu.Unlock()
+	select {
+	case <-v.done:
+		return nil, fmt.Errorf("attach session %s: the VM has exited: %w", v.id, api.ErrState)
+	default:
+	}
+	if err := v.request(opAttach); err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-v.attached:
+		return r.f, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("attach session %s: %w", v.id, ctx.Err())
+	case <-time.After(attachTimeout + 5*time.Second):
+		return nil, fmt.Errorf("attach session %s: runner did not answer: %w", v.id, ErrRunner)
+	}
+}
+
+// stop asks the runner to stop the VM and waits until it is reaped; a runner that does
+// not finish within runnerStopGrace is killed. Stopping an exited VM does nothing.
+func (v *vmHandle) stop() {
+	select {
+	case <-v.done:
+		return
+	default:
+	}
+	v.reqMu.Lock()
+	err := v.request(opStop)
+	v.reqMu.Unlock()
+	if err != nil {
+		v.kill()
+	}
+	select {
+	case <-v.done:
+	case <-time.After(runnerStopGrace):
+		v.log.Warn("runner did not stop in time, killing it", "grace", runnerStopGrace)
+		v.kill()
+		<-v.done
+	}
+}
+
+// kill SIGKILLs the runner's process group (QEMU follows through its Pdeathsig).
+func (v *vmHandle) kill() {
+	if p := v.cmd.Process; p != nil {
+		if err := unix.Kill(-p.Pid, unix.SIGKILL); err != nil {
+			_ = p.Kill()
+		}
+	}
+}
+
+// wait blocks until the VM is gone or ctx ends.
+func (v *vmHandle) wait(ctx context.Context) (api.VMExit, error) {
+	select {
+	case <-v.done:
+		return v.exit, nil
+	case <-ctx.Done():
+		return api.VMExit{}, fmt.Errorf("wait for the VM of session %s: %w", v.id, ctx.Err())
+	}
+}
+
+// parseClientKey checks that k is exactly one SSH public key in authorized_keys format
+// without options and returns it normalized.
+func parseClientKey(k string) (string, error) {
+	pub, _, opts, rest, err := ssh.ParseAuthorizedKey([]byte(k))
+	if err != nil {
+		return "", fmt.Errorf("client key: %w: %w", api.ErrBadRequest, err)
+	}
+	if len(opts) > 0 || len(strings.TrimSpace(string(rest))) > 0 {
+		return "", fmt.Errorf("client key: options or more than one key: %w", api.ErrBadRequest)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), nil
+}
+
+// vmLimits applies the defaults and the sandbox.Spec limits to a's sizes.
+func vmLimits(a api.StartVMArgs) (cpus, memMiB int, timeout time.Duration, err error) {
+	cpus, memMiB, timeout = a.CPUs, a.MemoryMiB, time.Duration(a.TimeoutSec)*time.Second
+	if cpus == 0 {
+		cpus = sandbox.DefaultCPUs
+	}
+	if memMiB == 0 {
+		memMiB = sandbox.DefaultMemoryMiB
+	}
+	if a.TimeoutSec == 0 {
+		timeout = sandbox.DefaultTimeout
+	}
+	switch {
+	case cpus < 1 || cpus > sandbox.MaxCPUs:
+		err = fmt.Errorf("cpus %d not in 1..%d: %w", cpus, sandbox.MaxCPUs, api.ErrBadRequest)
+	case memMiB < sandbox.MinMemoryMiB || memMiB > sandbox.MaxMemoryMiB:
+		err = fmt.Errorf("memory %d MiB not in %d..%d: %w", memMiB, sandbox.MinMemoryMiB, sandbox.MaxMemoryMiB, api.ErrBadRequest)
+	case a.TimeoutSec < 0 || timeout > sandbox.DefaultTimeout:
+		err = fmt.Errorf("timeout %d s not in 1..%d: %w", a.TimeoutSec, int(sandbox.DefaultTimeout/time.Second), api.ErrBadRequest)
+	}
+	return cpus, memMiB, timeout, err
+}
+
+// newHostKey generates the guest's per-session ed25519 SSH host key: the private key as
+// OpenSSH PEM for the guest config, the public key for VMInfo.
+func newHostKey() ([]byte, ssh.PublicKey, error) {
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generate guest host key: %w", err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "brood guest host key")
+	if err != nil {
+		return nil, nil, fmt.Errorf("marshal guest host key: %w", err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		return nil, nil, fmt.Errorf("guest host public key: %w", err)
+	}
+	return pem.EncodeToMemory(block), sp, nil
+}
+
+// vmRunParent is the directory under the runtime dir holding per-session run dirs.
+const vmRunParent = "vm"
+
+// makeRunDir creates <runtimeDir>/vm/<id> (mode 0700, root until the caller hands it to
+// the owner) and returns its path and an open descriptor.
+func makeRunDir(runtimeDir, id string) (string, *os.File, error) {
+	parent := filepath.Join(runtimeDir, vmRunParent)
+	if err := EnsureDir(parent); err != nil {
+		return "", nil, err
+	}
+	dir := filepath.Join(parent, id)
+	removeRunDir(dir) // a leftover of a previous helper
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("create run dir: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return "", nil, &os.PathError{Op: "open run dir", Path: dir, Err: err}
+	}
+	return dir, os.NewFile(uintptr(fd), dir), nil
+}
+
+// writeSessionInitrd writes the session initramfs (base + the guest config archive) into
+// the run directory as root, hands it to the owner read-only (QEMU reopens it through
+// /proc/self/fd, which checks the inode's permissions) and returns it opened.
+func writeSessionInitrd(base, dirf *os.File, runDir string, gcfg guestcfg.Config, uid, gid uint32) (*os.File, error) {
+	files, err := initramfs.SessionFiles(gcfg)
+	if err != nil {
+		return nil, err
+	}
+	out := filepath.Join(runDir, "initrd")
+	if err := initramfs.WithSession("/proc/self/fd/"+strconv.Itoa(int(base.Fd())), out, files); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(int(dirf.Fd()), "initrd", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: out, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), out)
+	if err := unix.Fchown(fd, int(uid), int(gid)); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "chown", Path: out, Err: err}
+	}
+	if err := unix.Fchmod(fd, 0o400); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "chmod", Path: out, Err: err}
+	}
+	return f, nil
+}
+
+// removeRunDir removes a per-session run directory whatever its owner left in it: the
+// directory (and any directory below, at most runDirDepth deep) is first given back to
+// root through its descriptor (CAP_CHOWN; the helper has no CAP_DAC_OVERRIDE), and
+// nothing is followed through a symlink. Errors are ignored: it is cleanup.
+func removeRunDir(dir string) {
+	pfd, err := unix.Open(filepath.Dir(dir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pfd)
+	removeAt(pfd, filepath.Base(dir), 0)
+}
+
+// runDirDepth bounds removeAt's recursion into a directory tree its owner made.
+const runDirDepth = 8
+
+func removeAt(parent int, name string, depth int) {
+	if unix.Unlinkat(parent, name, 0) == nil {
+		return
+	}
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	_ = unix.Fchown(fd, 0, 0)
+	_ = unix.Fchmod(fd, 0o700)
+	if depth < runDirDepth {
+		names, _ := f.Readdirnames(-1)
+		for _, n := range names {
+			removeAt(fd, n, depth+1)
+		}
+	}
+	_ = unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+}
+
+// socketpair returns the two ends of a Unix stream socketpair: the helper's as a
+// *net.UnixConn, the runner's as an *os.File to pass with ExtraFiles.
+func socketpair() (*net.UnixConn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("socketpair", err)
+	}
+	hf := os.NewFile(uintptr(fds[0]), "runner-control")
+	defer hf.Close()
+	nc, err := net.FileConn(hf)
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("runner control socket: %w", err)
+	}
+	return nc.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "runner-control"), nil
+}
+
+// checkStreamSocket requires f to be a connected Unix stream socket.
+func checkStreamSocket(f *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return os.NewSyscallError("fstat", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("runner returned a non-socket descriptor (mode %#o): %w", st.Mode, ErrRunner)
+	}
+	typ, err := unix.GetsockoptInt(int(f.Fd()), unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil || typ != unix.SOCK_STREAM {
+		return fmt.Errorf("runner returned a socket of type %d: %w", typ, ErrRunner)
+	}
+	return nil
+}
+
+// lookupKVMGID returns the gid of group "kvm", or -1.
+func lookupKVMGID() int {
+	g, err := user.LookupGroup("kvm")
+	if err != nil {
+		return -1
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return -1
+	}
+	return gid
+}

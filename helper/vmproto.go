@@ -1,0 +1,70 @@
+package helper
+
+// The control channel between the helper and one VM runner (`broodd-helper vm-run`) is a
+// Unix stream socketpair carrying api frames (4-byte length + strict JSON, descriptors by
+// SCM_RIGHTS). The helper sends runnerConfig first, then runnerRequests; the runner
+// answers with runnerEvents. The runner's descriptors are fixed (runnerFD*): argv and
+// environment carry nothing.
+
+// Descriptor numbers in the runner (exec.Cmd.ExtraFiles order, starting at 3).
+const (
+	runnerFDControl = 3 // the control socket (close-on-exec in the runner: QEMU never gets it)
+	runnerFDShare   = 4 // the workspace share directory from CreateSession
+	runnerFDRunDir  = 5 // the per-session run directory (the VMM's SSH socket lives here)
+	runnerFDKernel  = 6 // vmlinux
+	runnerFDInitrd  = 7 // the session initramfs (base + session config)
+	runnerFDImage   = 8 // the rootfs image
+	runnerFDCount   = 6 // descriptors 3..8
+)
+
+// sshSocketName is the VMM's SSH socket in the session run directory.
+const sshSocketName = "ssh.sock"
+
+// consoleTailMax is how much of the guest console a VMExit carries (api.VMExit).
+const consoleTailMax = 8 << 10
+
+// runnerConfig is the helper's first message to a runner.
+type runnerConfig struct {
+	Session    string `json:"session"`
+	QEMU       string `json:"qemu"`  // absolute path of qemu-system-*, resolved by the helper
+	Accel      string `json:"accel"` // "kvm" or "tcg" (the helper's probe)
+	CPUs       int    `json:"cpus"`
+	MemoryMiB  int    `json:"memory_mib"`
+	TimeoutSec int    `json:"timeout_sec"`
+}
+
+// Runner requests.
+const (
+	opAttach = "attach" // connect to the VMM's SSH socket and return the connected fd
+	opStop   = "stop"   // stop the VMM (graceful, then SIGKILL)
+)
+
+// runnerRequest is a later helper → runner message.
+type runnerRequest struct {
+	Op string `json:"op"`
+}
+
+// Runner events.
+const (
+	evStarted  = "started"  // the VMM runs: Pid
+	evAttached = "attached" // answer to opAttach: one descriptor, or Detail on failure
+	evExit     = "exit"     // the VMM is gone: Outcome, Detail, ConsoleTail
+	evError    = "error"    // the VM could not start: Detail
+)
+
+// runnerEvent is a runner → helper message.
+type runnerEvent struct {
+	Event       string `json:"event"`
+	Pid         int    `json:"pid,omitempty"`
+	Outcome     string `json:"outcome,omitempty"`
+	Detail      string `json:"detail,omitempty"`
+	ConsoleTail string `json:"console_tail,omitempty"`
+}
+
+// VM outcomes (api.VMExit.Outcome).
+const (
+	outcomePoweroff = "poweroff"
+	outcomeStopped  = "stopped"
+	outcomeTimeout  = "timeout"
+	outcomeFailed   = "failed"
+)
