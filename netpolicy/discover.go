@@ -50,6 +50,11 @@ type Discoverer struct {
 	// Run runs a command and returns its standard output (default: exec with PATH lookup
 	// and commandTimeout). An error means the tool is absent or failed.
 	Run func(ctx context.Context, name string, args ...string) ([]byte, error)
+	// SystemOnly limits discovery to root-owned system files (apt sources, /etc/npmrc): no
+	// tools run, no environment or home directory read. The privileged helper uses it to
+	// rediscover what it can trust itself, since everything a client sends is
+	// user-controlled.
+	SystemOnly bool
 }
 
 func (d Discoverer) root() string {
@@ -90,11 +95,16 @@ func (d Discoverer) run(ctx context.Context, name string, args ...string) ([]byt
 // could not be discovered (tools absent, entries that are not host names).
 func (d Discoverer) Discover(ctx context.Context) ([]Discovered, []Note) {
 	c := &collector{seen: map[string]bool{}}
-	d.goProxy(ctx, c)
-	d.npm(ctx, c)
-	d.pip(ctx, c)
-	d.apt(c)
-	d.cargo(c)
+	if d.SystemOnly {
+		d.npmFiles(c, false)
+		d.apt(c)
+	} else {
+		d.goProxy(ctx, c)
+		d.npm(ctx, c)
+		d.pip(ctx, c)
+		d.apt(c)
+		d.cargo(c)
+	}
 	sort.SliceStable(c.found, func(i, j int) bool {
 		if c.found[i].Tool != c.found[j].Tool {
 			return c.found[i].Tool < c.found[j].Tool
@@ -196,10 +206,22 @@ func (d Discoverer) npm(ctx context.Context, c *collector) {
 	} else {
 		c.notes = append(c.notes, Note{"npm", "not discovered: " + err.Error()})
 	}
-	for _, f := range []struct {
+	d.npmFiles(c, true)
+}
+
+// npmFiles reads registries from the global npmrc and, with user, the user's ~/.npmrc.
+func (d Discoverer) npmFiles(c *collector, user bool) {
+	files := []struct {
 		path string
 		user bool
-	}{{filepath.Join(d.home(), ".npmrc"), true}, {filepath.Join(d.root(), "etc/npmrc"), false}} {
+	}{{filepath.Join(d.root(), "etc/npmrc"), false}}
+	if user {
+		files = append(files, struct {
+			path string
+			user bool
+		}{filepath.Join(d.home(), ".npmrc"), true})
+	}
+	for _, f := range files {
 		data, err := os.ReadFile(f.path)
 		if err != nil {
 			continue

@@ -90,3 +90,28 @@ func TestDiscover(t *testing.T) {
 		}
 	}
 }
+
+func TestDiscoverSystemOnly(t *testing.T) {
+	root, home := t.TempDir(), t.TempDir()
+	os.MkdirAll(filepath.Join(root, "etc/apt"), 0o755)
+	os.WriteFile(filepath.Join(root, "etc/apt/sources.list"), []byte("deb http://deb.mirror.example/debian bookworm main\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "etc/npmrc"), []byte("registry=https://npm.corp.example/\n"), 0o644)
+	os.WriteFile(filepath.Join(home, ".npmrc"), []byte("registry=https://user.example/\n"), 0o644)
+	d := Discoverer{Root: root, Home: home, SystemOnly: true,
+		Getenv: func(string) string { return "https://env.example/" },
+		Run: func(context.Context, string, ...string) ([]byte, error) {
+			t.Error("SystemOnly ran a tool")
+			return nil, errors.New("no")
+		}}
+	found, _ := d.Discover(context.Background())
+	var got []string
+	for _, f := range found {
+		if f.UserControlled {
+			t.Errorf("user-controlled discovery %+v", f)
+		}
+		got = append(got, f.Entry.String())
+	}
+	if strings.Join(got, ",") != "deb.mirror.example (80/tcp),npm.corp.example (443/tcp)" {
+		t.Errorf("found %v", got)
+	}
+}

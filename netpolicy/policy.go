@@ -119,6 +119,12 @@ type Effective struct {
 }
 
 // Inputs are everything Resolve merges. Nil System means no system policy file exists.
+//
+// Where the result is enforced (the helper), Inputs must come from sources it trusts or
+// that can only tighten: System from LoadSystemPolicy, AgentHosts from the helper's own
+// agent table (a client could otherwise name any host as its "provider"), Discovered from
+// Discoverer{SystemOnly: true} plus client discoveries marked UserControlled; the user,
+// workspace and flag layers may come from the client.
 type Inputs struct {
 	System    *SystemPolicy
 	User      LayerConfig

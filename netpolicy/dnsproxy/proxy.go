@@ -106,7 +106,9 @@ func (p *Proxy) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 }
 
 // Handle computes the reply to req. It forwards only a single IN A/AAAA/CNAME question for
-// an allowed name, and pins the answer's addresses before returning.
+// an allowed name, and pins the answer's addresses before returning, on the ports of the
+// host entry that allowed the queried name (CNAME targets must be allowed too, but do not
+// add their entries' ports).
 func (p *Proxy) Handle(ctx context.Context, req *dns.Msg) *dns.Msg {
 	reply := new(dns.Msg)
 	if req.Response || req.Opcode != dns.OpcodeQuery || len(req.Question) != 1 ||
