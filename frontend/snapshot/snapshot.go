@@ -146,6 +146,14 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 			return nil, nil, fmt.Errorf("open snapshot dir %q: %w", s, err)
 		}
 	}
+	if !opts.DryRun {
+		if err := t.ownDirs(root); err != nil {
+			closeFd(root.dst)
+			unix.Close(wfd)
+			os.Remove(s)
+			return nil, nil, err
+		}
+	}
 	t.run(root)
 	if err := context.Cause(ctx); err != nil {
 		if !opts.DryRun {
@@ -169,8 +177,32 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 		}
 		return nil, nil, err
 	}
+	if t.baseMade && rep.BaseFiles == 0 {
+		removeTree(opts.BaseDir) // nothing could be reflinked
+	}
 	rep.Elapsed = time.Since(start)
 	return m, rep, nil
+}
+
+// ownDirs records S's root (and creates the base root when KeepBase) so that a walk of a
+// workspace that contains the session directory never copies S into itself.
+func (t *taker) ownDirs(root *dir) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(root.dst, &st); err != nil {
+		return fmt.Errorf("stat snapshot dir %q: %w", t.s, err)
+	}
+	t.own = map[fileID]bool{{st.Dev, st.Ino}: true}
+	if !t.opts.KeepBase {
+		return nil
+	}
+	if _, err := root.baseFd(); err != nil {
+		return err
+	}
+	if err := unix.Fstat(root.base, &st); err != nil {
+		return fmt.Errorf("stat base dir %q: %w", t.opts.BaseDir, err)
+	}
+	t.own[fileID{st.Dev, st.Ino}] = true
+	return nil
 }
 
 // finish merges the per-goroutine results, applies the hardlinked-secret rule and builds

@@ -514,3 +514,24 @@ func TestNotADirectory(t *testing.T) {
 		t.Fatalf("Take(file) = %v", err)
 	}
 }
+
+// TestSnapshotInsideWorkspace: a session directory inside W is never copied into itself.
+func TestSnapshotInsideWorkspace(t *testing.T) {
+	w := t.TempDir()
+	write(t, filepath.Join(w, "a.go"), "package a", 0o644)
+	sess := filepath.Join(w, "state/sess")
+	os.MkdirAll(sess, 0o700)
+	m, rep, err := Take(context.Background(), w, filepath.Join(sess, "snap"), Options{KeepBase: true, BaseDir: filepath.Join(sess, "base")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := m.Lookup("state/sess/snap"); e == nil || !strings.HasPrefix(e.Skipped, "brood's own") {
+		t.Fatalf("S inside W: %+v (skipped %+v)", e, rep.Skipped)
+	}
+	if _, err := os.Lstat(filepath.Join(sess, "snap/state/sess/snap")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("S was copied into itself: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(sess, "snap/a.go")); string(b) != "package a" {
+		t.Fatalf("a.go not copied")
+	}
+}

@@ -63,6 +63,7 @@ type taker struct {
 	results  []*result
 	dirs     []manifest.Entry // directory entries, recorded by whoever releases last
 	baseMade bool
+	own      map[fileID]bool // S's root and the base root: never walked
 
 	rootMode             uint32
 	rootMtime, rootAtime unix.Timespec
@@ -243,6 +244,13 @@ func (t *taker) enter(j job, r *result, buf []byte) error {
 	if j.st != nil && (j.st.Ino != c.wst.Ino || j.st.Dev != c.wst.Dev) {
 		unix.Close(fd)
 		return t.changed(j.rel, "replaced while listed")
+	}
+	if t.own[fileID{c.wst.Dev, c.wst.Ino}] {
+		unix.Close(fd)
+		why := "brood's own snapshot directory (the session directory is inside the workspace)"
+		r.entries = append(r.entries, manifest.Entry{Path: j.rel, W: toStat(&c.wst), Skipped: why})
+		r.rep.Skipped = append(r.rep.Skipped, Item{j.rel, why})
+		return nil
 	}
 	if !t.opts.DryRun {
 		if err := unix.Mkdirat(d.dst, j.name, 0o700); err != nil {
