@@ -71,6 +71,35 @@ func TestApplyMatchesNft(t *testing.T) {
 		w, _ := json.MarshalIndent(want, "", " ")
 		diffLines(t, string(g), string(w))
 	}
+	// The same at the level of registers and bytes, as the kernel returns them.
+	if g, w := listNetlink(t, nsGo), listNetlink(t, nsNft); g != w {
+		diffLines(t, g, w)
+	}
+}
+
+// listNetlink returns the rules and set elements of `nft --debug=netlink list ruleset` in
+// netns ns, with rule handles removed.
+func listNetlink(t *testing.T, ns string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, line := range strings.Split(nsRun(t, ns, "nft", "--debug=netlink", "list", "ruleset"), "\n") {
+		switch {
+		case strings.HasPrefix(line, "inet brood "):
+			f := strings.Fields(line)
+			line = strings.Join(f[:3], " ") // family, table, chain or @set; drop handle, position
+		case strings.HasPrefix(line, "\telement"):
+			// nft's element userdata only tells nft how to print an open-ended interval.
+			line, _, _ = strings.Cut(line, "  userdata = ")
+		case strings.HasPrefix(line, "  ["):
+		default:
+			continue
+		}
+		b.WriteString(line + "\n")
+	}
+	if b.Len() == 0 {
+		t.Fatalf("no rules listed in %s", ns)
+	}
+	return b.String()
 }
 
 func TestSessionLifecycle(t *testing.T) {
