@@ -14,8 +14,8 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/assets"
 	"brood.dev/brood/sandbox/guestcfg"
-	"brood.dev/brood/sandbox/initramfs"
 	"brood.dev/brood/sandbox/qemu"
 )
 
@@ -29,30 +29,24 @@ type vmRun struct {
 }
 
 // boot starts a VM on the assets with share as /workspace and extra kernel cmdline words.
-func boot(t *testing.T, a *Assets, share string, timeout time.Duration, cmdline ...string) *vmRun {
+func boot(t *testing.T, a *assets.Set, share string, timeout time.Duration, cmdline ...string) *vmRun {
 	t.Helper()
 	return bootB(t, a, share, timeout, cmdline...)
 }
 
 // bootB is boot for tests and benchmarks.
-func bootB(t testing.TB, a *Assets, share string, timeout time.Duration, cmdline ...string) *vmRun {
+func bootB(t testing.TB, a *assets.Set, share string, timeout time.Duration, cmdline ...string) *vmRun {
 	t.Helper()
 	dir := t.TempDir()
 	keys, err := guestcfg.NewKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := initramfs.SessionFiles(keys.Config())
+	spec, err := a.Spec(dir, keys.Config(), share)
 	if err != nil {
 		t.Fatal(err)
 	}
-	initrd := filepath.Join(dir, "initrd")
-	if err := initramfs.WithSession(a.BaseInitr, initrd, files); err != nil {
-		t.Fatal(err)
-	}
-	spec := sandbox.NewSpec(a.Kernel.Vmlinux, initrd, filepath.Join(dir, "ssh.sock"), share)
 	spec.CPUs, spec.MemoryMiB, spec.Timeout = 1, 512, timeout
-	spec.RootfsImage = a.Image
 	spec.Cmdline = cmdline
 	r := &vmRun{keys: keys, sock: spec.SSHSocket}
 	if os.Getenv("BROOD_VMTEST_DEBUG") != "" { // a directory: brood-guest logs its steps, console saved there

@@ -17,21 +17,12 @@ import (
 	"time"
 
 	"brood.dev/brood/internal/testenv"
-	"brood.dev/brood/sandbox/image"
-	"brood.dev/brood/sandbox/initramfs"
-	"brood.dev/brood/sandbox/kernel"
+	"brood.dev/brood/sandbox/assets"
 )
-
-// Assets are the host files a test VM boots from.
-type Assets struct {
-	Kernel    *kernel.Kernel
-	BaseInitr string // base initramfs (no session config)
-	Image     string // the `test` rootfs image
-}
 
 var (
 	once     sync.Once
-	assets   *Assets
+	shared   *assets.Set
 	setupErr error
 )
 
@@ -47,46 +38,24 @@ func RequireVM(t testing.TB) {
 
 // Get returns the shared assets, building them on first use (first run on a fresh
 // machine: ~15 s kernel, ~30 s image).
-func Get(t testing.TB) *Assets {
+func Get(t testing.TB) *assets.Set {
 	t.Helper()
 	RequireVM(t)
-	once.Do(func() { assets, setupErr = build() })
+	once.Do(func() { shared, setupErr = build() })
 	if setupErr != nil {
 		t.Fatalf("prepare VM assets: %v", setupErr)
 	}
-	return assets
+	return shared
 }
 
-func build() (*Assets, error) {
+func build() (*assets.Set, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	kdir, err := kernel.CacheDir()
-	if err != nil {
-		return nil, err
-	}
-	k, err := kernel.Fetch(ctx, kdir, "")
-	if err != nil {
-		return nil, err
-	}
 	guest, err := BuildGuest(ctx, filepath.Join(os.TempDir(), fmt.Sprintf("brood-vmtest-%d", os.Getpid())))
 	if err != nil {
 		return nil, err
 	}
-	base, err := initramfs.Build(filepath.Join(k.Dir, "initramfs"), initramfs.Options{
-		Release: k.Release, ModulesDir: k.ModulesDir, Guest: guest,
-	})
-	if err != nil {
-		return nil, err
-	}
-	idir, err := image.CacheDir()
-	if err != nil {
-		return nil, err
-	}
-	img, err := image.Ensure(ctx, idir, "test", nil)
-	if err != nil {
-		return nil, err
-	}
-	return &Assets{Kernel: k, BaseInitr: base, Image: img}, nil
+	return assets.Ensure(ctx, assets.Options{Guest: guest, Image: "test", BuildImage: true})
 }
 
 // BuildGuest builds cmd/brood-guest static (CGO_ENABLED=0) into dir and returns its path.
