@@ -96,25 +96,32 @@ func (ns *netns) dial(network, addr string, timeout time.Duration) (net.Conn, er
 	return c, err
 }
 
-// connect reports whether a TCP connect from ns to addr succeeds within a second.
-func (ns *netns) connect(addr string) error {
-	c, err := ns.dial("tcp", addr, time.Second)
+// Timeouts: an operation expected to succeed gets patience (a loaded CI machine), one
+// expected to fail gets impatience (a drop only ever times out).
+const (
+	patience   = 3 * time.Second
+	impatience = time.Second
+)
+
+// connect reports whether a TCP connect from ns to addr succeeds within timeout.
+func (ns *netns) connect(addr string, timeout time.Duration) error {
+	c, err := ns.dial("tcp", addr, timeout)
 	if err == nil {
 		c.Close()
 	}
 	return err
 }
 
-// query asks server from ns over network ("udp" or "tcp"), one second timeout.
-func (ns *netns) query(network, server, name string, qtype uint16) (*dns.Msg, error) {
-	c, err := ns.dial(network, server, time.Second)
+// query asks server from ns over network ("udp" or "tcp") within timeout.
+func (ns *netns) query(network, server, name string, qtype uint16, timeout time.Duration) (*dns.Msg, error) {
+	c, err := ns.dial(network, server, timeout)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
-	cl := &dns.Client{Net: network, Timeout: time.Second}
+	cl := &dns.Client{Net: network, Timeout: timeout}
 	r, _, err := cl.ExchangeWithConn(m, &dns.Conn{Conn: c})
 	return r, err
 }
@@ -253,11 +260,11 @@ func TestEgress(t *testing.T) {
 	}
 	// Controls: from the host itself (not filtered) the servers answer.
 	for _, a := range []string{"192.0.2.20:443", "10.0.0.5:443", "100.64.0.1:443", "[2001:db8::20]:443", "192.0.2.10:8443", "192.0.2.10:853"} {
-		if err := host.connect(a); err != nil {
+		if err := host.connect(a, patience); err != nil {
 			t.Fatalf("control: host cannot reach %s: %v", a, err)
 		}
 	}
-	if r, err := guests[0].query("udp", "192.0.2.53:53", "api.allowed.test.", dns.TypeA); err != nil || len(addrs(r)) != 1 {
+	if r, err := guests[0].query("udp", "192.0.2.53:53", "api.allowed.test.", dns.TypeA, patience); err != nil || len(addrs(r)) != 1 {
 		t.Fatalf("control: guest cannot ask the upstream before the firewall is applied: %v %v", r, err)
 	}
 	up.ResetQueries() // the control query went to the upstream directly
@@ -328,20 +335,20 @@ func TestEgress(t *testing.T) {
 
 	mustFail := func(g *netns, addr, why string) {
 		t.Helper()
-		if err := g.connect(addr); err == nil {
+		if err := g.connect(addr, impatience); err == nil {
 			t.Errorf("%s: connect to %s succeeded", why, addr)
 		}
 	}
 	mustConnect := func(g *netns, addr, why string) {
 		t.Helper()
-		if err := g.connect(addr); err != nil {
+		if err := g.connect(addr, patience); err != nil {
 			t.Errorf("%s: connect to %s: %v", why, addr, err)
 		}
 	}
 
 	mustFail(g1, "192.0.2.10:443", "before resolution")
 
-	r, err := g1.query("udp", "10.200.0.1:53", "api.allowed.test.", dns.TypeA)
+	r, err := g1.query("udp", "10.200.0.1:53", "api.allowed.test.", dns.TypeA, patience)
 	if err != nil || strings.Join(addrs(r), ",") != "192.0.2.10" {
 		t.Fatalf("resolve api.allowed.test A via the proxy: %v %v", r, err)
 	}
@@ -350,14 +357,14 @@ func TestEgress(t *testing.T) {
 	mustFail(g1, "192.0.2.20:443", "never resolved")
 
 	// Ports are per entry: git.allowed.test (8443 only) shares no port with api.allowed.test.
-	if r, err := g1.query("udp", "10.200.0.1:53", "git.allowed.test.", dns.TypeA); err != nil || strings.Join(addrs(r), ",") != "192.0.2.20" {
+	if r, err := g1.query("udp", "10.200.0.1:53", "git.allowed.test.", dns.TypeA, patience); err != nil || strings.Join(addrs(r), ",") != "192.0.2.20" {
 		t.Fatalf("resolve git.allowed.test: %v %v", r, err)
 	}
 	mustConnect(g1, "192.0.2.20:8443", "git.allowed.test on its port")
 	mustFail(g1, "192.0.2.20:443", "git.allowed.test on api.allowed.test's port")
 	mustFail(g1, "192.0.2.10:8443", "api.allowed.test on git.allowed.test's port")
 
-	r, err = g1.query("tcp", "[fd20::1]:53", "api.allowed.test.", dns.TypeAAAA)
+	r, err = g1.query("tcp", "[fd20::1]:53", "api.allowed.test.", dns.TypeAAAA, patience)
 	if err != nil || strings.Join(addrs(r), ",") != "2001:db8::10" {
 		t.Fatalf("resolve api.allowed.test AAAA via the proxy over TCP/IPv6: %v %v", r, err)
 	}
@@ -369,10 +376,10 @@ func TestEgress(t *testing.T) {
 		{"udp", "192.0.2.53:53"}, {"tcp", "192.0.2.53:53"},
 		{"udp", "192.0.2.10:53"}, {"tcp", "192.0.2.10:53"}, {"udp", "192.0.2.10:5353"},
 	} {
-		if r, err := host.query(c.network, c.server, "api.allowed.test.", dns.TypeA); err != nil {
+		if r, err := host.query(c.network, c.server, "api.allowed.test.", dns.TypeA, patience); err != nil {
 			t.Fatalf("control: host cannot ask %s %s: %v %v", c.network, c.server, r, err)
 		}
-		if r, err := g1.query(c.network, c.server, "api.allowed.test.", dns.TypeA); err == nil {
+		if r, err := g1.query(c.network, c.server, "api.allowed.test.", dns.TypeA, impatience); err == nil {
 			t.Errorf("DNS %s to %s answered: %v", c.network, c.server, r)
 		}
 	}
@@ -384,7 +391,7 @@ func TestEgress(t *testing.T) {
 		name  string
 		qtype uint16
 	}{{"evil.attacker.test.", dns.TypeA}, {exfil, dns.TypeA}, {exfil, dns.TypeTXT}, {"api.allowed.test.", dns.TypeTXT}} {
-		r, err := g1.query("udp", "10.200.0.1:53", q.name, q.qtype)
+		r, err := g1.query("udp", "10.200.0.1:53", q.name, q.qtype, patience)
 		if err != nil || r.Rcode != dns.RcodeRefused {
 			t.Errorf("%s %s: %v %v; want REFUSED", q.name, dns.Type(q.qtype), r, err)
 		}
@@ -401,7 +408,7 @@ func TestEgress(t *testing.T) {
 		qtype uint16
 		addr  string
 	}{{"internal.pkg.test.", dns.TypeA, "10.0.0.5:443"}, {"cgnat.pkg.test.", dns.TypeA, "100.64.0.1:443"}, {"mapped.pkg.test.", dns.TypeAAAA, "192.0.2.20:443"}} {
-		r, err := g1.query("udp", "10.200.0.1:53", q.name, q.qtype)
+		r, err := g1.query("udp", "10.200.0.1:53", q.name, q.qtype, patience)
 		if err != nil || len(addrs(r)) != 0 {
 			t.Errorf("%s: %v %v; want no addresses", q.name, r, err)
 		}
@@ -421,16 +428,16 @@ func TestEgress(t *testing.T) {
 	mustConnect(g3, "[2001:db8::20]:443", "permissive IPv6, never resolved")
 	mustFail(g3, "10.0.0.5:443", "permissive to a private address")
 	mustFail(g3, "100.64.0.1:443", "permissive to CGNAT")
-	if r, err := g3.query("udp", "192.0.2.53:53", "api.allowed.test.", dns.TypeA); err == nil {
+	if r, err := g3.query("udp", "192.0.2.53:53", "api.allowed.test.", dns.TypeA, impatience); err == nil {
 		t.Errorf("permissive: DNS to another server answered: %v", r)
 	}
-	if r, err := g3.query("udp", "10.200.0.9:53", "evil.attacker.test.", dns.TypeA); err != nil || strings.Join(addrs(r), ",") != "192.0.2.20" {
+	if r, err := g3.query("udp", "10.200.0.9:53", "evil.attacker.test.", dns.TypeA, patience); err != nil || strings.Join(addrs(r), ",") != "192.0.2.20" {
 		t.Errorf("permissive: resolve any name: %v %v", r, err)
 	}
 
 	// Session isolation: g1's pin is not g2's.
 	mustFail(g2, "192.0.2.10:443", "pinned by another session")
-	if r, err := g2.query("udp", "10.200.0.5:53", "api.allowed.test.", dns.TypeA); err != nil || len(addrs(r)) != 1 {
+	if r, err := g2.query("udp", "10.200.0.5:53", "api.allowed.test.", dns.TypeA, patience); err != nil || len(addrs(r)) != 1 {
 		t.Fatalf("g2 resolve: %v %v", r, err)
 	}
 	mustConnect(g2, "192.0.2.10:443", "g2 after its own resolution")
