@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"brood.dev/brood/sandbox/assets"
 	"brood.dev/brood/sandbox/image"
 )
 
@@ -47,9 +48,10 @@ func newImageBuildCommand() *cobra.Command {
 		Use:   "build NAME",
 		Short: "Build a rootfs image from Debian packages (as root)",
 		Long: `Build the image NAME from its recipe (` + strings.Join(recipeNames(), ", ") + `) with mmdebstrap and store it
-as a read-only ext4 image in ` + image.SystemCacheDir + `, where the helper boots images
-from. That directory is root's, so this needs root: sudo brood image build NAME.
-An unchanged tree reuses the image already built.`,
+as a read-only image in ` + image.SystemCacheDir + `, where the helper boots images
+from, and make sure the guest kernel (Debian's, fetched with apt-get download) and the
+initramfs with brood-guest are there too. Those directories are root's, so this needs
+root: sudo brood image build NAME. An unchanged tree reuses the image already built.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runImageBuild(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], os.Geteuid())
@@ -81,6 +83,18 @@ func runImageBuild(ctx context.Context, out, errw io.Writer, name string, euid i
 		return fmt.Errorf("image build %s: %w", name, err)
 	}
 	fmt.Fprintf(errw, "brood: image %s built in %s\n", name, time.Since(start).Round(time.Second))
+	// The image is useless without a kernel and an initramfs holding brood-guest: make
+	// sure they are in the helper's cache too (fetched and built once per version).
+	fmt.Fprintf(errw, "brood: guest kernel and initramfs ...\n")
+	set, err := assets.Ensure(ctx, assets.Options{Image: name})
+	if errors.Is(err, assets.ErrNoGuest) {
+		return fmt.Errorf("image build %s: %w\nhint: install brood-guest (CGO_ENABLED=0 go build ./cmd/brood-guest) as %s, or set BROOD_GUEST",
+			name, err, assets.GuestPaths[0])
+	}
+	if err != nil {
+		return fmt.Errorf("image build %s: guest kernel and initramfs: %w", name, err)
+	}
+	fmt.Fprintf(errw, "brood: kernel %s, initramfs %s\n", set.Kernel.Release, set.Initramfs)
 	fmt.Fprintf(out, "%s %s %d\n", name, p, fi.Size())
 	return nil
 }
