@@ -8,8 +8,10 @@ import (
 	"time"
 )
 
-// TestPinGroupCommit pins concurrently into one existing and one missing session: every pin
-// of the existing session lands although it may share a transaction with a failing one.
+// TestPinGroupCommit pins concurrently into one existing and one missing session, with
+// every goroutine also pinning one shared address, with and without the kernel's re-add
+// refresh: every pin of the existing session lands although it may share a transaction
+// with a failing one or with the same element.
 func TestPinGroupCommit(t *testing.T) {
 	ns, n := testNetns(t)
 	if err := n.EnsureTable(); err != nil {
@@ -18,6 +20,14 @@ func TestPinGroupCommit(t *testing.T) {
 	if err := n.AddSession(goldenSession()); err != nil {
 		t.Fatal(err)
 	}
+	for _, readd := range []bool{n.readdRefreshes, false} {
+		n.readdRefreshes = readd
+		pinConcurrently(t, ns, n)
+	}
+}
+
+func pinConcurrently(t *testing.T, ns string, n *NFT) {
+	shared := netip.MustParseAddr("192.0.2.250")
 	var wg sync.WaitGroup
 	errs := make(chan error, 400)
 	for g := range 20 {
@@ -30,7 +40,7 @@ func TestPinGroupCommit(t *testing.T) {
 				if g%4 == 3 {
 					id = "gone"
 				}
-				if err := n.Pin(id, []netip.Addr{a}, tcp443, time.Minute); (err != nil) != (id == "gone") {
+				if err := n.Pin(id, []netip.Addr{a, shared}, tcp443, time.Minute); (err != nil) != (id == "gone") {
 					errs <- err
 				}
 			}
@@ -45,7 +55,10 @@ func TestPinGroupCommit(t *testing.T) {
 	for g := range 20 {
 		a := netip.AddrFrom4([4]byte{192, 0, 2, byte(g*10 + 9)}).String()
 		if got := strings.Contains(set, a+" . tcp . 443 timeout"); got != (g%4 != 3) {
-			t.Errorf("%s in set: %v", a, got)
+			t.Errorf("readd %v: %s in set: %v", n.readdRefreshes, a, got)
 		}
+	}
+	if !strings.Contains(set, "192.0.2.250 . tcp . 443 timeout") {
+		t.Errorf("readd %v: shared address missing", n.readdRefreshes)
 	}
 }
