@@ -71,7 +71,7 @@ func BenchmarkDiff50k(b *testing.B) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if _, err := walkTree(context.Background(), r, runtime.GOMAXPROCS(0)); err != nil {
+					if _, _, err := walkTree(context.Background(), r, runtime.GOMAXPROCS(0)); err != nil {
 						b.Error(err)
 					}
 				}()

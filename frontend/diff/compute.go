@@ -53,6 +53,7 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 	var (
 		wg          sync.WaitGroup
 		wn, sn      []node
+		sDeep       []string
 		werr, serr  error
 		m           *manifest.Manifest
 		merr        error
@@ -62,13 +63,13 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 	wg.Add(3)
 	go func() {
 		defer wg.Done()
-		if wn, werr = walkTree(ctx, rw, workers); werr != nil {
+		if wn, _, werr = walkTree(ctx, rw, workers); werr != nil {
 			cancel()
 		}
 	}()
 	go func() {
 		defer wg.Done()
-		if sn, serr = walkTree(ctx, rs, workers); serr != nil {
+		if sn, sDeep, serr = walkTree(ctx, rs, workers); serr != nil {
 			cancel()
 		}
 	}()
@@ -108,6 +109,7 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 
 		allowUnsafeNames: opts.AllowUnsafeNames,
 		prefetch:         prefetchDigests(workers),
+		deepS:            sDeep,
 	}
 	changes, err := p.plan(sortedEntries(m.Entries), wn, sn)
 	if err != nil {

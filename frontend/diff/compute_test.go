@@ -408,3 +408,79 @@ func TestComponentWalkFallback(t *testing.T) {
 	t.Run("readfile", TestReadFile)
 	t.Run("classes", func(t *testing.T) { testComputeClasses(t, true) })
 }
+
+// mkdirChain creates depth nested directories named name below dir, component by
+// component (the full path exceeds PATH_MAX), and a file "f" at the bottom.
+func mkdirChain(t *testing.T, dir, name string, depth int) {
+	t.Helper()
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	must(t, err)
+	for range depth {
+		must(t, unix.Mkdirat(fd, name, 0o755))
+		nfd, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		must(t, err)
+		unix.Close(fd)
+		fd = nfd
+	}
+	ffd, err := unix.Openat(fd, "f", unix.O_WRONLY|unix.O_CREAT, 0o644)
+	must(t, err)
+	unix.Close(ffd)
+	unix.Close(fd)
+}
+
+// TestTooDeep: a directory chain in S whose paths exceed PATH_MAX cannot make the diff
+// fail or list it as an ordinary addition: the deepest reachable directory is refused.
+func TestTooDeep(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{"a.txt": "a"})
+	m := testSnapshot(t, w, s, true)
+	mkdirChain(t, s, strings.Repeat("d", 200), 25) // 25 × 201 bytes > 4095
+	writeFiles(t, s, map[string]string{"a.txt": "agent"})
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	var refused, added int
+	for _, c := range got {
+		switch {
+		case c.Kind == KindRefused && strings.Contains(c.Reason, "too deep"):
+			refused++
+		case c.Kind == KindAdded:
+			added++
+		case c.Path == "a.txt" && c.Kind == KindModified:
+		default:
+			t.Errorf("%.40s…: %s %q", c.Path, c.Kind, c.Reason)
+		}
+		if len(c.Path) > maxPathLen {
+			t.Errorf("listed a path of %d bytes", len(c.Path))
+		}
+	}
+	if refused != 1 || added != 19 || byPath(got)["a.txt"].Kind != KindModified {
+		t.Errorf("refused %d (want 1), added %d (want the 19 reachable directories), changes %d", refused, added, len(got))
+	}
+}
+
+// TestTooDeepInUnchangedDir: an over-long name the agent put in a directory it did not
+// otherwise change is still reported (refused on the directory), not silently dropped.
+func TestTooDeepInUnchangedDir(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	long := strings.Repeat("n", 250)
+	dir := strings.Repeat(long+"/", 16) // 16 × 251 = 4016 bytes
+	writeFiles(t, w, map[string]string{dir: ""})
+	m := testSnapshot(t, w, s, true)
+	mkdirChain(t, filepath.Join(s, dir), long, 0) // the file "f" alone: 4017 bytes, fits
+	fd, err := unix.Open(filepath.Join(s, dir), unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	must(t, err)
+	ffd, err := unix.Openat(fd, long, unix.O_WRONLY|unix.O_CREAT, 0o644) // 4016+250 bytes
+	must(t, err)
+	unix.Close(ffd)
+	unix.Close(fd)
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	gm := byPath(got)
+	d := strings.TrimSuffix(dir, "/")
+	if c := gm[d]; c.Kind != KindRefused || !strings.Contains(c.Reason, "too deep") {
+		t.Errorf("deep directory: %s %q, want refused", c.Kind, c.Reason)
+	}
+	if c := gm[d+"/f"]; c.Kind != KindAdded {
+		t.Errorf("short file in it: %s, want added", c.Kind)
+	}
+}

@@ -34,6 +34,8 @@ type planner struct {
 	memo             map[memoKey]Digest
 	unhashed         map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
 	excluded         map[string]string        // path -> secret rule, for entries kept out of S
+	// deepS lists (sorted) the directories of S the walk did not fully list (maxPathLen).
+	deepS []string
 	// prefetch, if set, may fill memo before classification (parallel hashing).
 	prefetch func(p *planner, candidates []item)
 }
@@ -95,7 +97,7 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 		if it.me != nil {
 			baseS = it.me.S
 		}
-		if statChanged(baseS, it.s) {
+		if statChanged(baseS, it.s) || p.isDeep(it.path) {
 			candidates = append(candidates, it)
 		}
 		if it.me == nil && it.w.Type != manifest.TypeNone && it.s.Type == manifest.TypeNone {
@@ -177,7 +179,7 @@ func (p *planner) classify(it item) (*Change, error) {
 		baseS, baseW = it.me.S, it.me.W
 	}
 	sNow, wNow := it.s, it.w
-	if !statChanged(baseS, sNow) {
+	if !statChanged(baseS, sNow) && !p.isDeep(it.path) {
 		return nil, nil // S untouched here: nothing to flush, whatever W did
 	}
 	if sNow.Type == manifest.TypeNone && wNow.Type == manifest.TypeNone {
@@ -201,6 +203,9 @@ func (p *planner) classify(it item) (*Change, error) {
 	// 1. Refusals decided from names and stats alone: nothing is read.
 	if err := CheckPath(it.path); err != nil && !(p.allowUnsafeNames && errors.Is(err, ErrControlByte)) {
 		return refuse(c, nameReason(err)), nil
+	}
+	if why := p.tooDeep(it.path); why != "" {
+		return refuse(c, why), nil
 	}
 	if it.me != nil && it.me.Excluded != "" {
 		return refuse(c, fmt.Sprintf("path is excluded from the snapshot by secret rule %s; S created a %s there", Escape(it.me.Excluded), typeName(sNow.Type))), nil
@@ -252,6 +257,26 @@ func (p *planner) classify(it item) (*Change, error) {
 		c.Reason = "W changed since the snapshot (" + why + ")"
 	}
 	return c, nil
+}
+
+// tooDeep says why path cannot be reviewed because of its length ("" when it can): it
+// is longer than maxPathLen (never listed by the walk, so a manifest path that long is
+// unknown in S, not deleted), or it is a directory of S holding such entries.
+func (p *planner) tooDeep(path string) string {
+	if len(path) > maxPathLen {
+		return fmt.Sprintf("path longer than %d bytes", maxPathLen)
+	}
+	if p.isDeep(path) {
+		return fmt.Sprintf("directory nesting too deep to review (entries with paths over %d bytes)", maxPathLen)
+	}
+	return ""
+}
+
+// isDeep reports whether path is a directory of S whose entries were not all listed
+// (maxPathLen): it is always refused, so what S holds there is never silently dropped.
+func (p *planner) isDeep(path string) bool {
+	_, ok := slices.BinarySearch(p.deepS, path)
+	return ok
 }
 
 // excludedAncestor returns the nearest directory above path that the snapshot excluded
@@ -526,7 +551,7 @@ func prefetchDigests(workers int) func(p *planner, candidates []item) {
 	return func(p *planner, candidates []item) {
 		var jobs []hashJob
 		for _, it := range candidates {
-			if it.s.Type != manifest.TypeRegular || it.s.Size > p.maxSize || CheckPath(it.path) != nil && !p.allowUnsafeNames {
+			if it.s.Type != manifest.TypeRegular || it.s.Size > p.maxSize || CheckPath(it.path) != nil && !p.allowUnsafeNames || p.tooDeep(it.path) != "" {
 				continue
 			}
 			if it.me != nil && (it.me.Excluded != "" || it.me.Skipped != "") {

@@ -28,13 +28,20 @@ type walker struct {
 	mu      sync.Mutex
 	cond    sync.Cond
 	stack   []string // relative paths of directories still to read ("" = root)
+	deep    []string // directories holding entries whose path is longer than maxPathLen
 	pending int      // directories pushed and not yet finished
 	err     error
 }
 
+// maxPathLen is the longest relative path the diff walks into or reads: PATH_MAX - 1
+// (<linux/limits.h>, counting the terminating NUL). Deeper entries are an agent's trap
+// (they cannot be opened by path); they are refused, never silently dropped.
+const maxPathLen = 4095
+
 // walkTree returns every entry below r (not the root itself), sorted by path bytes,
-// using workers goroutines.
-func walkTree(ctx context.Context, r *root, workers int) ([]node, error) {
+// using workers goroutines, and the directories whose entries it did not all list because
+// their paths would exceed maxPathLen.
+func walkTree(ctx context.Context, r *root, workers int) ([]node, []string, error) {
 	w := &walker{r: r, stack: []string{""}, pending: 1}
 	w.cond.L = &w.mu
 	if workers < 1 {
@@ -51,7 +58,7 @@ func walkTree(ctx context.Context, r *root, workers int) ([]node, error) {
 	}
 	wg.Wait()
 	if w.err != nil {
-		return nil, w.err
+		return nil, nil, w.err
 	}
 	n := 0
 	for _, o := range out {
@@ -62,7 +69,8 @@ func walkTree(ctx context.Context, r *root, workers int) ([]node, error) {
 		all = append(all, o...)
 	}
 	slices.SortFunc(all, func(a, b node) int { return strings.Compare(a.path, b.path) })
-	return all, nil
+	slices.Sort(w.deep)
+	return all, w.deep, nil
 }
 
 func (w *walker) run(ctx context.Context) []node {
@@ -127,7 +135,12 @@ func (w *walker) readDir(dir string, found []node, names []string, buf []byte) (
 	if dir != "" {
 		prefix = dir + "/"
 	}
+	deep := false
 	for _, name := range names {
+		if len(prefix)+len(name) > maxPathLen {
+			deep = true // listed as the directory's refusal, never by its own name
+			continue
+		}
 		var st unix.Stat_t
 		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if err == unix.ENOENT {
@@ -140,6 +153,11 @@ func (w *walker) readDir(dir string, found []node, names []string, buf []byte) (
 		if n.st.Type == manifest.TypeDir {
 			subdirs = append(subdirs, n.path)
 		}
+	}
+	if deep {
+		w.mu.Lock()
+		w.deep = append(w.deep, dir)
+		w.mu.Unlock()
 	}
 	return found, names, subdirs, nil
 }
