@@ -451,4 +451,27 @@ func TestEgress(t *testing.T) {
 		t.Errorf("session g1 left objects:\n%s", list)
 	}
 	mustConnect(g2, "192.0.2.10:443", "g2 after g1 was deleted")
+
+	// Its conntrack entries go too (g2's stay).
+	ct, err := nftrules.NewConntrack(host.fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ct.Close()
+	g1Net, g2Net := netip.MustParsePrefix("10.200.0.0/30"), netip.MustParsePrefix("10.200.0.4/30")
+	before1, err1 := ct.Count(g1Net)
+	before2, err2 := ct.Count(g2Net)
+	if err1 != nil || err2 != nil || before1 == 0 || before2 == 0 {
+		t.Fatalf("conntrack entries before: g1 %d %v, g2 %d %v", before1, err1, before2, err2)
+	}
+	n, err := ct.Forget(g1Net, netip.MustParsePrefix("fd20::/126"))
+	if err != nil || n < uint(before1) {
+		t.Errorf("Forget: %d, %v; want at least %d", n, err, before1)
+	}
+	if after1, _ := ct.Count(g1Net); after1 != 0 {
+		t.Errorf("%d conntrack entries of g1 left", after1)
+	}
+	if after2, _ := ct.Count(g2Net); after2 < before2 {
+		t.Errorf("g2 conntrack entries %d -> %d", before2, after2)
+	}
 }
