@@ -15,12 +15,14 @@ import (
 
 // Firewall programs brood's nft table: the helper's one seam to nftables.
 type Firewall interface {
-	// EnsureTable creates the table and its refused sets (idempotent).
+	// EnsureTable creates the table, its refused sets, tap maps and base chains
+	// (idempotent).
 	EnsureTable() error
-	// AddSession adds a session's sets, chains and rules in one transaction.
+	// AddSession adds a session's sets, chains, rules and tap map elements in one
+	// transaction.
 	AddSession(s Session) error
-	// DeleteSession removes a session's chains, rules and sets (and so its pins) in one
-	// transaction; a session that does not exist is not an error.
+	// DeleteSession removes a session's tap map elements, chains, rules and sets (and so
+	// its pins) in one transaction; a session that does not exist is not an error.
 	DeleteSession(id string) error
 	// Pin inserts every address . port of addrs × ports into the session's sets with
 	// timeout (rounded down to whole milliseconds), refreshing the timeout of pins already
