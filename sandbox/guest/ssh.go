@@ -182,7 +182,6 @@ func (g *guest) serveSSH() error {
 	}
 	g.debugf("ssh: %s connected", conn.User())
 	go ssh.DiscardRequests(reqs)
-	var wg sync.WaitGroup
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
 			nc.Reject(ssh.UnknownChannelType, "only session channels")
@@ -192,13 +191,11 @@ func (g *guest) serveSSH() error {
 		if err != nil {
 			continue
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			g.session(ch, creqs)
-		}()
+		go g.session(ch, creqs)
 	}
-	wg.Wait()
+	// The connection is gone: nobody can see further output, so commands still
+	// running (or background processes holding a session open) do not delay the
+	// power-off; shutdown kills them.
 	g.debugf("ssh: connection closed")
 	return nil
 }

@@ -196,6 +196,14 @@ func TestVMEndToEnd(t *testing.T) {
 	if out != "hello\nhi\ngone\n" {
 		t.Errorf("second boot: %q, want the share change kept and the overlay file gone", out)
 	}
+	// A command still running when the client hangs up must not keep the VM alive.
+	s2, err := r2.client.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s2.Start("sleep 1000"); err != nil {
+		t.Fatal(err)
+	}
 	r2.closeAndWait(t)
 }
 
