@@ -156,7 +156,17 @@ func Fetch(ctx context.Context, cacheDir, pkg string) (*Kernel, error) {
 // dir/vmlinux, then the ready marker.
 func unpack(ctx context.Context, dir, pkg, rel string) error {
 	if err := run(ctx, dir, "apt-get", "download", pkg); err != nil {
-		return err
+		// Stale package lists name a version the mirror no longer has; root can
+		// refresh them once.
+		if os.Geteuid() != 0 {
+			return err
+		}
+		if uerr := run(ctx, dir, "apt-get", "update", "-qq"); uerr != nil {
+			return fmt.Errorf("%w (and %w)", err, uerr)
+		}
+		if err := run(ctx, dir, "apt-get", "download", pkg); err != nil {
+			return err
+		}
 	}
 	debs, _ := filepath.Glob(filepath.Join(dir, pkg+"_*.deb"))
 	if len(debs) != 1 {

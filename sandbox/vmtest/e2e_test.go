@@ -149,6 +149,10 @@ func TestVMEndToEnd(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "/etc/x") {
 		t.Errorf("writing /etc/x as the agent: status %d stderr %q; want refused", code, errOut)
 	}
+	// An orphan re-parented to PID 1 must be reaped when it exits.
+	if out, _, _ := r.run(t, "sh -c 'sleep 0.2 &'; sleep 1.5; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l"); strings.TrimSpace(out) != "0" {
+		t.Errorf("zombies after an orphan exited: %q, want 0", out)
+	}
 	if _, _, code := r.run(t, "exit 7"); code != 7 {
 		t.Errorf("exit 7: status %d", code)
 	}
