@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox/image"
 )
 
 // Where the helper finds what a VM boots from, relative to Config.StateDir (by default
@@ -20,7 +21,7 @@ import (
 //	kernels/<release>/vmlinux                           the PVH kernel (sandbox/kernel)
 //	kernels/<release>/ready                             marks a complete kernel entry
 //	kernels/<release>/initramfs/initramfs-<hex32>.cpio.gz  base initramfs (sandbox/initramfs)
-//	images/<name>-<hex32>.ext4                          rootfs images (sandbox/image)
+//	images/<name>-<hex32><image.Ext>                    rootfs images (sandbox/image)
 //
 // Every path component is opened with O_NOFOLLOW relative to its parent's descriptor and
 // must be owned by root and not writable by group or others; the helper never opens a
@@ -61,9 +62,9 @@ func (a *artifacts) Close() {
 // base initramfs (cfg.Initramfs, or the newest) and the newest image called image.
 // Missing files wrap api.ErrUnavailable; unsafe ones (symlink, wrong owner or mode) wrap
 // ErrUnsafeArtifact.
-func openArtifacts(cfg *Config, image string) (a *artifacts, err error) {
-	if !api.ValidImageName(image) {
-		return nil, fmt.Errorf("image name %q: %w", image, api.ErrBadRequest)
+func openArtifacts(cfg *Config, imageName string) (a *artifacts, err error) {
+	if !api.ValidImageName(imageName) {
+		return nil, fmt.Errorf("image name %q: %w", imageName, api.ErrBadRequest)
 	}
 	root, err := openTrustedDir(-1, cfg.StateDir)
 	if err != nil {
@@ -116,10 +117,10 @@ func openArtifacts(cfg *Config, image string) (a *artifacts, err error) {
 		return nil, err
 	}
 	defer imgs.Close()
-	imageRe := regexp.MustCompile(`^` + regexp.QuoteMeta(image) + `-[0-9a-f]{32}\.ext4$`)
+	imageRe := regexp.MustCompile(`^` + regexp.QuoteMeta(imageName) + `-[0-9a-f]{32}` + regexp.QuoteMeta(image.Ext) + `$`)
 	iname, err := newestEntry(imgs, imageRe.MatchString)
 	if err != nil {
-		return nil, fmt.Errorf("image %q: %w", image, err)
+		return nil, fmt.Errorf("image %q: %w", imageName, err)
 	}
 	if a.Image, err = openTrustedFile(imgs, iname); err != nil {
 		return nil, err
@@ -196,34 +197,47 @@ func readNames(dir *os.File) ([]string, error) {
 
 // openTrustedDir opens name (one component, or an absolute path when parent is -1, each
 // of whose components is checked) as a directory without following symlinks and checks
-// it is owned by root and not writable by group or others.
+// it is owned by root and not writable by group or others. The ancestors of an absolute
+// path are opened O_PATH (Landlock does not let the confined helper read "/").
 func openTrustedDir(parent int, name string) (*os.File, error) {
-	if parent < 0 {
-		if !filepath.IsAbs(name) || filepath.Clean(name) != name {
-			return nil, fmt.Errorf("artifact root %q is not a clean absolute path: %w", name, ErrUnsafeArtifact)
-		}
-		fd, err := unix.Open("/", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-		if err != nil {
-			return nil, &os.PathError{Op: "open", Path: "/", Err: err}
-		}
-		cur := os.NewFile(uintptr(fd), "/")
-		for _, c := range strings.Split(strings.TrimPrefix(name, "/"), "/") {
-			if c == "" {
-				continue
-			}
-			next, err := openTrustedDir(int(cur.Fd()), c)
-			cur.Close()
-			if err != nil {
-				return nil, err
-			}
-			cur = next
-		}
-		return cur, nil
+	if parent >= 0 {
+		return openTrustedDirAt(parent, name, unix.O_RDONLY)
 	}
+	if !filepath.IsAbs(name) || filepath.Clean(name) != name || name == "/" {
+		return nil, fmt.Errorf("artifact root %q is not a clean absolute path below /: %w", name, ErrUnsafeArtifact)
+	}
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/", Err: err}
+	}
+	cur := os.NewFile(uintptr(fd), "/")
+	if err := checkTrusted(cur, unix.S_IFDIR); err != nil {
+		cur.Close()
+		return nil, err
+	}
+	comps := strings.Split(strings.TrimPrefix(name, "/"), "/")
+	for i, c := range comps {
+		mode := unix.O_PATH
+		if i == len(comps)-1 {
+			mode = unix.O_RDONLY
+		}
+		next, err := openTrustedDirAt(int(cur.Fd()), c, mode)
+		cur.Close()
+		if err != nil {
+			return nil, err
+		}
+		cur = next
+	}
+	return cur, nil
+}
+
+// openTrustedDirAt is openTrustedDir for one component, opened with mode (O_RDONLY or
+// O_PATH).
+func openTrustedDirAt(parent int, name string, mode int) (*os.File, error) {
 	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
 		return nil, fmt.Errorf("artifact path component %q: %w", name, ErrUnsafeArtifact)
 	}
-	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(parent, name, mode|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, artifactOpenErr(name, err)
 	}

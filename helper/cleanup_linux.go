@@ -116,7 +116,7 @@ func (n *NFTables) DeleteTable() error {
 const RunnerSubcommand = "vm-run"
 
 // ProcRunners implements Runners by scanning /proc: a runner is a process whose argv[1] is
-// RunnerSubcommand and whose executable is Exe (or, when its exe link is unreadable,
+// RunnerSubcommand (or SpawnerSubcommand, the runners' parent) and whose executable is Exe (or, when its exe link is unreadable,
 // whose argv[0] has Exe's base name). Self (this process) and its
 // children are never orphans.
 type ProcRunners struct {
@@ -154,7 +154,7 @@ func (r *ProcRunners) ListOrphans() ([]int, error) {
 			continue // gone
 		}
 		argv := bytes.Split(cmdline, []byte{0})
-		if len(argv) < 2 || string(argv[1]) != RunnerSubcommand {
+		if len(argv) < 2 || (string(argv[1]) != RunnerSubcommand && string(argv[1]) != SpawnerSubcommand) {
 			continue
 		}
 		exe, err := os.Readlink(filepath.Join(dir, "exe"))

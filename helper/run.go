@@ -99,7 +99,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 3. --cleanup: remove stale state (ExecStopPost) and stop here.
 	if o.Cleanup {
-		return cleanupHost(log)
+		return cleanupHost(log, cfg.RuntimeDir)
 	}
 
 	// 4. Runtime and state directories: create, then lstat-check (never follow).
@@ -128,24 +128,40 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners)
+	dirs, err := CleanupRunDirs(cfg.RuntimeDir)
+	if err != nil {
+		return err
+	}
+	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners, "run_dirs", dirs)
 
-	// 8. Probe the host, then confine with Landlock (irreversible; never discard errors).
+	// 8. Start the runner spawner while unconfined: runners must reach the users'
+	// shares, which the helper's own Landlock domain (inherited by children) excludes.
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find own executable: %w", err)
+	}
+	spawner, err := StartSpawner(exe)
+	if err != nil {
+		return err
+	}
+	defer spawner.Close()
+
+	// 9. Confine with Landlock (irreversible; never discard errors), then probe the host.
 	ll, err := Confine(&cfg, log)
 	if err != nil {
 		return err
 	}
 	caps, checks, vmh := ProbeHost(&cfg, ll)
 
-	// 9. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
+	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {
 		return fmt.Errorf("sd_notify READY: %w", err)
 	}
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
 
-	// 10. Serve until stopped or idle; then release every session.
+	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, host.links, caps, checks)
-	srv.EnableVMs(vmh)
+	srv.EnableVMs(vmh, spawner)
 	err = srv.Serve(ctx, ln)
 	for _, derr := range srv.Sessions().DestroyAll() {
 		log.Warn("shutdown: release session", "err", derr)
@@ -190,14 +206,16 @@ func scrubInherited() error {
 	return cloexecInherited()
 }
 
-// cleanupHost runs Cleanup against the host's links, nft table and processes.
-func cleanupHost(log *slog.Logger) error {
+// cleanupHost runs Cleanup against the host's links, nft table and processes, then
+// removes the per-session run directories under runtimeDir.
+func cleanupHost(log *slog.Logger, runtimeDir string) error {
 	host, err := openHost()
 	if err != nil {
 		return err
 	}
 	defer host.Close()
 	rep, err := Cleanup(log, host.links, host.fw, host.runners)
-	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table)
-	return err
+	dirs, derr := CleanupRunDirs(runtimeDir)
+	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs)
+	return errors.Join(err, derr)
 }

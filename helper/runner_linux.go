@@ -91,7 +91,16 @@ func runRunner(log *slog.Logger) error {
 		ctrl.send(runnerEvent{Event: evError, Detail: err.Error()})
 		return err
 	}
-	ctrl.send(runnerEvent{Event: evStarted, Pid: vm.Pid()})
+	// QEMU's pidfd lets the helper know for sure when the VMM is gone (and kill it
+	// without trusting a pid). The backend may already have reaped a QEMU that died at
+	// once: then there is nothing to wait for.
+	if qfd, err := unix.PidfdOpen(vm.Pid(), 0); err == nil {
+		qf := os.NewFile(uintptr(qfd), "vmm-pidfd")
+		ctrl.send(runnerEvent{Event: evStarted, Pid: vm.Pid()}, qf)
+		qf.Close()
+	} else {
+		ctrl.send(runnerEvent{Event: evStarted, Pid: vm.Pid()})
+	}
 	log.Info("VMM started", "session", cfg.Session, "pid", vm.Pid(), "accel", cfg.Accel)
 
 	// 4. Requests until the helper hangs up (then the VM is stopped: its owner is gone).

@@ -29,7 +29,8 @@ type Server struct {
 	sessions *Table
 	caps     api.Capabilities // template; Peer is filled per connection
 	doctor   []api.Check
-	vmHost   *VMHost // nil: this helper runs no VMs
+	vmHost   *VMHost  // nil: this helper runs no VMs
+	spawner  *Spawner // starts runners outside the helper's Landlock domain
 
 	conns    atomic.Int64
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
@@ -55,7 +56,7 @@ func NewServer(cfg *Config, log *slog.Logger, links Links, caps api.Capabilities
 
 // EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without).
 // Call it before Serve.
-func (s *Server) EnableVMs(h VMHost) { s.vmHost = &h }
+func (s *Server) EnableVMs(h VMHost, sp *Spawner) { s.vmHost, s.spawner = &h, sp }
 
 // Sessions returns the session table (for shutdown and tests).
 func (s *Server) Sessions() *Table { return s.sessions }

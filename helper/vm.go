@@ -13,13 +13,11 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -45,8 +43,7 @@ const (
 	// runnerStartTimeout bounds the runner's start: exec, confinement, QEMU exec.
 	runnerStartTimeout = 30 * time.Second
 	// runnerStopGrace is how long stop waits for the runner after asking it to stop
-	// before it kills the runner's process group (QEMU dies with its runner through
-	// Pdeathsig).
+	// before it kills the runner and QEMU.
 	runnerStopGrace = 10 * time.Second
 	// runnerTimeoutSlack is how long past the VM's timeout the helper waits for the
 	// runner's own timeout handling before killing it.
@@ -58,7 +55,7 @@ const (
 type vmHandle struct {
 	id     string
 	log    *slog.Logger
-	cmd    *exec.Cmd
+	pid    int // the runner's pid (logs)
 	conn   *api.Conn
 	runDir string
 
@@ -69,6 +66,10 @@ type vmHandle struct {
 	exit     api.VMExit        // how the VM ended, valid after done
 	vmmPid   int               // QEMU's pid (logs, tests)
 	onExit   func(api.VMExit)  // updates the session table
+
+	pidMu       sync.Mutex
+	runnerPidfd *os.File // closed (nil) once the runner is gone
+	vmmPidfd    *os.File // QEMU's pidfd from the runner; nil until started, or once gone
 }
 
 type attachResult struct {
@@ -131,6 +132,9 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		return nil, api.VMInfo{}, &os.PathError{Op: "chown", Path: runDir, Err: err}
 	}
 
+	if srv.spawner == nil {
+		return nil, api.VMInfo{}, fmt.Errorf("start VM: no runner spawner: %w", api.ErrUnavailable)
+	}
 	groups := []uint32{}
 	if h.Accel == sandbox.AccelKVM && h.KVMGID >= 0 {
 		groups = append(groups, uint32(h.KVMGID))
@@ -140,41 +144,33 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		return nil, api.VMInfo{}, err
 	}
 	defer rs.Close()
-	cmd := &exec.Cmd{
-		Path:       h.Exe,
-		Args:       []string{h.Exe, RunnerSubcommand},
-		Env:        []string{"PATH=" + safePath},
-		Dir:        "/",
-		ExtraFiles: []*os.File{rs, s.share, dirf, arts.Kernel, initrd, arts.Image},
-		SysProcAttr: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: s.Owner, Gid: s.gid, Groups: groups},
-			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL,
-		},
+	logR, logW, err := os.Pipe()
+	if err != nil {
+		hs.Close()
+		return nil, api.VMInfo{}, fmt.Errorf("runner log pipe: %w", err)
 	}
+	defer logW.Close()
 	vh := &vmHandle{
-		id: s.ID, log: srv.log.With("session", s.ID), cmd: cmd, conn: api.NewConn(hs), runDir: runDir,
+		id: s.ID, log: srv.log.With("session", s.ID), conn: api.NewConn(hs), runDir: runDir,
 		attached: make(chan attachResult, 1), started: make(chan runnerEvent, 1), done: make(chan struct{}),
 		onExit: onExit,
 	}
-	stderr, err := cmd.StderrPipe()
+	pid, pidfd, err := srv.spawner.Spawn(spawnRequest{UID: s.Owner, GID: s.gid, Groups: groups},
+		[]*os.File{logW, rs, s.share, dirf, arts.Kernel, initrd, arts.Image})
 	if err != nil {
 		hs.Close()
-		return nil, api.VMInfo{}, fmt.Errorf("runner stderr: %w", err)
+		logR.Close()
+		return nil, api.VMInfo{}, fmt.Errorf("start VM of session %s: %w", s.ID, err)
 	}
-	cmd.Stdout = nil
-	if err := cmd.Start(); err != nil {
-		hs.Close()
-		return nil, api.VMInfo{}, fmt.Errorf("start VM runner %s: %w", h.Exe, err)
-	}
+	vh.pid, vh.runnerPidfd = pid, pidfd
 	rs.Close()
-	go vh.logLines(stderr)
+	logW.Close()
+	go vh.logLines(logR)
 	cfgMsg, _ := json.Marshal(runnerConfig{
 		Session: s.ID, QEMU: h.QEMU, Accel: string(h.Accel), CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
 	})
 	if err := vh.conn.WriteFrame(cfgMsg); err != nil {
 		vh.kill()
-		cmd.Wait()
 		hs.Close()
 		return nil, api.VMInfo{}, fmt.Errorf("send runner config: %w: %w", ErrRunner, err)
 	}
@@ -192,7 +188,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		return nil, api.VMInfo{}, fmt.Errorf("start VM of session %s: runner silent for %v: %w", s.ID, runnerStartTimeout, ErrRunner)
 	}
 	ok = true
-	vh.log.Info("audit: VM started", "uid", s.Owner, "runner", cmd.Process.Pid, "vmm", vh.vmmPid,
+	vh.log.Info("audit: VM started", "uid", s.Owner, "runner", vh.pid, "vmm", vh.vmmPid,
 		"accel", h.Accel, "cpus", cpus, "memory_mib", mem, "timeout", timeout, "image", a.Image, "kernel", arts.Release)
 	info := api.VMInfo{
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))),
@@ -226,6 +222,12 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 		}
 		switch ev.Event {
 		case evStarted, evError:
+			if ev.Event == evStarted && len(files) == 1 && v.vmmPidfd == nil {
+				v.pidMu.Lock()
+				v.vmmPidfd = files[0]
+				v.pidMu.Unlock()
+				files = nil
+			}
 			if !startedSent {
 				startedSent = true
 				v.started <- ev
@@ -259,11 +261,11 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 			closeFiles(files)
 		}
 	}
+	// EOF: the runner is exiting (QEMU never holds the control socket). Wait until the
+	// runner and QEMU are really gone (their pidfds turn readable), killing what lingers.
 	v.conn.Close()
-	werr := v.cmd.Wait()
-	if exit.Outcome == outcomeFailed && exit.Detail == "runner exited without reporting" && werr != nil {
-		exit.Detail = fmt.Sprintf("runner exited without reporting: %v", werr)
-	}
+	v.reapPidfd(&v.runnerPidfd, "runner")
+	v.reapPidfd(&v.vmmPidfd, "VMM")
 	if !startedSent {
 		v.started <- runnerEvent{Event: evError, Detail: exit.Detail}
 	}
@@ -342,11 +344,58 @@ func (v *vmHandle) stop() {
 	}
 }
 
-// kill SIGKILLs the runner's process group (QEMU follows through its Pdeathsig).
+// kill SIGKILLs the runner and QEMU through their pidfds (never by a pid that could
+// have been reused).
 func (v *vmHandle) kill() {
-	if p := v.cmd.Process; p != nil {
-		if err := unix.Kill(-p.Pid, unix.SIGKILL); err != nil {
-			_ = p.Kill()
+	v.pidMu.Lock()
+	defer v.pidMu.Unlock()
+	for _, f := range []*os.File{v.runnerPidfd, v.vmmPidfd} {
+		if f != nil {
+			_ = unix.PidfdSendSignal(int(f.Fd()), unix.SIGKILL, nil, 0)
+		}
+	}
+}
+
+// reapGrace is how long a process may take to exit after its control socket closed (or
+// after SIGKILL) before the helper kills it (or gives up waiting).
+const reapGrace = 5 * time.Second
+
+// reapPidfd waits until the process of *pf has exited (its pidfd polls readable),
+// SIGKILLs it when it lingers past reapGrace, then closes the pidfd.
+func (v *vmHandle) reapPidfd(pf **os.File, what string) {
+	v.pidMu.Lock()
+	f := *pf
+	v.pidMu.Unlock()
+	if f == nil {
+		return
+	}
+	if !pidfdExited(f, reapGrace) {
+		v.log.Warn("process still alive after its runner hung up, killing it", "process", what)
+		_ = unix.PidfdSendSignal(int(f.Fd()), unix.SIGKILL, nil, 0)
+		if !pidfdExited(f, reapGrace) {
+			v.log.Error("process survives SIGKILL", "process", what)
+		}
+	}
+	v.pidMu.Lock()
+	*pf = nil
+	v.pidMu.Unlock()
+	f.Close()
+}
+
+// pidfdExited polls a pidfd for up to d and reports whether its process has exited.
+func pidfdExited(f *os.File, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		fds := []unix.PollFd{{Fd: int32(f.Fd()), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, int(time.Until(deadline)/time.Millisecond))
+		if err == unix.EINTR {
+			continue
+		}
+		if n > 0 {
+			return true
+		}
+		if err != nil || time.Now().After(deadline) {
+			return false
 		}
 	}
 }
@@ -547,4 +596,30 @@ func lookupKVMGID() int {
 		return -1
 	}
 	return gid
+}
+
+// CleanupRunDirs removes every per-session run directory under <runtimeDir>/vm (left by
+// a crashed helper: at startup no session exists) and returns their names. A missing
+// directory is not an error.
+func CleanupRunDirs(runtimeDir string) ([]string, error) {
+	parent := filepath.Join(runtimeDir, vmRunParent)
+	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open run dirs", Path: parent, Err: err}
+	}
+	f := os.NewFile(uintptr(pfd), parent)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list run dirs %s: %w", parent, err)
+	}
+	var removed []string
+	for _, n := range names {
+		removeAt(pfd, n, 0)
+		removed = append(removed, n)
+	}
+	return removed, nil
 }

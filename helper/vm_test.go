@@ -1,0 +1,484 @@
+//go:build linux
+
+package helper
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox/vmtest"
+)
+
+// --- the VM client: a re-executed test binary under another uid, driven line by line --
+
+// vmCmd is one step of the VM client (JSON, one per line on its stdin).
+type vmCmd struct {
+	Op      string `json:"op"` // create, start, run, close, wait, stop, destroy, list, attach
+	Dir     string `json:"dir,omitempty"`
+	ID      string `json:"id,omitempty"`
+	Cmd     string `json:"cmd,omitempty"`
+	Timeout int    `json:"timeout,omitempty"`
+}
+
+// vmOut is the answer to a vmCmd (JSON, one per line on its stdout).
+type vmOut struct {
+	Code     string        `json:"code"` // "" ok, a helper error code, or "io: ..."
+	Session  api.Session   `json:"session"`
+	Sessions []api.Session `json:"sessions,omitempty"`
+	Info     api.VMInfo    `json:"info"`
+	Exit     api.VMExit    `json:"exit"`
+	Stdout   string        `json:"stdout,omitempty"`
+	Millis   int64         `json:"millis,omitempty"` // start: start_vm call; run: start_vm → command done
+}
+
+func childVMClient() int {
+	sock := os.Getenv("BROOD_TEST_SOCK")
+	c, err := api.Dial(context.Background(), sock)
+	enc := json.NewEncoder(os.Stdout)
+	if err != nil {
+		enc.Encode(vmOut{Code: "io: " + err.Error()})
+		return 0
+	}
+	_, priv, _ := ed25519.GenerateKey(rand.Reader)
+	signer, _ := ssh.NewSignerFromKey(priv)
+	var hostKey ssh.PublicKey
+	var client *ssh.Client
+	var started time.Time
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		var cmd vmCmd
+		if err := json.Unmarshal(sc.Bytes(), &cmd); err != nil {
+			enc.Encode(vmOut{Code: "io: " + err.Error()})
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		var out vmOut
+		switch cmd.Op {
+		case "create":
+			var f *os.File
+			if f, err = api.OpenShare(cmd.Dir); err == nil {
+				out.Session, err = c.CreateSession(ctx, f)
+				f.Close()
+			}
+		case "list":
+			out.Sessions, err = c.ListSessions(ctx)
+		case "start":
+			t0 := time.Now()
+			out.Info, err = c.StartVM(ctx, api.StartVMArgs{
+				ID: cmd.ID, Image: "test", CPUs: 1, MemoryMiB: 512, TimeoutSec: cmd.Timeout,
+				ClientKey: string(ssh.MarshalAuthorizedKey(signer.PublicKey())), Clock: time.Now().Unix(),
+			})
+			out.Millis = time.Since(t0).Milliseconds()
+			if err == nil {
+				started = t0
+				hostKey, _, _, _, err = ssh.ParseAuthorizedKey([]byte(out.Info.HostKey))
+			}
+		case "attach": // attach only (permission checks)
+			var f *os.File
+			if f, err = c.Attach(ctx, cmd.ID); err == nil {
+				f.Close()
+			}
+		case "run":
+			if client == nil {
+				client, err = attachSSH(ctx, c, cmd.ID, signer, hostKey)
+			}
+			if err == nil {
+				var s *ssh.Session
+				if s, err = client.NewSession(); err == nil {
+					var b []byte
+					b, err = s.CombinedOutput(cmd.Cmd)
+					out.Stdout = string(b)
+					s.Close()
+				}
+			}
+			out.Millis = time.Since(started).Milliseconds()
+		case "close":
+			if client != nil {
+				err = client.Close()
+				client = nil
+			}
+		case "wait":
+			out.Exit, err = c.WaitVM(ctx, cmd.ID)
+			out.Millis = time.Since(started).Milliseconds()
+		case "stop":
+			err = c.StopVM(ctx, cmd.ID)
+		case "destroy":
+			err = c.DestroySession(ctx, cmd.ID)
+		default:
+			err = fmt.Errorf("unknown op %q", cmd.Op)
+		}
+		cancel()
+		if err != nil {
+			var e *api.Error
+			if errors.As(err, &e) {
+				out.Code = string(e.Code)
+			} else {
+				out.Code = "io: " + err.Error()
+			}
+		}
+		enc.Encode(out)
+	}
+	return 0
+}
+
+// attachSSH opens the SSH connection over the descriptor Attach returns, pinning the
+// host key from VMInfo and authenticating with the client key passed to StartVM.
+func attachSSH(ctx context.Context, c *api.Client, id string, signer ssh.Signer, hostKey ssh.PublicKey) (*ssh.Client, error) {
+	f, err := c.Attach(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := net.FileConn(f)
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	nc.SetDeadline(time.Now().Add(2 * time.Minute))
+	cfg := &ssh.ClientConfig{
+		User:              "agent",
+		Auth:              []ssh.AuthMethod{ssh.PublicKeys(signer)},
+		HostKeyCallback:   ssh.FixedHostKey(hostKey),
+		HostKeyAlgorithms: []string{hostKey.Type()},
+	}
+	sc, chans, reqs, err := ssh.NewClientConn(nc, "brood-guest", cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	nc.SetDeadline(time.Time{})
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// vmClient is a running VM client process.
+type vmClient struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Scanner
+	cmd *exec.Cmd
+}
+
+func startVMClient(t *testing.T, sock string, uid uint32) *vmClient {
+	t.Helper()
+	cmd := exec.Command(publicTestBinary(t), "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=vmclient", "BROOD_TEST_SOCK="+sock)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}}
+	cmd.Stderr = os.Stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	vc := &vmClient{t: t, in: in, out: bufio.NewScanner(out), cmd: cmd}
+	vc.out.Buffer(nil, 1<<20)
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	return vc
+}
+
+// do runs one step and returns its answer.
+func (vc *vmClient) do(c vmCmd) vmOut {
+	vc.t.Helper()
+	b, _ := json.Marshal(c)
+	if _, err := vc.in.Write(append(b, '\n')); err != nil {
+		vc.t.Fatalf("vm client %s: %v", c.Op, err)
+	}
+	if !vc.out.Scan() {
+		vc.t.Fatalf("vm client %s: no answer (%v)", c.Op, vc.out.Err())
+	}
+	var o vmOut
+	if err := json.Unmarshal(vc.out.Bytes(), &o); err != nil {
+		vc.t.Fatalf("vm client %s: %q: %v", c.Op, vc.out.Bytes(), err)
+	}
+	return o
+}
+
+// must runs a step that must succeed.
+func (vc *vmClient) must(c vmCmd) vmOut {
+	vc.t.Helper()
+	o := vc.do(c)
+	if o.Code != "" {
+		vc.t.Fatalf("vm client %s %s: %s", c.Op, c.ID, o.Code)
+	}
+	return o
+}
+
+// --- the helper under test ------------------------------------------------------------
+
+// vmHelper is a broodd-helper child (--listen) booting the vmtest assets from
+// /var/lib/brood, serving uids 4242 and 4243.
+type vmHelper struct {
+	hc      *helperChild
+	sock    string
+	runtime string
+}
+
+func startVMHelper(t *testing.T) *vmHelper {
+	t.Helper()
+	a := vmtest.Get(t)
+	base := t.TempDir()
+	pub := publicTempDir(t)
+	sock := filepath.Join(pub, "helper.sock")
+	cfg := writeConfig(t, base, fmt.Sprintf("allow_uids = [4242, 4243]\nkernel_release = %q\ninitramfs = %q\n",
+		a.Kernel.Release, filepath.Base(a.Initramfs)))
+	runtime := filepath.Join(base, "run")
+	stateDir := filepath.Dir(filepath.Dir(a.Image)) // /var/lib/brood: kernels/ and images/
+	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", runtime, "--state-dir", stateDir,
+		"--listen", sock, "--idle-timeout", "0")
+	c := waitDial(t, hc, sock, 20*time.Second)
+	c.Close()
+	chmod(t, sock, 0o666) // authorization is the helper's job here, not the socket mode's
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("helper log:\n%s", hc.stderr.String())
+		}
+	})
+	return &vmHelper{hc: hc, sock: sock, runtime: runtime}
+}
+
+// proc describes a process from /proc.
+type proc struct {
+	pid    int
+	status map[string]string
+	fds    map[int]string // fd → readlink target
+}
+
+func readProc(t *testing.T, pid int) proc {
+	t.Helper()
+	p := proc{pid: pid, status: map[string]string{}, fds: map[int]string{}}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok {
+			p.status[k] = strings.Join(strings.Fields(v), " ")
+		}
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		n, _ := strconv.Atoi(e.Name())
+		p.fds[n], _ = os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, e.Name()))
+	}
+	return p
+}
+
+// findVMM returns the runner and QEMU pids of session id: the processes whose fd 5 is
+// the session's run directory.
+func findVMM(t *testing.T, runtime, id string) (runner, vmm int) {
+	t.Helper()
+	want := filepath.Join(runtime, vmRunParent, id)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, runnerFDRunDir)); l != want {
+			continue
+		}
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		switch argv := strings.Split(string(cl), "\x00"); {
+		case len(argv) > 1 && argv[1] == RunnerSubcommand:
+			runner = pid
+		case strings.Contains(argv[0], "qemu-system"):
+			vmm = pid
+		}
+	}
+	if runner == 0 || vmm == 0 {
+		t.Fatalf("session %s: runner pid %d, VMM pid %d (want both)", id, runner, vmm)
+	}
+	return runner, vmm
+}
+
+// socketInodes returns the "socket:[N]" targets among pid's descriptors.
+func socketInodes(t *testing.T, pid int) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range readProc(t, pid).fds {
+		if strings.HasPrefix(l, "socket:") {
+			m[l] = true
+		}
+	}
+	return m
+}
+
+// TestVMSessionEndToEnd: a user (uid 4242) creates a session on a share it owns, boots
+// the test image, attaches, runs a command over SSH that writes into /workspace, ends the
+// SSH connection (the guest powers off) and waits: "poweroff", the write is in the share.
+// Meanwhile the runner and QEMU run as 4242 without capabilities, with no_new_privs,
+// holding only the descriptors they need; uid 4243 can do nothing to the session.
+func TestVMSessionEndToEnd(t *testing.T) {
+	h := startVMHelper(t)
+	work := publicTempDir(t)
+	w := ownedDir(t, work, "w", 4242, 4242) // stands for W's parent: the share is inside
+	share := ownedDir(t, w, "snapshot", 4242, 4242)
+	if err := os.WriteFile(filepath.Join(share, "README.md"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(filepath.Join(share, "README.md"), 4242, 4242)
+
+	a := startVMClient(t, h.sock, 4242)
+	id := a.must(vmCmd{Op: "create", Dir: share}).Session.ID
+	st := a.must(vmCmd{Op: "start", ID: id, Timeout: 180})
+	if st.Info.Accel == "" || st.Info.Backend != "qemu" || !strings.HasPrefix(st.Info.HostKey, "ssh-ed25519 ") {
+		t.Errorf("VMInfo = %+v", st.Info)
+	}
+	if st.Info.Accel == "tcg" && st.Info.Warning == "" {
+		t.Errorf("TCG without a warning: %+v", st.Info)
+	}
+	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "echo from-guest > /workspace/out.txt && cat /workspace/README.md && id -u"})
+	if run.Stdout != "hello\n4242\n" {
+		t.Errorf("guest command output %q, want README and uid 4242", run.Stdout)
+	}
+	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != StateRunning {
+		t.Errorf("sessions while running: %+v", l)
+	}
+
+	// The runner and the VMM: uid, capabilities, no_new_privs, descriptors.
+	runner, vmm := findVMM(t, h.runtime, id)
+	runDir := filepath.Join(h.runtime, vmRunParent, id)
+	helperSockets := socketInodes(t, h.hc.cmd.Process.Pid)
+	for _, pid := range []int{runner, vmm} {
+		p := readProc(t, pid)
+		if p.status["Uid"] != "4242 4242 4242 4242" || p.status["Gid"] != "4242 4242 4242 4242" || p.status["Groups"] != "" {
+			t.Errorf("pid %d: Uid %q Gid %q Groups %q, want 4242 and no groups", pid, p.status["Uid"], p.status["Gid"], p.status["Groups"])
+		}
+		if p.status["CapEff"] != "0000000000000000" || p.status["CapPrm"] != "0000000000000000" || p.status["NoNewPrivs"] != "1" {
+			t.Errorf("pid %d: CapEff %s CapPrm %s NoNewPrivs %s", pid, p.status["CapEff"], p.status["CapPrm"], p.status["NoNewPrivs"])
+		}
+		for fd, target := range p.fds {
+			switch {
+			case helperSockets[target]:
+				t.Errorf("pid %d fd %d is one of the helper's sockets (%s)", pid, fd, target)
+			case target == w || target == work || target == os.Getenv("HOME") || target == "/" || target == filepath.Dir(runDir):
+				t.Errorf("pid %d fd %d: %s (W's parent, $HOME or another directory)", pid, fd, target)
+			case strings.HasPrefix(target, "/") && !strings.HasPrefix(target, "/dev/"):
+				if fi, err := os.Stat(target); err == nil && fi.IsDir() && target != share && target != runDir {
+					t.Errorf("pid %d fd %d: directory %s (only the share and the run dir are allowed)", pid, fd, target)
+				}
+			}
+		}
+		if p.fds[runnerFDShare] != share || p.fds[runnerFDRunDir] != runDir {
+			t.Errorf("pid %d: fd 4 %q fd 5 %q, want the share and the run dir", pid, p.fds[runnerFDShare], p.fds[runnerFDRunDir])
+		}
+	}
+	if readProc(t, vmm).status["Seccomp"] != "2" {
+		t.Errorf("QEMU runs without its seccomp filter")
+	}
+
+	// Another user can do nothing to the session.
+	b := startVMClient(t, h.sock, 4243)
+	for _, op := range []string{"start", "attach", "stop", "wait", "destroy"} {
+		if o := b.do(vmCmd{Op: op, ID: id, Timeout: 5}); o.Code != string(api.CodePermissionDenied) {
+			t.Errorf("uid 4243 %s on uid 4242's session: %q, want permission_denied", op, o.Code)
+		}
+	}
+	if o := a.do(vmCmd{Op: "start", ID: id}); o.Code != string(api.CodeState) {
+		t.Errorf("second start_vm: %q, want bad_state", o.Code)
+	}
+
+	// End the SSH connection: the guest powers off.
+	a.must(vmCmd{Op: "close"})
+	ex := a.must(vmCmd{Op: "wait", ID: id})
+	if ex.Exit.Outcome != outcomePoweroff {
+		t.Errorf("wait_vm = %+v, want poweroff", ex.Exit)
+	}
+	t.Logf("start_vm call %d ms; start_vm → first SSH command done %d ms; start_vm → VM gone %d ms (accel %s)",
+		st.Millis, run.Millis, ex.Millis, st.Info.Accel)
+	got, err := os.ReadFile(filepath.Join(share, "out.txt"))
+	if string(got) != "from-guest\n" {
+		t.Errorf("share out.txt = %q, %v", got, err)
+	}
+	if fi, err := os.Stat(filepath.Join(share, "out.txt")); err == nil && fi.Sys().(*syscall.Stat_t).Uid != 4242 {
+		t.Errorf("out.txt owned by uid %d, want 4242", fi.Sys().(*syscall.Stat_t).Uid)
+	}
+	if alive(vmm) || alive(runner) {
+		t.Errorf("VMM %d or runner %d alive after wait_vm", vmm, runner)
+	}
+	if _, err := os.Lstat(runDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run dir %s left behind: %v", runDir, err)
+	}
+	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != StateStopped {
+		t.Errorf("sessions after the VM: %+v", l)
+	}
+	a.must(vmCmd{Op: "destroy", ID: id})
+}
+
+// TestVMTimeoutStopDestroy: a guest nobody attaches to hangs until its timeout (wait_vm
+// "timeout", the VMM is killed, the session is still listed); stop_vm stops a running VM
+// ("stopped"); destroy_session of a running VM stops it and removes the session.
+func TestVMTimeoutStopDestroy(t *testing.T) {
+	h := startVMHelper(t)
+	work := publicTempDir(t)
+	a := startVMClient(t, h.sock, 4242)
+	ids := map[string]string{}
+	for _, n := range []string{"hang", "stop", "destroy"} {
+		share := ownedDir(t, work, n, 4242, 4242)
+		ids[n] = a.must(vmCmd{Op: "create", Dir: share}).Session.ID
+	}
+	a.must(vmCmd{Op: "start", ID: ids["hang"], Timeout: 3})
+	_, hangVMM := findVMM(t, h.runtime, ids["hang"])
+	a.must(vmCmd{Op: "start", ID: ids["stop"], Timeout: 120})
+	a.must(vmCmd{Op: "start", ID: ids["destroy"], Timeout: 120})
+	stopRunner, stopVMM := findVMM(t, h.runtime, ids["stop"])
+	_, destroyVMM := findVMM(t, h.runtime, ids["destroy"])
+
+	ex := a.must(vmCmd{Op: "wait", ID: ids["hang"]})
+	if ex.Exit.Outcome != outcomeTimeout || ex.Exit.ConsoleTail == "" {
+		t.Errorf("hung guest: wait_vm = %q %q (console %d bytes), want timeout with a console tail", ex.Exit.Outcome, ex.Exit.Detail, len(ex.Exit.ConsoleTail))
+	}
+	if alive(hangVMM) {
+		t.Errorf("VMM %d alive after the timeout", hangVMM)
+	}
+
+	a.must(vmCmd{Op: "stop", ID: ids["stop"]})
+	if alive(stopVMM) || alive(stopRunner) {
+		t.Errorf("VMM %d / runner %d alive after stop_vm returned", stopVMM, stopRunner)
+	}
+	if ex := a.must(vmCmd{Op: "wait", ID: ids["stop"]}); ex.Exit.Outcome != outcomeStopped {
+		t.Errorf("stopped VM: wait_vm = %+v, want stopped", ex.Exit)
+	}
+	a.must(vmCmd{Op: "stop", ID: ids["stop"]}) // idempotent
+
+	a.must(vmCmd{Op: "destroy", ID: ids["destroy"]})
+	if alive(destroyVMM) {
+		t.Errorf("VMM %d alive after destroy_session", destroyVMM)
+	}
+	l := a.must(vmCmd{Op: "list"}).Sessions
+	states := map[string]string{}
+	for _, s := range l {
+		states[s.ID] = s.State
+	}
+	if len(l) != 2 || states[ids["hang"]] != StateStopped || states[ids["stop"]] != StateStopped {
+		t.Errorf("sessions = %+v, want hang and stop listed as stopped, destroy gone", l)
+	}
+	ents, _ := os.ReadDir(filepath.Join(h.runtime, vmRunParent))
+	if len(ents) != 0 {
+		t.Errorf("run dirs left: %v", ents)
+	}
+}
