@@ -146,22 +146,26 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 			return nil, nil, fmt.Errorf("open snapshot dir %q: %w", s, err)
 		}
 	}
-	if !opts.DryRun {
-		if err := t.ownDirs(root); err != nil {
-			closeFd(root.dst)
-			unix.Close(wfd)
-			os.Remove(s)
-			return nil, nil, err
-		}
-	}
-	t.run(root)
-	if err := context.Cause(ctx); err != nil {
+	abort := func() {
 		if !opts.DryRun {
 			removeTree(s)
 			if t.baseMade {
 				removeTree(opts.BaseDir)
 			}
 		}
+	}
+	if !opts.DryRun {
+		if err := t.ownDirs(root); err != nil {
+			closeFd(root.dst)
+			closeFd(root.base)
+			unix.Close(wfd)
+			abort()
+			return nil, nil, err
+		}
+	}
+	t.run(root)
+	if err := context.Cause(ctx); err != nil {
+		abort()
 		if errors.Is(err, context.Canceled) && t.err == nil {
 			err = fmt.Errorf("snapshot %q: %w", w, err)
 		}
@@ -169,12 +173,7 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 	}
 	m, rep, err := t.finish()
 	if err != nil {
-		if !opts.DryRun {
-			removeTree(s)
-			if t.baseMade {
-				removeTree(opts.BaseDir)
-			}
-		}
+		abort()
 		return nil, nil, err
 	}
 	if t.baseMade && rep.BaseFiles == 0 {
