@@ -7,7 +7,6 @@ package assets
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -19,9 +18,6 @@ import (
 	"brood.dev/brood/sandbox/initramfs"
 	"brood.dev/brood/sandbox/kernel"
 )
-
-// ErrNoGuest is returned by FindGuest when no brood-guest binary is installed.
-var ErrNoGuest = errors.New("brood-guest binary not found")
 
 // GuestPaths are where packaged installs put brood-guest, in search order.
 var GuestPaths = []string{"/usr/libexec/brood/brood-guest", "/usr/lib/brood/brood-guest"}

@@ -148,10 +148,17 @@ var excludeDocs = []string{
 	"--dpkgopt=path-exclude=/usr/share/info/*",
 }
 
+// codexStaticHook points /usr/local/bin/codex at the static musl binary that
+// @openai/codex ships in its platform package, bypassing the Node launcher: under TCG
+// Node's start-up alone costs ~2.5 s per run (LAB.md 9). Without that binary the
+// launcher stays.
+const codexStaticHook = `chroot "$1" sh -c 'b=$(ls /usr/local/lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-*/vendor/*-unknown-linux-musl/bin/codex 2>/dev/null | head -n1); [ -z "$b" ] || ln -sf "$b" /usr/local/bin/codex'`
+
 // Recipes are the built-in images.
 //
 //   - test: Essential packages + busybox-static + git, ~30 s to build; CI boots it.
-//   - codex: minbase + Debian's nodejs/npm + `npm install -g @openai/codex`. npm runs
+//   - codex: minbase + Debian's nodejs/npm + `npm install -g @openai/codex`, with
+//     `codex` linked to the package's static binary. npm runs
 //     in the chroot trusting the host's CA bundle (copied in for the install and
 //     removed after): package registries may sit behind a TLS-intercepting proxy whose
 //     CA only the host trusts (LAB.md 9).
@@ -168,6 +175,7 @@ var Recipes = map[string]Recipe{
 			agentHook,
 			`cp /etc/ssl/certs/ca-certificates.crt "$1/tmp/brood-host-ca.crt"`,
 			`chroot "$1" env HOME=/root NODE_EXTRA_CA_CERTS=/tmp/brood-host-ca.crt npm_config_cafile=/tmp/brood-host-ca.crt npm install -g @openai/codex`,
+			codexStaticHook,
 			`rm -rf "$1/tmp/brood-host-ca.crt" "$1/root/.npm"`,
 		},
 	},

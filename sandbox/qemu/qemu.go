@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -35,9 +36,13 @@ type Backend struct {
 	StopGrace time.Duration
 	// Now replaces time.Now for the guest's initial clock (tests); nil means time.Now.
 	Now func() time.Time
+	// Warn receives the TCG warning (Capabilities.Warning) once, at the first Start
+	// that uses TCG; nil means os.Stderr.
+	Warn io.Writer
 
-	mu   sync.Mutex
-	caps *sandbox.Capabilities
+	mu     sync.Mutex
+	caps   *sandbox.Capabilities
+	warned bool
 }
 
 var _ sandbox.Backend = (*Backend)(nil)
@@ -72,6 +77,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, err
 			caps = &c
 		}
 		boot.Accel = caps.Accel
+		b.warnOnce(caps.Warning)
 	}
 	if boot.Accel == sandbox.AccelTCG {
 		if info, err := os.ReadFile("/proc/cpuinfo"); err == nil {
@@ -91,6 +97,8 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, err
 	cmd.Stdout = &vm.console
 	cmd.Stderr = &vm.console
 	cmd.Env = []string{} // QEMU needs nothing from brood's environment
+	// Console copying must not outlive QEMU (a leaked descendant could hold the pipe).
+	cmd.WaitDelay = time.Second
 	if spec.Tap != nil {
 		cmd.ExtraFiles = []*os.File{spec.Tap}
 	}
@@ -104,6 +112,24 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, err
 	vm.timer = time.AfterFunc(spec.Timeout, func() { vm.kill(errTimeoutAfter(spec.Timeout)) })
 	go vm.reap()
 	return vm, nil
+}
+
+// warnOnce writes w (if any) to b.Warn the first time.
+func (b *Backend) warnOnce(w string) {
+	if w == "" {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.warned {
+		return
+	}
+	b.warned = true
+	out := b.Warn
+	if out == nil {
+		out = os.Stderr
+	}
+	fmt.Fprintln(out, "brood:", w)
 }
 
 func errTimeoutAfter(d time.Duration) error {
@@ -162,7 +188,13 @@ func (v *vm) kill(why error) {
 		v.killErr = why
 	}
 	v.mu.Unlock()
-	_ = v.cmd.Process.Signal(syscall.SIGKILL) // fails only if already reaped
+	v.signal(syscall.SIGKILL)
+}
+
+// signal signals QEMU's process group (QEMU runs as a group leader, Setpgid): nothing
+// it might have started survives it. Errors mean it is already gone.
+func (v *vm) signal(sig syscall.Signal) {
+	_ = syscall.Kill(-v.cmd.Process.Pid, sig)
 }
 
 func (v *vm) Wait(ctx context.Context) error {
@@ -188,11 +220,11 @@ func (v *vm) Stop() error {
 		v.killErr = errStopped
 	}
 	v.mu.Unlock()
-	_ = v.cmd.Process.Signal(syscall.SIGTERM)
+	v.signal(syscall.SIGTERM)
 	select {
 	case <-v.done:
 	case <-time.After(v.stopGrace):
-		_ = v.cmd.Process.Signal(syscall.SIGKILL)
+		v.signal(syscall.SIGKILL)
 		<-v.done
 	}
 	return nil
