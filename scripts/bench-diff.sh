@@ -23,22 +23,24 @@ echo "fixture: $FILES files in W, $CHANGED changes in S, session $id, $(nproc) C
 find "$w" "$s" -printf '%s %T@ %C@\n' >/dev/null
 "$tmp/brood" diff "$id" >/dev/null
 
-now() { date +%s%N; }
-: >"$tmp/find.ns"; : >"$tmp/diff.ns"; : >"$tmp/json.ns"
+# One measurement: wall, user+sys CPU seconds of a command (bash's time keyword).
+measure() { local TIMEFORMAT='%R %U %S'; { time "$@" >/dev/null; } 2>&1 | awk '{print $1, $2 + $3}'; }
+: >"$tmp/find.t"; : >"$tmp/diff.t"; : >"$tmp/json.t"
 for _ in $(seq "$RUNS"); do
-  t0=$(now); find "$w" "$s" -printf '%s %T@ %C@\n' >/dev/null
-  t1=$(now); "$tmp/brood" diff "$id" >/dev/null
-  t2=$(now); "$tmp/brood" diff --json "$id" >/dev/null
-  t3=$(now)
-  echo $((t1 - t0)) >>"$tmp/find.ns"; echo $((t2 - t1)) >>"$tmp/diff.ns"; echo $((t3 - t2)) >>"$tmp/json.ns"
+  measure find "$w" "$s" -printf '%s %T@ %C@\n' >>"$tmp/find.t"
+  measure "$tmp/brood" diff "$id" >>"$tmp/diff.t"
+  measure "$tmp/brood" diff --json "$id" >>"$tmp/json.t"
 done
-median() { sort -n "$1" | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
-f=$(median "$tmp/find.ns"); d=$(median "$tmp/diff.ns"); j=$(median "$tmp/json.ns")
-awk -v f="$f" -v d="$d" -v j="$j" -v n="$RUNS" 'BEGIN {
-  printf "end to end (median of %d):\n", n
-  printf "  find W S -printf        %8.1f ms\n", f/1e6
-  printf "  brood diff ID           %8.1f ms   ratio %.2f (target <= 2)\n", d/1e6, d/f
-  printf "  brood diff --json ID    %8.1f ms   ratio %.2f\n", j/1e6, j/f
+# median FILE COLUMN
+median() { awk -v c="$2" '{print $c}' "$1" | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+fw=$(median "$tmp/find.t" 1) fc=$(median "$tmp/find.t" 2)
+dw=$(median "$tmp/diff.t" 1) dc=$(median "$tmp/diff.t" 2)
+jw=$(median "$tmp/json.t" 1) jc=$(median "$tmp/json.t" 2)
+awk -v fw="$fw" -v fc="$fc" -v dw="$dw" -v dc="$dc" -v jw="$jw" -v jc="$jc" -v n="$RUNS" 'BEGIN {
+  printf "end to end (median of %d runs; wall time, and CPU time = user + sys):\n", n
+  printf "  find W S -printf        wall %7.1f ms   cpu %7.1f ms\n", fw*1000, fc*1000
+  printf "  brood diff ID           wall %7.1f ms   cpu %7.1f ms   ratio wall %.2f (target <= 2), cpu %.2f\n", dw*1000, dc*1000, dw/fw, dc/fc
+  printf "  brood diff --json ID    wall %7.1f ms   cpu %7.1f ms   ratio wall %.2f, cpu %.2f\n", jw*1000, jc*1000, jw/fw, jc/fc
 }'
 n=$("$tmp/brood" diff "$id" | wc -l)
 [ "$n" -eq "$CHANGED" ] || { echo "bench-diff: brood diff listed $n changes, want $CHANGED" >&2; exit 1; }
