@@ -1,5 +1,20 @@
 // Package diff computes the changes between a snapshot S and the workspace W relative to
 // the snapshot's manifest: what the agent did in S, and what the developer did in W since.
+//
+// Compute walks both trees in parallel relative to directory fds, never following a
+// symlink, and compares every entry's lstat with the manifest; only files whose stat
+// changed in S are read (hashed with SHA-256, raw bytes). A change is one Change per
+// path, sorted by path bytes. Only S's changes are listed: a path the developer changed
+// in W and S did not touch is not a change; one both changed is KindConflict. Anything
+// the flush must never write is KindRefused with a Reason: special files, names with
+// control or formatting characters or escaping the root, case collisions on a
+// case-insensitive W, files over Options.MaxSize, protected paths (DefaultProtected),
+// paths inside excluded secrets, symlinks whose target is absolute or climbs out of W,
+// and paths longer than PATH_MAX. Risk marks high-risk changes (.git/, CI definitions,
+// hook managers, new executable bits).
+//
+// Names are raw bytes; Escape renders them for a terminal, and the JSON form of a Change
+// (json.go) carries invalid UTF-8 exactly in path_b64.
 package diff
 
 // Kind classifies one change. The string values are part of `brood diff --json`.
