@@ -281,7 +281,7 @@ func (t *taker) removeFromS(rel string, entries []manifest.Entry, idx func(strin
 	pi := idx(parentRel)
 	mode, mtime, atime := t.rootMode, t.rootMtime, t.rootAtime
 	if pi >= 0 {
-		mode = entries[pi].W.Mode &^ (unix.S_ISUID | unix.S_ISGID | unix.S_ISVTX)
+		mode = entries[pi].W.Mode &^ specialBits
 		mtime = unix.NsecToTimespec(entries[pi].W.Mtime)
 		atime = mtime
 	}
