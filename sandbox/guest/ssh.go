@@ -56,9 +56,6 @@ func (c portConn) SetDeadline(t time.Time) error      { return c.f.SetDeadline(t
 func (c portConn) SetReadDeadline(t time.Time) error  { return c.f.SetReadDeadline(t) }
 func (c portConn) SetWriteDeadline(t time.Time) error { return c.f.SetWriteDeadline(t) }
 
-// errHostGone is returned by portConn.Write when the host side of the port closed.
-var errHostGone = errors.New("virtio-serial port: host disconnected")
-
 // Write writes b, waiting with poll(2) while the port is full. It fails once the host
 // side is gone: the port then reports EAGAIN forever (virtio_console's
 // will_write_block is true without a host connection) and the netpoller, being
@@ -89,7 +86,7 @@ func (c portConn) Write(b []byte) (int, error) {
 				return
 			}
 			if p[0].Revents&unix.POLLOUT == 0 && p[0].Revents&unix.POLLHUP != 0 {
-				werr = errHostGone
+				werr = ErrHostGone
 				return
 			}
 		}
