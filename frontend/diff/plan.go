@@ -213,6 +213,9 @@ func (p *planner) classify(it item) (*Change, error) {
 	if dir, rule := p.excludedAncestor(it.path); dir != "" {
 		return refuse(c, fmt.Sprintf("below %s, excluded from the snapshot by secret rule %s", Escape(dir), Escape(rule))), nil
 	}
+	if it.me != nil && it.me.Sanitized {
+		return refuse(c, "S holds a sanitized copy of this file (credentials and commands removed); its changes are never flushed"), nil
+	}
 	if it.me != nil && it.me.Skipped != "" {
 		return refuse(c, fmt.Sprintf("W holds a %s here that was not copied; S created a %s there", typeName(baseW.Type), typeName(sNow.Type))), nil
 	}

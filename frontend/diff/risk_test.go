@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestProtectedPath(t *testing.T) {
@@ -84,5 +86,31 @@ func TestTouchedWIsNoConflict(t *testing.T) {
 	}
 	if c := gm["deploy/run.sh"]; c.Kind != KindRefused || c.Reason != "protected path (deploy/)" {
 		t.Errorf("deploy/run.sh: %s %q, want refused as protected", c.Kind, c.Reason)
+	}
+}
+
+// TestSanitizedNeverFlushed: a file the snapshot rewrote (a git config with credentials
+// removed) is no change while S leaves it alone, and refused when S touches it (its base
+// in S is not W's content, so a "modification" would write the sanitized copy over W).
+func TestSanitizedNeverFlushed(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{"vendor/x/gitconfig": "[credential]\n\thelper = store\n"})
+	m := testSnapshot(t, w, s, true)
+	writeFiles(t, s, map[string]string{"vendor/x/gitconfig": "[core]\n"}) // what the snapshot wrote
+	e := m.Lookup("vendor/x/gitconfig")
+	var st unix.Stat_t
+	must(t, unix.Lstat(filepath.Join(s, "vendor/x/gitconfig"), &st))
+	e.Sanitized = true
+	e.S = statFrom(&st)
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	if len(got) != 0 {
+		t.Fatalf("untouched sanitized copy listed: %+v", got)
+	}
+	writeFiles(t, s, map[string]string{"vendor/x/gitconfig": "[core]\n\tfsmonitor = evil\n"})
+	got, err = Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	if len(got) != 1 || got[0].Kind != KindRefused {
+		t.Fatalf("touched sanitized copy: %+v, want refused", got)
 	}
 }
