@@ -37,15 +37,24 @@ func boot(t *testing.T, a *assets.Set, share string, timeout time.Duration, cmdl
 // bootB is boot for tests and benchmarks.
 func bootB(t testing.TB, a *assets.Set, share string, timeout time.Duration, cmdline ...string) *vmRun {
 	t.Helper()
+	return bootNet(t, a, share, timeout, nil, nil, cmdline...)
+}
+
+// bootNet is bootB with a network: tap as the NIC and net as the guest's eth0 config.
+func bootNet(t testing.TB, a *assets.Set, share string, timeout time.Duration, tap *os.File, net *guestcfg.Net, cmdline ...string) *vmRun {
+	t.Helper()
 	dir := t.TempDir()
 	keys, err := guestcfg.NewKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec, err := a.Spec(dir, keys.Config(), share)
+	cfg := keys.Config()
+	cfg.Net = net
+	spec, err := a.Spec(dir, cfg, share)
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec.Tap = tap
 	spec.CPUs, spec.MemoryMiB, spec.Timeout = 1, 512, timeout
 	spec.Cmdline = cmdline
 	r := &vmRun{keys: keys, sock: spec.SSHSocket}
