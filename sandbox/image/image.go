@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // SystemCacheDir is the root-owned image cache (the helper only boots images from here).
@@ -244,8 +246,25 @@ func Cached(cacheDir, name string) (string, error) {
 }
 
 // Ensure returns the cached image called name, building it first when there is none.
+// Concurrent callers (several test binaries, say) wait for one build instead of each
+// running mmdebstrap.
 func Ensure(ctx context.Context, cacheDir, name string, log io.Writer) (string, error) {
 	if p, err := Cached(cacheDir, name); err == nil {
+		return p, nil
+	}
+	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+		return "", fmt.Errorf("create image cache: %w", err)
+	}
+	lockPath := filepath.Join(cacheDir, ".lock-"+name)
+	f, err := os.OpenFile(lockPath, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return "", fmt.Errorf("open image lock: %w", err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		return "", &os.PathError{Op: "flock", Path: lockPath, Err: err}
+	}
+	if p, err := Cached(cacheDir, name); err == nil { // built while we waited
 		return p, nil
 	}
 	return Build(ctx, cacheDir, name, log)
