@@ -484,3 +484,27 @@ func TestTooDeepInUnchangedDir(t *testing.T) {
 		t.Errorf("short file in it: %s, want added", c.Kind)
 	}
 }
+
+// TestForgedMtimeCaught: an agent that rewrites a file with the same size and then sets
+// its mtime back (touch -d) still changes the host ctime, which it cannot set: the edit is
+// found.
+func TestForgedMtimeCaught(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{"f.go": "package a\n"})
+	m := testSnapshot(t, w, s, true)
+	p := filepath.Join(s, "f.go")
+	fi, err := os.Stat(p)
+	must(t, err)
+	must(t, os.WriteFile(p, []byte("package b\n"), 0o644))
+	must(t, os.Chtimes(p, fi.ModTime(), fi.ModTime()))
+	var st unix.Stat_t
+	must(t, unix.Lstat(p, &st))
+	if e := m.Lookup("f.go"); e.S.Mtime != st.Mtim.Nano() || e.S.Size != st.Size || e.S.Ino != st.Ino {
+		t.Fatalf("test setup: mtime/size/inode not restored")
+	}
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	if len(got) != 1 || got[0].Kind != KindModified {
+		t.Errorf("changes %+v, want f.go modified", got)
+	}
+}
