@@ -277,6 +277,14 @@ func TestSecretHardlinks(t *testing.T) {
 		t.Errorf("report counts %d files, want 2", rep.Files)
 	}
 	checkManifestMatches(t, w, s, m)
+	// A dry run lists the same exclusions.
+	_, dry, err := Take(context.Background(), w, "", Options{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(dry.Excluded) != len(rep.Excluded) || len(dry.Excluded) != 7 {
+		t.Errorf("dry run excluded %+v, snapshot excluded %+v", dry.Excluded, rep.Excluded)
+	}
 }
 
 func TestSpecialFilesSkipped(t *testing.T) {
