@@ -41,6 +41,9 @@ const (
 	maxHandshake = 3 * time.Minute
 	// waitSlack is added to the VM's lifetime for the WaitVM call's deadline.
 	waitSlack = 5 * time.Minute
+	// lifetimeGrace: with --timeout, the frontend itself stops the VM this long after
+	// the timeout when the helper has not reported it gone by then.
+	lifetimeGrace = 10 * time.Second
 	// defaultLifetime is the WaitVM deadline base when --timeout is not given (the
 	// helper's own default applies to the VM).
 	defaultLifetime = 24 * time.Hour
@@ -291,7 +294,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		destroy()
 		return err
 	}
-	prog.Start(fmt.Sprintf("boot VM (image %s)", r.image))
+	prog.Start(fmt.Sprintf("start VM (image %s)", r.image))
 	bootStart := time.Now()
 	info, err := hc.StartVM(ctx, api.StartVMArgs{ID: hs.ID, Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
 		TimeoutSec: int(f.timeout / time.Second), ClientKey: pub, Clock: time.Now().Unix()})
@@ -304,12 +307,14 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
 	}
 	rec.Accel, rec.Backend = info.Accel, info.Backend
+	prog.Done(info.Backend + ", " + info.Accel)
 	if err := sess.SetState(session.StateRunning); err != nil {
 		prog.Warn("%v", err)
 	}
 	if info.Warning != "" {
-		prog.Warn("%s", diff.Escape(info.Warning))
+		prog.Warn("%s", diff.Escape(strings.TrimPrefix(info.Warning, "WARNING: ")))
 	}
+	prog.Start("boot")
 	lifetime := defaultLifetime
 	if f.timeout > 0 {
 		lifetime = f.timeout
@@ -426,6 +431,8 @@ type vmSession struct {
 	bootStart time.Time
 	exit      api.VMExit
 	detached  bool
+	// overLifetime: the frontend gave up on the VM lifetimeGrace after --timeout.
+	overLifetime bool
 }
 
 // attachAndRun connects over SSH and runs the agent until it exits, the developer
@@ -436,9 +443,15 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 	if err != nil {
 		return err
 	}
-	// The run ends early when the VMM goes away under it.
+	// The run ends early when the VMM goes away under it, and at the latest
+	// lifetimeGrace after --timeout even if the helper has not stopped the VM yet.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if t := v.r.flags.timeout; t > 0 {
+		var c2 context.CancelFunc
+		runCtx, c2 = context.WithTimeout(runCtx, t+lifetimeGrace)
+		defer c2()
+	}
 	go func() {
 		select {
 		case <-v.waiter.done:
@@ -498,6 +511,9 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 		o.Stdout, o.Stderr = out, errw
 	}
 	code, err := sshclient.Run(runCtx, client, o)
+	if errors.Is(runCtx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		v.overLifetime = true
+	}
 	if v.detached {
 		v.rec.Detached = true
 		return ErrDetached
@@ -517,28 +533,26 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 // returns an error only when it cannot confirm that the VMM is gone.
 func (v *vmSession) stop() error {
 	v.prog.Start("stop VM")
-	if v.waiter == nil || !v.waiter.gone(poweroffWait) {
+	exit := api.VMExit{Outcome: "stopped"} // StopVM returned: the VMM is gone
+	if v.waiter != nil && v.waiter.gone(poweroffWait) {
+		exit = v.waiter.exit
+	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), stopWait)
 		defer cancel()
 		if err := v.hc.StopVM(ctx, v.id); err != nil {
-			return fmt.Errorf("stop VM of session %s: %w (check brood doctor; the session is kept)", v.sess.ID, err)
+			return fmt.Errorf("stop VM of session %s: %w (the session is kept; brood doctor checks the helper)", v.sess.ID, err)
 		}
-		if v.waiter == nil || !v.waiter.gone(stopWait) {
-			// StopVM returned, so the VMM is gone; the waiter's outcome is lost.
-			v.exit = api.VMExit{Outcome: "stopped"}
-			if v.waiter != nil && v.waiter.err != nil {
-				v.exit.Detail = v.waiter.err.Error()
-			}
-			v.rec.Outcome, v.rec.Detail = v.exit.Outcome, v.exit.Detail
-			v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
-			v.prog.Done(v.exit.Outcome)
-			return nil
+		if v.waiter != nil && v.waiter.gone(stopWait) {
+			exit = v.waiter.exit
 		}
 	}
-	v.exit = v.waiter.exit
-	v.rec.Outcome, v.rec.Detail = v.exit.Outcome, v.exit.Detail
+	if v.overLifetime && (exit.Outcome == "stopped" || exit.Outcome == "") {
+		exit = api.VMExit{Outcome: "timeout", Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
+	}
+	v.exit = exit
+	v.rec.Outcome, v.rec.Detail = exit.Outcome, exit.Detail
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
-	v.prog.Done(v.exit.Outcome)
+	v.prog.Done(exit.Outcome)
 	return nil
 }
 
