@@ -38,12 +38,16 @@ type Boot struct {
 // spec.Cmdline.
 //
 //   - console=ttyS0: the serial console is the VM's console log.
+//   - under TCG: tsc_early_khz (see Boot.TSCkHz) and tsc=reliable.
 //   - reboot=t panic=-1: a panic reboots at once, and -no-reboot turns that into QEMU exiting.
 //   - brood.time=SECONDS.NANOS: the guest's initial wall clock.
 func Cmdline(spec sandbox.Spec, b Boot) []string {
 	w := []string{"console=ttyS0", "reboot=t", "panic=-1"}
 	if b.Accel == sandbox.AccelTCG && b.TSCkHz > 0 {
-		w = append(w, "tsc_early_khz="+strconv.Itoa(b.TSCkHz))
+		// tsc=reliable: under TCG the guest TSC is the host's; what drifts on a busy
+		// host is the timer interrupt the clocksource watchdog compares it with, and the
+		// watchdog would then drop to the 4 ms jiffies clock.
+		w = append(w, "tsc_early_khz="+strconv.Itoa(b.TSCkHz), "tsc=reliable")
 	}
 	if !b.Now.IsZero() {
 		w = append(w, fmt.Sprintf("brood.time=%d.%09d", b.Now.Unix(), b.Now.Nanosecond()))

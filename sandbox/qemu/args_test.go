@@ -40,7 +40,7 @@ func TestArgs(t *testing.T) {
 				{"-nodefaults", "-no-user-config", "-nographic", "-no-reboot"},
 				{"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"},
 				{"-kernel", "/k/vmlinux", "-initrd", "/k/initrd.img"},
-				{"-append", "console=ttyS0 reboot=t panic=-1 tsc_early_khz=2596150 brood.time=1700000000.000000005"},
+				{"-append", "console=ttyS0 reboot=t panic=-1 tsc_early_khz=2596150 tsc=reliable brood.time=1700000000.000000005"},
 				{"-device", "virtio-rng-device,rng=rng0"},
 				{"-chardev", "socket,id=ssh0,path=/run/s/ssh.sock,server=on,wait=off"},
 				{"-device", "virtserialport,bus=vser0.0,chardev=ssh0,name=brood.ssh"},
