@@ -28,7 +28,7 @@ const childEnv = "BROOD_HELPER_TEST_CHILD"
 func TestMain(m *testing.M) {
 	// The helper under test re-executes this binary as its runner spawner and runners
 	// (with a scrubbed environment, so only argv tells).
-	if len(os.Args) > 1 && (os.Args[1] == RunnerSubcommand || os.Args[1] == SpawnerSubcommand) {
+	if os.Getenv(childEnv) == "" && len(os.Args) > 1 && (os.Args[1] == RunnerSubcommand || os.Args[1] == SpawnerSubcommand) {
 		os.Exit(Main(os.Args[1:]))
 	}
 	switch os.Getenv(childEnv) {

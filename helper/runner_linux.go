@@ -197,7 +197,8 @@ var runnerSystemRO = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin"}
 // RunnerRules is the runner's Landlock ruleset: read/execute of runnerSystemRO and /proc,
 // read of the boot artifacts, read-write of the share and the run directory, /dev/null
 // and /dev/urandom (QEMU's virtio-rng), and /dev/kvm only under KVM. No network rules:
-// every TCP bind and connect is denied; abstract unix sockets and signals are scoped.
+// every TCP bind and connect is denied; abstract unix sockets are scoped (signals are
+// not: see confineRunner).
 func RunnerRules(accel string) []landlock.Rule {
 	r := []landlock.Rule{
 		landlock.RODirs(runnerSystemRO...).IgnoreIfMissing(),
@@ -217,12 +218,19 @@ func RunnerRules(accel string) []landlock.Rule {
 
 // confineRunner sets no_new_privs on every thread and applies RunnerRules: strictly at
 // the pinned ABI, best effort below it (logged).
+//
+// The signal scope is left out: before Landlock ABI 8 (LANDLOCK_RESTRICT_SELF_TSYNC) a Go
+// process restricts each OS thread separately, so every thread gets its own sibling
+// domain, and a signal from one thread to a child forked by another (the runner killing
+// QEMU on timeout or stop) fails with EPERM (measured on 6.18, ABI 7). QEMU runs as the
+// same user as everything it could signal, so the scope would not protect much.
 func confineRunner(log *slog.Logger, cfg runnerConfig) error {
 	if err := llsys.AllThreadsPrctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
 	abi, _ := landlockABI()
 	llcfg := pinnedConfig
+	llcfg.Scoped &^= llsys.ScopeSignal
 	if abi < PinnedABI {
 		log.Warn("landlock: runner confinement DEGRADED", "kernel_abi", abi, "pinned_abi", PinnedABI)
 		llcfg = llcfg.BestEffort()

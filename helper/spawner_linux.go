@@ -35,12 +35,23 @@ const spawnFDs = 1 + runnerFDCount
 // spawnMsgMax bounds a spawn request or reply in bytes.
 const spawnMsgMax = 4096
 
-// spawnRequest asks the spawner to start `<exe> vm-run` as UID/GID with Groups.
+// spawnRequest asks the spawner to start `<exe> vm-run` as UID/GID with Groups (Op
+// "spawn"), or to SIGKILL its runner Pid (Op "kill": the confined helper cannot signal
+// processes outside its Landlock domain, and only the runner's parent knows for sure that
+// a pid is still its runner).
 type spawnRequest struct {
-	UID    uint32   `json:"uid"`
-	GID    uint32   `json:"gid"`
-	Groups []uint32 `json:"groups"`
+	Op     string   `json:"op"`
+	UID    uint32   `json:"uid,omitempty"`
+	GID    uint32   `json:"gid,omitempty"`
+	Groups []uint32 `json:"groups,omitempty"`
+	Pid    int      `json:"pid,omitempty"`
 }
+
+// Spawner operations.
+const (
+	spawnOpSpawn = "spawn"
+	spawnOpKill  = "kill"
+)
 
 // spawnReply answers a spawnRequest: the runner's pid (also its process group), or Error.
 // A successful reply carries the runner's pidfd (pidfd_open by its parent, before the
@@ -99,6 +110,7 @@ func StartSpawner(exe string) (*Spawner, error) {
 // Spawn starts a runner; files are its stderr and descriptors 3..8. The caller keeps
 // (and closes) files. It returns the runner's pid and pidfd.
 func (s *Spawner) Spawn(req spawnRequest, files []*os.File) (int, *os.File, error) {
+	req.Op = spawnOpSpawn
 	if len(files) != spawnFDs {
 		return 0, nil, fmt.Errorf("spawn runner: %d descriptors, want %d: %w", len(files), spawnFDs, ErrRunner)
 	}
@@ -134,6 +146,27 @@ func (s *Spawner) Spawn(req spawnRequest, files []*os.File) (int, *os.File, erro
 	return rep.Pid, got[0], nil
 }
 
+// Kill asks the spawner to SIGKILL its runner pid (QEMU follows through Pdeathsig). A
+// runner that is already gone is not an error.
+func (s *Spawner) Kill(pid int) error {
+	b, _ := json.Marshal(spawnRequest{Op: spawnOpKill, Pid: pid})
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := unix.Sendmsg(s.fd, b, nil, nil, 0); err != nil {
+		return fmt.Errorf("kill runner %d: %w: %w", pid, ErrRunner, os.NewSyscallError("sendmsg", err))
+	}
+	buf := make([]byte, spawnMsgMax)
+	n, _, _, _, err := unix.Recvmsg(s.fd, buf, nil, 0)
+	if err != nil || n == 0 {
+		return fmt.Errorf("kill runner %d: spawner gone: %w (%v)", pid, ErrRunner, err)
+	}
+	var rep spawnReply
+	if err := json.Unmarshal(buf[:n], &rep); err != nil || rep.Error != "" {
+		return fmt.Errorf("kill runner %d: %w: %s %v", pid, ErrRunner, rep.Error, err)
+	}
+	return nil
+}
+
 // Close stops the spawner (it exits when its socket closes) and reaps it.
 func (s *Spawner) Close() {
 	unix.Close(s.fd)
@@ -154,6 +187,7 @@ func spawnerMain(args []string) int {
 	}
 	unix.CloseOnExec(spawnerFD)
 	kvm := lookupKVMGID()
+	live := &liveRunners{byPid: map[int]*exec.Cmd{}}
 	buf := make([]byte, spawnMsgMax)
 	oob := make([]byte, unix.CmsgSpace(4*spawnFDs))
 	for {
@@ -172,15 +206,23 @@ func spawnerMain(args []string) int {
 			rep.Error = "truncated spawn request"
 		case ferr != nil:
 			rep.Error = ferr.Error()
-		case len(files) != spawnFDs:
-			rep.Error = fmt.Sprintf("%d descriptors, want %d", len(files), spawnFDs)
 		default:
 			var req spawnRequest
 			if err := json.Unmarshal(buf[:n], &req); err != nil {
 				rep.Error = "decode spawn request: " + err.Error()
+			} else if req.Op == spawnOpKill {
+				if len(files) != 0 {
+					rep.Error = "kill request with descriptors"
+				} else {
+					live.kill(req.Pid)
+				}
+			} else if req.Op != spawnOpSpawn {
+				rep.Error = fmt.Sprintf("unknown spawner op %q", req.Op)
+			} else if len(files) != spawnFDs {
+				rep.Error = fmt.Sprintf("%d descriptors, want %d", len(files), spawnFDs)
 			} else if err := checkSpawn(req, kvm); err != nil {
 				rep.Error = err.Error()
-			} else if rep.Pid, pidfd, err = startRunner(exe, req, files); err != nil {
+			} else if rep.Pid, pidfd, err = live.start(exe, req, files); err != nil {
 				rep.Error = err.Error()
 			} else {
 				log.Info("runner started", "pid", rep.Pid, "uid", req.UID)
@@ -202,10 +244,25 @@ func spawnerMain(args []string) int {
 	}
 }
 
-// startRunner starts `exe vm-run` as req's user with files[0] as stdout and stderr and
+// liveRunners are the spawner's children not yet reaped.
+type liveRunners struct {
+	mu    sync.Mutex
+	byPid map[int]*exec.Cmd
+}
+
+// kill SIGKILLs runner pid if it is still the spawner's unreaped child.
+func (l *liveRunners) kill(pid int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if cmd, ok := l.byPid[pid]; ok {
+		_ = cmd.Process.Kill()
+	}
+}
+
+// start starts `exe vm-run` as req's user with files[0] as stdout and stderr and
 // files[1:] as descriptors 3..8, in its own process group, killed when the spawner dies.
 // It returns the runner's pid and a pidfd opened before a goroutine reaps it.
-func startRunner(exe string, req spawnRequest, files []*os.File) (int, int, error) {
+func (l *liveRunners) start(exe string, req spawnRequest, files []*os.File) (int, int, error) {
 	groups := req.Groups
 	if groups == nil {
 		groups = []uint32{}
@@ -234,7 +291,15 @@ func startRunner(exe string, req spawnRequest, files []*os.File) (int, int, erro
 		cmd.Wait()
 		return 0, -1, fmt.Errorf("start runner: %w", os.NewSyscallError("pidfd_open", err))
 	}
-	go cmd.Wait()
+	l.mu.Lock()
+	l.byPid[pid] = cmd
+	l.mu.Unlock()
+	go func() {
+		cmd.Wait()
+		l.mu.Lock()
+		delete(l.byPid, pid)
+		l.mu.Unlock()
+	}()
 	return pid, pidfd, nil
 }
 

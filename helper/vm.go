@@ -53,11 +53,12 @@ const (
 // vmHandle is the helper's side of one running VM: the runner process and its control
 // socket.
 type vmHandle struct {
-	id     string
-	log    *slog.Logger
-	pid    int // the runner's pid (logs)
-	conn   *api.Conn
-	runDir string
+	id      string
+	log     *slog.Logger
+	pid     int      // the runner's pid
+	spawner *Spawner // the runner's parent, which kills it on request
+	conn    *api.Conn
+	runDir  string
 
 	reqMu    sync.Mutex        // one request (attach, stop) at a time
 	attached chan attachResult // answers to opAttach
@@ -151,7 +152,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	}
 	defer logW.Close()
 	vh := &vmHandle{
-		id: s.ID, log: srv.log.With("session", s.ID), conn: api.NewConn(hs), runDir: runDir,
+		id: s.ID, log: srv.log.With("session", s.ID), conn: api.NewConn(hs), runDir: runDir, spawner: srv.spawner,
 		attached: make(chan attachResult, 1), started: make(chan runnerEvent, 1), done: make(chan struct{}),
 		onExit: onExit,
 	}
@@ -344,15 +345,11 @@ func (v *vmHandle) stop() {
 	}
 }
 
-// kill SIGKILLs the runner and QEMU through their pidfds (never by a pid that could
-// have been reused).
+// kill has the spawner SIGKILL the runner (QEMU follows through its Pdeathsig). The
+// helper cannot signal it itself: Landlock's signal scope confines it to its own domain.
 func (v *vmHandle) kill() {
-	v.pidMu.Lock()
-	defer v.pidMu.Unlock()
-	for _, f := range []*os.File{v.runnerPidfd, v.vmmPidfd} {
-		if f != nil {
-			_ = unix.PidfdSendSignal(int(f.Fd()), unix.SIGKILL, nil, 0)
-		}
+	if err := v.spawner.Kill(v.pid); err != nil {
+		v.log.Error("kill runner", "pid", v.pid, "err", err)
 	}
 }
 
@@ -370,10 +367,10 @@ func (v *vmHandle) reapPidfd(pf **os.File, what string) {
 		return
 	}
 	if !pidfdExited(f, reapGrace) {
-		v.log.Warn("process still alive after its runner hung up, killing it", "process", what)
-		_ = unix.PidfdSendSignal(int(f.Fd()), unix.SIGKILL, nil, 0)
+		v.log.Warn("process still alive after its runner hung up, killing the runner", "process", what)
+		v.kill()
 		if !pidfdExited(f, reapGrace) {
-			v.log.Error("process survives SIGKILL", "process", what)
+			v.log.Error("process survives its runner's SIGKILL", "process", what)
 		}
 	}
 	v.pidMu.Lock()
