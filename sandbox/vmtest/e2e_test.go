@@ -158,6 +158,10 @@ func TestVMEndToEnd(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "/etc/x") {
 		t.Errorf("writing /etc/x as the agent: status %d stderr %q; want refused", code, errOut)
 	}
+	// The agent must not reach the SSH channel's port, the rootfs disk or the console.
+	if out, _, _ := r.run(t, "ls /dev/vport*p* /dev/vda >/dev/null || echo missing; for d in /dev/vport*p* /dev/vda /dev/ttyS0 /dev/mem; do head -c1 $d >/dev/null 2>&1 && echo readable $d; (true >>$d) 2>/dev/null && echo writable $d; done; echo done"); out != "done\n" {
+		t.Errorf("agent can use host-facing devices: %q", out)
+	}
 	// An orphan re-parented to PID 1 must be reaped when it exits.
 	if out, _, _ := r.run(t, "sh -c 'sleep 0.2 &'; sleep 1.5; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l"); strings.TrimSpace(out) != "0" {
 		t.Errorf("zombies after an orphan exited: %q, want 0", out)
