@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"time"
 
@@ -96,6 +97,12 @@ func (c *Config) IdleTimeout() time.Duration { return time.Duration(c.IdleSecond
 func (c *Config) ReadTimeout() time.Duration {
 	return time.Duration(c.ReadTimeoutSeconds) * time.Second
 }
+
+// Names the config may pin (artifacts_linux.go explains the layout).
+var (
+	initramfsRe = regexp.MustCompile(`^initramfs-[0-9a-f]{32}\.cpio\.gz$`)
+	releaseRe   = regexp.MustCompile(`^[0-9][0-9A-Za-z.+_-]{0,63}$`)
+)
 
 // configChecks validate one aspect of a Config each (runc-style list of checks).
 var configChecks = []func(*Config) error{

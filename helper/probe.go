@@ -4,14 +4,20 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"time"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
-	"brood.dev/brood/sandbox/qemu"
 )
+
+// VMHost is what the helper needs to run VMs, found by ProbeHost.
+type VMHost struct {
+	QEMU    string        // absolute path of qemu-system-x86_64 ("" : no VM backend)
+	Accel   sandbox.Accel // the probed accelerator
+	Warning string        // non-empty under TCG
+	Exe     string        // the helper executable (re-executed as spawner and runners)
+	KVMGID  int           // gid of group "kvm" (-1: none); added to runners only under KVM
+}
 
 // Version is the helper build version reported by Hello (set with -ldflags -X).
 var Version = "dev"
@@ -36,8 +42,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
 	defer cancel()
-	b := &qemu.Backend{}
-	qc, err := b.Probe(ctx)
+	qc, err := probeVMBackend(ctx)
 	if err != nil {
 		add("backend qemu", false, fmt.Sprintf("%v: install qemu-system-x86", err))
 		add("accel", false, "no VM backend")
@@ -70,14 +75,4 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 func isCharDev(p string) bool {
 	fi, err := os.Stat(p)
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
-// lookQEMU resolves qemu.Binary on the helper's (scrubbed) PATH to an absolute path,
-// which the runner then executes as is.
-func lookQEMU() (string, error) {
-	p, err := exec.LookPath(qemu.Binary)
-	if err != nil {
-		return "", fmt.Errorf("find %s: %w", qemu.Binary, err)
-	}
-	return filepath.Abs(p)
 }

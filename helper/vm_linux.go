@@ -29,15 +29,6 @@ import (
 	"brood.dev/brood/sandbox/initramfs"
 )
 
-// VMHost is what the helper needs to run VMs, found by ProbeHost before confinement.
-type VMHost struct {
-	QEMU    string        // absolute path of qemu-system-x86_64
-	Accel   sandbox.Accel // the probed accelerator
-	Warning string        // non-empty under TCG
-	Exe     string        // the helper executable re-executed as the runner
-	KVMGID  int           // gid of group "kvm" (-1: none); added to runners only under KVM
-}
-
 // Timing of the runner protocol.
 const (
 	// runnerStartTimeout bounds the runner's start: exec, confinement, QEMU exec.

@@ -35,11 +35,6 @@ const (
 	initramfsGlob = "initramfs-*.cpio.gz"
 )
 
-var (
-	initramfsRe = regexp.MustCompile(`^initramfs-[0-9a-f]{32}\.cpio\.gz$`)
-	releaseRe   = regexp.MustCompile(`^[0-9][0-9A-Za-z.+_-]{0,63}$`)
-)
-
 // artifacts are a VM's boot files, opened read-only by the helper and passed to the
 // runner as descriptors.
 type artifacts struct {

@@ -1,0 +1,49 @@
+//go:build !linux
+
+package helper
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
+)
+
+// VMs run only on Linux for now (the krun backend for macOS is a later issue): these
+// stubs keep the helper building elsewhere and answer api.ErrUnavailable.
+
+type vmHandle struct{}
+
+func (*vmHandle) stop() {}
+
+func (*vmHandle) attach(context.Context) (*os.File, error) { return nil, errNoVMs }
+
+func (*vmHandle) wait(context.Context) (api.VMExit, error) { return api.VMExit{}, errNoVMs }
+
+var errNoVMs = fmt.Errorf("VMs are not supported on this OS: %w", api.ErrUnavailable)
+
+func (srv *Server) startVM(*session, api.StartVMArgs, func(api.VMExit)) (*vmHandle, api.VMInfo, error) {
+	return nil, api.VMInfo{}, errNoVMs
+}
+
+// Spawner is not available on this OS.
+type Spawner struct{}
+
+// StartSpawner returns a nil spawner: no runners here.
+func StartSpawner(string) (*Spawner, error) { return nil, nil }
+
+// Close does nothing.
+func (*Spawner) Close() {}
+
+// CleanupRunDirs has nothing to clean on this OS.
+func CleanupRunDirs(string) ([]string, error) { return nil, nil }
+
+func probeVMBackend(context.Context) (sandbox.Capabilities, error) {
+	return sandbox.Capabilities{}, fmt.Errorf("no VM backend on this OS: %w", sandbox.ErrUnavailable)
+}
+
+func lookQEMU() (string, error) { return "", errNoVMs }
+
+func lookupKVMGID() int { return -1 }
