@@ -145,7 +145,8 @@ func parseCmdline(s string) map[string]string {
 	return m
 }
 
-// setClock sets the wall clock from "SECONDS.NANOSECONDS".
+// setClock sets the wall clock from "SECONDS.NANOSECONDS" (the host clock when QEMU
+// started) plus the time since boot.
 func setClock(v string) error {
 	secs, nsecs, _ := strings.Cut(v, ".")
 	s, err := strconv.ParseInt(secs, 10, 64)
@@ -158,7 +159,10 @@ func setClock(v string) error {
 			return fmt.Errorf("parse %s=%q: %w", guestcfg.CmdlineTime, v, err)
 		}
 	}
-	tv := unix.NsecToTimeval(s*1e9 + ns)
+	// brood.time is when the VMM started; the kernel has been up since about then.
+	var up unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &up)
+	tv := unix.NsecToTimeval(s*1e9 + ns + up.Nano())
 	return os.NewSyscallError("settimeofday", unix.Settimeofday(&tv))
 }
 

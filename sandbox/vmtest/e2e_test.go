@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -161,6 +162,12 @@ func TestVMEndToEnd(t *testing.T) {
 	// The agent must not reach the SSH channel's port, the rootfs disk or the console.
 	if out, _, _ := r.run(t, "ls /dev/vport*p* /dev/vda >/dev/null || echo missing; for d in /dev/vport*p* /dev/vda /dev/ttyS0 /dev/mem; do head -c1 $d >/dev/null 2>&1 && echo readable $d; (true >>$d) 2>/dev/null && echo writable $d; done; echo done"); out != "done\n" {
 		t.Errorf("agent can use host-facing devices: %q", out)
+	}
+	// The guest clock was set from the host's.
+	out, _, _ = r.run(t, "date +%s")
+	guestNow, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	if d := time.Since(time.Unix(guestNow, 0)); err != nil || d < -3*time.Second || d > 3*time.Second {
+		t.Errorf("guest clock %q is %v off the host's", out, d)
 	}
 	// An orphan re-parented to PID 1 must be reaped when it exits.
 	if out, _, _ := r.run(t, "sh -c 'sleep 0.2 &'; sleep 1.5; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l"); strings.TrimSpace(out) != "0" {
