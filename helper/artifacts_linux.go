@@ -57,7 +57,7 @@ func (a *artifacts) Close() {
 // base initramfs (cfg.Initramfs, or the newest) and the newest image called image.
 // Missing files wrap api.ErrUnavailable; unsafe ones (symlink, wrong owner or mode) wrap
 // ErrUnsafeArtifact.
-func openArtifacts(cfg *Config, imageName string) (a *artifacts, err error) {
+func openArtifacts(cfg *Config, imageName string) (_ *artifacts, err error) {
 	if !api.ValidImageName(imageName) {
 		return nil, fmt.Errorf("image name %q: %w", imageName, api.ErrBadRequest)
 	}
@@ -66,7 +66,7 @@ func openArtifacts(cfg *Config, imageName string) (a *artifacts, err error) {
 		return nil, err
 	}
 	defer root.Close()
-	a = &artifacts{}
+	a := &artifacts{}
 	defer func() {
 		if err != nil {
 			a.Close()
@@ -212,6 +212,8 @@ func openTrustedDir(parent int, name string) (*os.File, error) {
 	}
 	comps := strings.Split(strings.TrimPrefix(name, "/"), "/")
 	for i, c := range comps {
+		// Ancestors are opened O_PATH and may be sticky world-writable (/tmp: nobody
+		// but root can replace a root-owned entry there).
 		mode := unix.O_PATH
 		if i == len(comps)-1 {
 			mode = unix.O_RDONLY
@@ -273,18 +275,21 @@ func artifactOpenErr(name string, err error) error {
 }
 
 // checkTrusted requires f to have file type typ, owner root, and no group or other write
-// permission.
+// permission (sticky directories opened O_PATH, i.e. ancestors of the state dir, may be
+// writable: only their owner can replace the entries of others).
 func checkTrusted(f *os.File, typ uint32) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
 	}
+	flags, _ := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	ancestor := flags&unix.O_PATH != 0 && typ == unix.S_IFDIR && st.Mode&unix.S_ISVTX != 0
 	switch {
 	case st.Mode&unix.S_IFMT != typ:
 		return fmt.Errorf("artifact %s has file type %#o, want %#o: %w", f.Name(), st.Mode&unix.S_IFMT, typ, ErrUnsafeArtifact)
 	case st.Uid != 0:
 		return fmt.Errorf("artifact %s is owned by uid %d, not root: %w", f.Name(), st.Uid, ErrUnsafeArtifact)
-	case st.Mode&0o022 != 0:
+	case st.Mode&0o022 != 0 && !ancestor:
 		return fmt.Errorf("artifact %s has mode %#o (writable by group or others): %w", f.Name(), st.Mode&0o7777, ErrUnsafeArtifact)
 	}
 	return nil

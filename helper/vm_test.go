@@ -235,14 +235,14 @@ type vmHelper struct {
 	runtime string
 }
 
-func startVMHelper(t *testing.T) *vmHelper {
+func startVMHelper(t *testing.T, extraConfig string) *vmHelper {
 	t.Helper()
 	a := vmtest.Get(t)
 	base := t.TempDir()
 	pub := publicTempDir(t)
 	sock := filepath.Join(pub, "helper.sock")
-	cfg := writeConfig(t, base, fmt.Sprintf("allow_uids = [4242, 4243]\nkernel_release = %q\ninitramfs = %q\n",
-		a.Kernel.Release, filepath.Base(a.Initramfs)))
+	cfg := writeConfig(t, base, fmt.Sprintf("allow_uids = [4242, 4243]\nkernel_release = %q\ninitramfs = %q\n%s",
+		a.Kernel.Release, filepath.Base(a.Initramfs), extraConfig))
 	runtime := filepath.Join(base, "run")
 	stateDir := filepath.Dir(filepath.Dir(a.Image)) // /var/lib/brood: kernels/ and images/
 	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", runtime, "--state-dir", stateDir,
@@ -333,7 +333,7 @@ func socketInodes(t *testing.T, pid int) map[string]bool {
 // Meanwhile the runner and QEMU run as 4242 without capabilities, with no_new_privs,
 // holding only the descriptors they need; uid 4243 can do nothing to the session.
 func TestVMSessionEndToEnd(t *testing.T) {
-	h := startVMHelper(t)
+	h := startVMHelper(t, "")
 	work := publicTempDir(t)
 	w := ownedDir(t, work, "w", 4242, 4242) // stands for W's parent: the share is inside
 	share := ownedDir(t, w, "snapshot", 4242, 4242)
@@ -431,9 +431,10 @@ func TestVMSessionEndToEnd(t *testing.T) {
 
 // TestVMTimeoutStopDestroy: a guest nobody attaches to hangs until its timeout (wait_vm
 // "timeout", the VMM is killed, the session is still listed); stop_vm stops a running VM
-// ("stopped"); destroy_session of a running VM stops it and removes the session.
+// ("stopped"); destroy_session of a running VM stops it and removes the session. The
+// helper's request read timeout is 1 s: wait_vm blocking for 3 s must not trip it.
 func TestVMTimeoutStopDestroy(t *testing.T) {
-	h := startVMHelper(t)
+	h := startVMHelper(t, "read_timeout_seconds = 1\n")
 	work := publicTempDir(t)
 	a := startVMClient(t, h.sock, 4242)
 	ids := map[string]string{}

@@ -1,0 +1,215 @@
+//go:build linux
+
+package helper
+
+import (
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/image"
+)
+
+// artifactTree builds a state dir with one kernel, one initramfs and one image, all
+// root-owned and 0644/0755, and returns it.
+func artifactTree(t *testing.T) string {
+	t.Helper()
+	requireRoot(t)
+	state := filepath.Join(t.TempDir(), "state")
+	rel := filepath.Join(state, kernelsDir, "6.1.0-57-amd64")
+	for _, d := range []string{filepath.Join(rel, initramfsDir), filepath.Join(state, imagesDir)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// t.TempDir's own directories are 0700 root: fine (root-owned, not writable by others).
+	for p, data := range map[string]string{
+		filepath.Join(rel, vmlinuxName): "kernel",
+		filepath.Join(rel, kernelReady): "pkg\n",
+		filepath.Join(rel, initramfsDir, "initramfs-0123456789abcdef0123456789abcdef.cpio.gz"): "initrd",
+		filepath.Join(state, imagesDir, "test-0123456789abcdef0123456789abcdef"+image.Ext):     "image",
+	} {
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return state
+}
+
+func artifactCfg(state string) *Config {
+	cfg := DefaultConfig()
+	cfg.StateDir = state
+	return &cfg
+}
+
+// TestOpenArtifacts: root-owned artifacts open; a symlinked image, an image owned by a
+// user, a group-writable directory, a missing image and a malformed name are refused.
+func TestOpenArtifacts(t *testing.T) {
+	state := artifactTree(t)
+	a, err := openArtifacts(artifactCfg(state), "test")
+	if err != nil {
+		t.Fatalf("openArtifacts: %v", err)
+	}
+	b := make([]byte, 16)
+	n, _ := a.Image.Read(b)
+	if string(b[:n]) != "image" || a.Release != "6.1.0-57-amd64" {
+		t.Errorf("image %q release %q", b[:n], a.Release)
+	}
+	a.Close()
+
+	img := filepath.Join(state, imagesDir, "test-0123456789abcdef0123456789abcdef"+image.Ext)
+	other := filepath.Join(state, imagesDir, "other-0123456789abcdef0123456789abcdef"+image.Ext)
+	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		image   string
+		mutate  func()
+		restore func()
+		want    error
+	}{
+		{"symlink", "test", func() { os.Rename(img, img+".real"); os.Symlink(img+".real", img) },
+			func() { os.Remove(img); os.Rename(img+".real", img) }, ErrUnsafeArtifact},
+		{"user-owned", "test", func() { os.Chown(img, 4242, 4242) }, func() { os.Chown(img, 0, 0) }, ErrUnsafeArtifact},
+		{"group-writable image", "test", func() { os.Chmod(img, 0o664) }, func() { os.Chmod(img, 0o644) }, ErrUnsafeArtifact},
+		{"world-writable images dir", "test", func() { os.Chmod(filepath.Dir(img), 0o777) }, func() { os.Chmod(filepath.Dir(img), 0o755) }, ErrUnsafeArtifact},
+		{"user-owned kernel dir", "test", func() { os.Chown(filepath.Join(state, kernelsDir), 4242, 0) },
+			func() { os.Chown(filepath.Join(state, kernelsDir), 0, 0) }, ErrUnsafeArtifact},
+		{"missing image", "codex", func() {}, func() {}, api.ErrUnavailable},
+		{"path as name", "../test", func() {}, func() {}, api.ErrBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.mutate()
+			defer tc.restore()
+			a, err := openArtifacts(artifactCfg(state), tc.image)
+			if err == nil {
+				a.Close()
+			}
+			if !errors.Is(err, tc.want) {
+				t.Errorf("openArtifacts = %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseClientKey(t *testing.T) {
+	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBcjnV6TRq0Wd4bS3BT9fxoRVa0CxpWIy5mQwGDC5vIm"
+	if got, err := parseClientKey(key + " user@host\n"); err != nil || got != key {
+		t.Errorf("parseClientKey = %q, %v", got, err)
+	}
+	for _, bad := range []string{"", "ssh-ed25519", "not a key", `command="sh" ` + key, key + "\n" + key} {
+		if _, err := parseClientKey(bad); !errors.Is(err, api.ErrBadRequest) {
+			t.Errorf("parseClientKey(%q) = %v, want bad_request", bad, err)
+		}
+	}
+}
+
+func TestVMLimits(t *testing.T) {
+	cpus, mem, timeout, err := vmLimits(api.StartVMArgs{})
+	if err != nil || cpus != sandbox.DefaultCPUs || mem != sandbox.DefaultMemoryMiB || timeout != sandbox.DefaultTimeout {
+		t.Errorf("defaults = %d %d %v %v", cpus, mem, timeout, err)
+	}
+	for _, a := range []api.StartVMArgs{
+		{CPUs: -1}, {CPUs: sandbox.MaxCPUs + 1}, {MemoryMiB: 64}, {TimeoutSec: -1},
+		{TimeoutSec: int(sandbox.DefaultTimeout.Seconds()) + 1},
+	} {
+		if _, _, _, err := vmLimits(a); !errors.Is(err, api.ErrBadRequest) {
+			t.Errorf("vmLimits(%+v) = %v, want bad_request", a, err)
+		}
+	}
+}
+
+// TestCheckSpawn: the spawner never starts a runner as root and adds no group but kvm.
+func TestCheckSpawn(t *testing.T) {
+	for _, tc := range []struct {
+		req spawnRequest
+		ok  bool
+	}{
+		{spawnRequest{UID: 4242, GID: 4242}, true},
+		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108}}, true},
+		{spawnRequest{UID: 0, GID: 4242}, false},
+		{spawnRequest{UID: 4242, GID: 0}, false},
+		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{0}}, false},
+		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108, 108}}, false},
+	} {
+		if err := checkSpawn(tc.req, 108); (err == nil) != tc.ok {
+			t.Errorf("checkSpawn(%+v) = %v, want ok=%v", tc.req, err, tc.ok)
+		}
+	}
+	if err := checkSpawn(spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108}}, -1); err == nil {
+		t.Errorf("a group accepted on a host without kvm group")
+	}
+}
+
+// TestCleanupRunDirs: run dirs a crashed helper left, owned by their users and holding
+// sockets, files and subdirectories, are removed; a symlink inside is not followed.
+func TestCleanupRunDirs(t *testing.T) {
+	requireRoot(t)
+	runtime := t.TempDir()
+	outside := filepath.Join(t.TempDir(), "keep")
+	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := filepath.Join(runtime, vmRunParent, "0badc0de")
+	if err := os.MkdirAll(filepath.Join(d, "sub", "deeper"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", filepath.Join(d, sshSocketName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln.Close()
+	os.WriteFile(filepath.Join(d, "sub", "f"), []byte("x"), 0o400)
+	os.Symlink(filepath.Dir(outside), filepath.Join(d, "sub", "link"))
+	for _, p := range []string{filepath.Join(d, "sub", "deeper"), filepath.Join(d, "sub"), d} {
+		os.Chown(p, 4242, 4242)
+		os.Chmod(p, 0o700)
+	}
+	got, err := CleanupRunDirs(runtime)
+	if err != nil || len(got) != 1 || got[0] != "0badc0de" {
+		t.Errorf("CleanupRunDirs = %v, %v", got, err)
+	}
+	if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run dir still there: %v", err)
+	}
+	if b, err := os.ReadFile(outside); string(b) != "keep" {
+		t.Errorf("file behind a symlink: %q, %v", b, err)
+	}
+	if got, err := CleanupRunDirs(filepath.Join(runtime, "none")); err != nil || len(got) != 0 {
+		t.Errorf("CleanupRunDirs without run dirs = %v, %v", got, err)
+	}
+}
+
+// TestProbeHostQEMU: with QEMU installed, Hello and Doctor report the backend's real
+// accelerator and its reason, and the runner gets an absolute QEMU path.
+func TestProbeHostQEMU(t *testing.T) {
+	cfg := DefaultConfig()
+	caps, checks, vmh := ProbeHost(&cfg, api.Landlock{Mode: "off"})
+	if _, err := lookQEMU(); err != nil {
+		if vmh.QEMU != "" || len(caps.Backends) != 0 {
+			t.Errorf("no QEMU but caps %+v vmhost %+v", caps, vmh)
+		}
+		return
+	}
+	if !filepath.IsAbs(vmh.QEMU) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != string(vmh.Accel) {
+		t.Errorf("caps %+v vmhost %+v", caps, vmh)
+	}
+	var accel *api.Check
+	for i := range checks {
+		if checks[i].Name == "accel" {
+			accel = &checks[i]
+		}
+	}
+	if accel == nil || !strings.HasPrefix(accel.Detail, caps.Accel+": ") || accel.OK != (caps.Accel == "kvm") {
+		t.Errorf("accel check %+v for accel %s", accel, caps.Accel)
+	}
+	if caps.Accel == "tcg" && (vmh.Warning == "" || !strings.Contains(accel.Detail, "WARNING")) {
+		t.Errorf("TCG without a warning: %+v %+v", vmh, accel)
+	}
+}
