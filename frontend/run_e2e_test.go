@@ -616,9 +616,18 @@ func (p *ptyReader) String() string {
 }
 
 // waitFor waits until re matches the output after offset from; it returns the end of the
-// match.
+// match, or fails the test after d.
 func (p *ptyReader) waitFor(t *testing.T, from int, re *regexp.Regexp, d time.Duration) int {
 	t.Helper()
+	end, ok := p.tryWait(from, re, d)
+	if !ok {
+		t.Fatalf("timed out waiting for %q; output so far:\n%q", re, p.String())
+	}
+	return end
+}
+
+// tryWait is waitFor reporting a timeout as ok == false.
+func (p *ptyReader) tryWait(from int, re *regexp.Regexp, d time.Duration) (int, bool) {
 	end := time.Now().Add(d)
 	for {
 		s := p.String()
@@ -626,10 +635,10 @@ func (p *ptyReader) waitFor(t *testing.T, from int, re *regexp.Regexp, d time.Du
 			from = len(s)
 		}
 		if loc := re.FindStringIndex(s[from:]); loc != nil {
-			return from + loc[1]
+			return from + loc[1], true
 		}
 		if time.Now().After(end) {
-			t.Fatalf("timed out waiting for %q; output so far:\n%q", re, s)
+			return from, false
 		}
 		select {
 		case <-p.ch:
@@ -670,18 +679,18 @@ func TestRunShellInteractive(t *testing.T) {
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
 		t.Fatal(err)
 	}
-	// The window change travels SIGWINCH → brood → SSH window-change → guest PTY; poll.
+	// The window change travels SIGWINCH → brood → SSH window-change → guest PTY; ask
+	// until the new size shows (typed-ahead lines may interleave with prompts).
+	resized := regexp.MustCompile(`(?:^|[^0-9])40 120\r?\n`)
 	for i := 0; ; i++ {
 		send("stty size\r")
-		mark := pos
-		pos = out.waitFor(t, pos, regexp.MustCompile(`\n\d+ \d+\r?\n`), 30*time.Second)
-		if strings.Contains(out.String()[mark:pos], "40 120") {
+		if end, ok := out.tryWait(pos, resized, 2*time.Second); ok {
+			pos = end
 			break
 		}
-		if i == 20 {
+		if i == 15 {
 			t.Fatalf("stty size never showed 40 120:\n%q", out.String())
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
 	send("echo from-the-vm > made-in-vm.txt; exit\r")
 	pos = out.waitFor(t, pos, regexp.MustCompile(`Apply this change to W`), 2*time.Minute)
@@ -695,4 +704,7 @@ func TestRunShellInteractive(t *testing.T) {
 		t.Errorf("W/made-in-vm.txt = %q after review\n%q", got, out.String())
 	}
 	t.Logf("interactive: start to shell prompt %v, whole session %v", prompt.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	if testing.Verbose() {
+		t.Logf("terminal transcript:\n%s", out.String())
+	}
 }
