@@ -26,10 +26,8 @@ import (
 const childEnv = "BROOD_HELPER_TEST_CHILD"
 
 func TestMain(m *testing.M) {
-	// The helper under test re-executes this binary as its runner spawner and runners
-	// (with a scrubbed environment, so only argv tells).
-	if os.Getenv(childEnv) == "" && len(os.Args) > 1 && (os.Args[1] == RunnerSubcommand || os.Args[1] == SpawnerSubcommand) {
-		os.Exit(Main(os.Args[1:]))
+	if code, ok := vmChild(os.Getenv(childEnv)); ok {
+		os.Exit(code)
 	}
 	switch os.Getenv(childEnv) {
 	case "":
@@ -38,8 +36,6 @@ func TestMain(m *testing.M) {
 		os.Exit(Main(os.Args[1:]))
 	case "client":
 		os.Exit(childClient())
-	case "vmclient":
-		os.Exit(childVMClient())
 	case "landlock":
 		os.Exit(childLandlock())
 	case "sleep":

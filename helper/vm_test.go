@@ -27,6 +27,21 @@ import (
 	"brood.dev/brood/sandbox/vmtest"
 )
 
+// vmChild runs the re-executed children of the VM tests: the helper under test
+// re-executes this binary as its runner spawner and runners (with a scrubbed environment,
+// so only argv tells), and the tests start VM clients and a runner-confinement probe.
+func vmChild(env string) (int, bool) {
+	switch {
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == RunnerSubcommand || os.Args[1] == SpawnerSubcommand):
+		return Main(os.Args[1:]), true
+	case env == "vmclient":
+		return childVMClient(), true
+	case env == "runner-landlock":
+		return childRunnerLandlock(), true
+	}
+	return 0, false
+}
+
 // --- the VM client: a re-executed test binary under another uid, driven line by line --
 
 // vmCmd is one step of the VM client (JSON, one per line on its stdin).
