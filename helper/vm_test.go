@@ -497,4 +497,34 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	if len(ents) != 0 {
 		t.Errorf("run dirs left: %v", ents)
 	}
+
+	// The helper crashes with a VM running: its spawner, the runner and QEMU follow it
+	// (socket EOF, then Pdeathsig); the next helper removes the run dir left behind.
+	crash := a.must(vmCmd{Op: "create", Dir: ownedDir(t, work, "crash", 4242, 4242)}).Session.ID
+	a.must(vmCmd{Op: "start", ID: crash, Timeout: 120})
+	crashRunner, crashVMM := findVMM(t, h.runtime, crash)
+	h.hc.cmd.Process.Kill()
+	<-h.hc.done
+	deadline := time.Now().Add(10 * time.Second)
+	for (alive(crashVMM) || alive(crashRunner)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(crashVMM) || alive(crashRunner) {
+		t.Fatalf("VMM %d / runner %d survive the helper's crash", crashVMM, crashRunner)
+	}
+	left := filepath.Join(h.runtime, vmRunParent, crash)
+	if _, err := os.Lstat(left); err != nil {
+		t.Fatalf("expected the crashed session's run dir %s: %v", left, err)
+	}
+	var base []string
+	for i, arg := range h.hc.cmd.Args {
+		if arg == "--listen" {
+			base = append(h.hc.cmd.Args[1:i:i], "--listen", h.sock+"2", "--idle-timeout", "0")
+		}
+	}
+	hc2 := startHelperChild(t, nil, nil, base...)
+	waitDial(t, hc2, h.sock+"2", 20*time.Second).Close()
+	if _, err := os.Lstat(left); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("run dir of the crashed helper's session survives a restart: %v\n%s", err, hc2.stderr.String())
+	}
 }
