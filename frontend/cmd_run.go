@@ -346,8 +346,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	abnormal := vm.abnormal()
 	if abnormal != nil {
 		if f.console && vm.exit.ConsoleTail != "" {
-			fmt.Fprintf(errw, "--- guest console (last %d bytes, escaped) ---\n%s\n--- end of console ---\n",
-				len(vm.exit.ConsoleTail), review.EscapeLine(vm.exit.ConsoleTail))
+			printConsole(errw, vm.exit.ConsoleTail)
 		}
 		if runErr != nil {
 			abnormal = fmt.Errorf("%w (%v)", abnormal, runErr)
@@ -621,6 +620,19 @@ func (v *vmSession) reviewGate(cmd *cobra.Command, tty bool, errw io.Writer) err
 	}
 	printLater(errw, v.sess.ID, false)
 	return nil
+}
+
+// printConsole prints the guest console tail line by line, each line escaped (it is
+// guest output: no terminal control may reach the developer's terminal).
+func printConsole(w io.Writer, tail string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "--- guest console (last %d bytes, escaped) ---\n", len(tail))
+	for _, l := range strings.Split(strings.TrimRight(tail, "\r\n"), "\n") {
+		b.WriteString(review.EscapeLine(strings.TrimRight(l, "\r")))
+		b.WriteByte('\n')
+	}
+	b.WriteString("--- end of console ---\n")
+	io.WriteString(w, b.String())
 }
 
 // printLater prints the commands that review, apply or discard the session.

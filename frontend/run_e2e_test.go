@@ -514,14 +514,29 @@ func TestRunImageEscapes(t *testing.T) {
 echo "net: $(ls /sys/class/net | tr '\n' ' ')"
 for p in %q %q %q %q %q; do test -e "$p" && echo "visible: $p"; done
 grep -F -e %q -e %q /proc/mounts && echo "host path in mounts"
-echo "env: $(env | grep -c -e OPENAI_API_KEY -e AWS_SECRET) $(printenv AWS_SECRET_ACCESS_KEY || echo no-aws)"
+echo "env: $(printenv OPENAI_API_KEY) $(printenv AWS_SECRET_ACCESS_KEY || echo no-aws)"
 echo mark > /home/agent/persist && echo mark > /tmp/persist && echo wrote
 echo done`, w, r.socket, r.runtime, r.home, r.base, r.base, r.home)
-	code, stdout, stderr := r.run(w, "run-image", "test", "--", "sh", "-c", probe)
+	// The probe runs as a custom agent from the user config that forwards OPENAI_*:
+	// only that variable may reach the VM (brood's environment has AWS_SECRET_* too).
+	cfg := filepath.Join(r.home, ".config", "brood", "config.toml")
+	if err := os.MkdirAll(filepath.Dir(cfg), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	body := fmt.Sprintf("[agents.probe]\nimage = \"test\"\ncommand = [\"sh\", \"-c\", '''%s''']\nenv = [\"OPENAI_*\"]\n", probe)
+	if err := os.WriteFile(cfg, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{filepath.Dir(cfg), cfg} {
+		if err := os.Chown(p, devUID, devGID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := r.run(w, "run", "probe")
 	if code != 0 {
 		t.Fatalf("probe: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	for _, want := range []string{"net: lo \n", "env: 0 no-aws\n", "wrote\n", "done\n"} {
+	for _, want := range []string{"net: lo \n", "env: sk-test-forwarded no-aws\n", "wrote\n", "done\n"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("probe stdout lacks %q:\n%s", want, stdout)
 		}
@@ -532,6 +547,9 @@ echo done`, w, r.socket, r.runtime, r.home, r.base, r.base, r.home)
 		}
 	}
 	id := sessionID(t, stderr)
+	if !strings.Contains(stderr, "forwarding $OPENAI_API_KEY") || strings.Contains(stderr, "AWS_SECRET") {
+		t.Errorf("stderr does not list exactly the forwarded variable:\n%s", stderr)
+	}
 	if !strings.Contains(stderr, "no changes in session "+id) {
 		t.Errorf("probe changed the workspace?\n%s", stderr)
 	}
@@ -554,7 +572,7 @@ func TestRunImageTimeout(t *testing.T) {
 	r := getRig(t)
 	w := r.workspace("w-timeout")
 	start := time.Now()
-	code, _, stderr := r.run(w, "run-image", "--timeout", "20s", "test", "--", "sleep", "1000")
+	code, _, stderr := r.run(w, "run-image", "--timeout", "20s", "--console", "test", "--", "sleep", "1000")
 	el := time.Since(start)
 	if code != 1 {
 		t.Errorf("exit %d, want 1\n%s", code, stderr)
@@ -575,8 +593,17 @@ func TestRunImageTimeout(t *testing.T) {
 	if code != 0 || !regexp.MustCompile(id+`\s+\S+ \S+\s+stopped\s`).MatchString(out) {
 		t.Errorf("session list (exit %d) does not show %s stopped:\n%s%s", code, id, out, errOut)
 	}
-	if rec := r.record(id); rec.Outcome != "timeout" {
+	rec := r.record(id)
+	if rec.Outcome != "timeout" {
 		t.Errorf("vm.json outcome %q, want timeout", rec.Outcome)
+	}
+	// The console tail is kept in the session and printed (escaped) with --console.
+	kernelLine := regexp.MustCompile(`\[ *\d+\.\d{6}\] `)
+	if rec.Console == "" || !kernelLine.MatchString(readFile(t, rec.Console)) {
+		t.Errorf("console tail %q not saved or without kernel log lines", rec.Console)
+	}
+	if i := strings.Index(stderr, "--- guest console"); i < 0 || !kernelLine.MatchString(stderr[i:]) || strings.ContainsAny(stderr[i:], "\x1b\r") {
+		t.Errorf("--console did not print the escaped tail:\n%s", stderr)
 	}
 	t.Logf("timeout after %v; brood's stderr:\n%s", el.Round(time.Millisecond), stderr)
 }
