@@ -61,52 +61,20 @@ func openArtifacts(cfg *Config, imageName string) (_ *artifacts, err error) {
 	if !api.ValidImageName(imageName) {
 		return nil, fmt.Errorf("image name %q: %w", imageName, api.ErrBadRequest)
 	}
-	root, err := openTrustedDir(-1, cfg.StateDir)
+	a, err := openArtifactsNoImage(cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	a := &artifacts{}
 	defer func() {
 		if err != nil {
 			a.Close()
 		}
 	}()
-
-	kdir, err := openTrustedDir(int(root.Fd()), kernelsDir)
+	root, err := openTrustedDir(-1, cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	defer kdir.Close()
-	a.Release = cfg.KernelRelease
-	if a.Release == "" {
-		if a.Release, err = newestKernel(kdir); err != nil {
-			return nil, err
-		}
-	}
-	rel, err := openTrustedDir(int(kdir.Fd()), a.Release)
-	if err != nil {
-		return nil, err
-	}
-	defer rel.Close()
-	if a.Kernel, err = openTrustedFile(rel, vmlinuxName); err != nil {
-		return nil, err
-	}
-	idir, err := openTrustedDir(int(rel.Fd()), initramfsDir)
-	if err != nil {
-		return nil, err
-	}
-	defer idir.Close()
-	name := cfg.Initramfs
-	if name == "" {
-		if name, err = newestEntry(idir, func(n string) bool { return initramfsRe.MatchString(n) }); err != nil {
-			return nil, err
-		}
-	}
-	if a.Initrd, err = openTrustedFile(idir, name); err != nil {
-		return nil, err
-	}
-
+	defer root.Close()
 	imgs, err := openTrustedDir(int(root.Fd()), imagesDir)
 	if err != nil {
 		return nil, err
@@ -293,4 +261,81 @@ func checkTrusted(f *os.File, typ uint32) error {
 		return fmt.Errorf("artifact %s has mode %#o (writable by group or others): %w", f.Name(), st.Mode&0o7777, ErrUnsafeArtifact)
 	}
 	return nil
+}
+
+// artifactsCheck reports for Doctor which guest kernel and base initramfs StartVM would
+// boot and which images exist, or why none can be used.
+func artifactsCheck(cfg *Config) api.Check {
+	c := api.Check{Name: "guest artifacts"}
+	a, err := openArtifactsNoImage(cfg)
+	if err != nil {
+		c.Detail = err.Error()
+		return c
+	}
+	defer a.Close()
+	var imgs []string
+	if root, err := openTrustedDir(-1, cfg.StateDir); err == nil {
+		if d, err := openTrustedDir(int(root.Fd()), imagesDir); err == nil {
+			names, _ := readNames(d)
+			for _, n := range names {
+				if strings.HasSuffix(n, image.Ext) && !strings.HasPrefix(n, ".") {
+					imgs = append(imgs, n)
+				}
+			}
+			d.Close()
+		}
+		root.Close()
+	}
+	c.OK = len(imgs) > 0
+	c.Detail = fmt.Sprintf("kernel %s, initramfs %s, images %v", a.Release, filepath.Base(a.Initrd.Name()), imgs)
+	return c
+}
+
+// openArtifactsNoImage opens the kernel and initramfs like openArtifacts.
+func openArtifactsNoImage(cfg *Config) (_ *artifacts, err error) {
+	root, err := openTrustedDir(-1, cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	a := &artifacts{}
+	defer func() {
+		if err != nil {
+			a.Close()
+		}
+	}()
+	kdir, err := openTrustedDir(int(root.Fd()), kernelsDir)
+	if err != nil {
+		return nil, err
+	}
+	defer kdir.Close()
+	a.Release = cfg.KernelRelease
+	if a.Release == "" {
+		if a.Release, err = newestKernel(kdir); err != nil {
+			return nil, err
+		}
+	}
+	rel, err := openTrustedDir(int(kdir.Fd()), a.Release)
+	if err != nil {
+		return nil, err
+	}
+	defer rel.Close()
+	if a.Kernel, err = openTrustedFile(rel, vmlinuxName); err != nil {
+		return nil, err
+	}
+	idir, err := openTrustedDir(int(rel.Fd()), initramfsDir)
+	if err != nil {
+		return nil, err
+	}
+	defer idir.Close()
+	name := cfg.Initramfs
+	if name == "" {
+		if name, err = newestEntry(idir, initramfsRe.MatchString); err != nil {
+			return nil, err
+		}
+	}
+	if a.Initrd, err = openTrustedFile(idir, name); err != nil {
+		return nil, err
+	}
+	return a, nil
 }

@@ -58,6 +58,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 		}
 		add("accel", qc.Accel == sandbox.AccelKVM, fmt.Sprintf("%s: %s", qc.Accel, detail))
 	}
+	checks = append(checks, artifactsCheck(cfg))
 	if isCharDev("/dev/net/tun") {
 		add("tun", true, "/dev/net/tun present")
 	} else {

@@ -47,3 +47,7 @@ func probeVMBackend(context.Context) (sandbox.Capabilities, error) {
 func lookQEMU() (string, error) { return "", errNoVMs }
 
 func lookupKVMGID() int { return -1 }
+
+func artifactsCheck(*Config) api.Check {
+	return api.Check{Name: "guest artifacts", Detail: "VMs are not supported on this OS"}
+}

@@ -69,6 +69,9 @@ func TestOpenArtifacts(t *testing.T) {
 		t.Errorf("image %q release %q", b[:n], a.Release)
 	}
 	a.Close()
+	if c := artifactsCheck(artifactCfg(state)); !c.OK || !strings.Contains(c.Detail, "kernel 6.1.0-57-amd64") || !strings.Contains(c.Detail, "test-0123") {
+		t.Errorf("doctor check = %+v", c)
+	}
 
 	img := filepath.Join(state, imagesDir, "test-0123456789abcdef0123456789abcdef"+image.Ext)
 	other := filepath.Join(state, imagesDir, "other-0123456789abcdef0123456789abcdef"+image.Ext)
