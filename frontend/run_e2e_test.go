@@ -327,6 +327,7 @@ type vmRecord struct {
 	VMSeconds    float64 `json:"vm_seconds"`
 	TotalSeconds float64 `json:"total_seconds"`
 	Console      string  `json:"console"`
+	Detached     bool    `json:"detached"`
 }
 
 func (r *rig) record(id string) vmRecord {
@@ -734,4 +735,45 @@ func TestRunShellInteractive(t *testing.T) {
 	if testing.Verbose() {
 		t.Logf("terminal transcript:\n%s", out.String())
 	}
+}
+
+// TestRunShellDetach: Ctrl-] leaves the agent running, stops the VM and goes to the
+// review; quitting the review changes nothing and keeps the session.
+func TestRunShellDetach(t *testing.T) {
+	r := getRig(t)
+	w := r.workspace("w-detach")
+	cmd := r.command(w, "run", "shell")
+	cmd.Env = append(cmd.Env, "TERM=xterm")
+	ptmx, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ptmx.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	go func() { <-ctx.Done(); cmd.Process.Kill() }()
+	out := newPtyReader(ptmx)
+	pos := out.waitFor(t, 0, regexp.MustCompile(`Ctrl-\] detaches`), 2*time.Minute)
+	pos = out.waitFor(t, pos, regexp.MustCompile(`\$ $`), time.Minute)
+	ptmx.Write([]byte("echo kept-in-s > detached.txt; sleep 1000\r"))
+	time.Sleep(time.Second) // the shell has written the file and sleeps
+	ptmx.Write([]byte{0x1d})
+	pos = out.waitFor(t, pos, regexp.MustCompile(`stop VM`), 30*time.Second)
+	pos = out.waitFor(t, pos, regexp.MustCompile(`Apply this change to W`), time.Minute)
+	ptmx.Write([]byte("q"))
+	err = cmd.Wait()
+	if readFile(t, filepath.Join(w, "detached.txt")) != "<missing>" {
+		t.Errorf("W changed without an accepted review")
+	}
+	id := sessionID(t, out.String())
+	if rec := r.record(id); !rec.Detached {
+		t.Errorf("vm.json does not record the detach: %+v", rec)
+	}
+	if got := readFile(t, filepath.Join(r.state, "sessions", id, "snapshot", "detached.txt")); got != "kept-in-s\n" {
+		t.Errorf("S/detached.txt = %q", got)
+	}
+	if n := len(r.vmms()); n != 0 {
+		t.Errorf("%d VMM process(es) left after detaching", n)
+	}
+	t.Logf("brood after q: %v", err)
 }
