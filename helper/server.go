@@ -138,6 +138,7 @@ type connState struct {
 	cred     Cred
 	decision Decision
 	hello    bool
+	uc       *net.UnixConn // nil in fuzz tests
 }
 
 func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
@@ -148,7 +149,7 @@ func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
 		s.log.Warn("audit: closing connection", "err", err)
 		return
 	}
-	st := &connState{cred: cred, decision: Authorize(cred, s.cfg.AllowUIDs, s.cfg.allowGIDs)}
+	st := &connState{cred: cred, decision: Authorize(cred, s.cfg.AllowUIDs, s.cfg.allowGIDs), uc: uc}
 	s.log.Info("audit: accept", "uid", cred.UID, "gid", cred.GID, "pid", cred.PID,
 		"allowed", st.decision.Allowed, "reason", st.decision.Reason)
 	conn := api.NewConn(uc)

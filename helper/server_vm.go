@@ -2,9 +2,13 @@ package helper
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
 )
@@ -59,6 +63,8 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (a
 		s.log.Info("audit: VM stopped", "uid", uid, "session", a.ID)
 		return api.Empty{}, nil, nil
 	case api.CallWaitVM:
+		ctx, stop := hangupContext(ctx, st.uc)
+		defer stop()
 		exit, err := vm.wait(ctx)
 		if err != nil {
 			return nil, nil, err
@@ -66,4 +72,40 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (a
 		return exit, nil, nil
 	}
 	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+}
+
+// hangupContext returns a context that also ends when the peer of uc hangs up, so that a
+// client killed during a call that blocks for hours (wait_vm) does not hold its
+// connection slot until the VM ends. It only peeks (MSG_PEEK): a byte the client sends
+// meanwhile ends the watch without being consumed. stop ends the watch; call it before
+// reading from uc again.
+func hangupContext(ctx context.Context, uc *net.UnixConn) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	if uc == nil {
+		return ctx, cancel
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return ctx, cancel
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var b [1]byte
+		rc.Read(func(fd uintptr) bool {
+			n, _, err := unix.Recvfrom(int(fd), b[:], unix.MSG_PEEK|unix.MSG_DONTWAIT)
+			if errors.Is(err, unix.EAGAIN) {
+				return false // nothing yet: wait for readability
+			}
+			if n == 0 {
+				cancel() // EOF or error: the client is gone
+			}
+			return true
+		})
+	}()
+	return ctx, func() {
+		uc.SetReadDeadline(time.Now()) // ends rc.Read
+		<-done
+		cancel()
+	}
 }

@@ -464,6 +464,23 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	stopRunner, stopVMM := findVMM(t, h.runtime, ids["stop"])
 	_, destroyVMM := findVMM(t, h.runtime, ids["destroy"])
 
+	// A client killed while it waits does not keep its call (and connection) alive
+	// until the VM ends.
+	waiter := startVMClient(t, h.sock, 4242)
+	req, _ := json.Marshal(vmCmd{Op: "wait", ID: ids["stop"]})
+	waiter.in.Write(append(req, '\n'))
+	time.Sleep(300 * time.Millisecond)
+	waiter.cmd.Process.Kill()
+	waiter.cmd.Wait()
+	line := fmt.Sprintf("pid=%d call=wait_vm", waiter.cmd.Process.Pid)
+	deadline := time.Now().Add(3 * time.Second)
+	for !strings.Contains(h.hc.stderr.String(), line) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(h.hc.stderr.String(), line) {
+		t.Errorf("wait_vm of a killed client still pending (no %q in the log)", line)
+	}
+
 	ex := a.must(vmCmd{Op: "wait", ID: ids["hang"]})
 	if ex.Exit.Outcome != outcomeTimeout || ex.Exit.ConsoleTail == "" {
 		t.Errorf("hung guest: wait_vm = %q %q (console %d bytes), want timeout with a console tail", ex.Exit.Outcome, ex.Exit.Detail, len(ex.Exit.ConsoleTail))
@@ -505,7 +522,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	crashRunner, crashVMM := findVMM(t, h.runtime, crash)
 	h.hc.cmd.Process.Kill()
 	<-h.hc.done
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for (alive(crashVMM) || alive(crashRunner)) && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}
