@@ -275,6 +275,10 @@ func FuzzDispatch(f *testing.F) {
 		`{"call":"list_sessions","args":null}`,
 		`{"call":"doctor","args":{}}`,
 		`{"call":"destroy_session","args":{"id":"../../x","path":"/"}}`,
+		`{"call":"start_vm","args":{"id":"0123abcd","image":"test","cpus":1,"memory_mib":512,"timeout_sec":5,"client_key":"ssh-ed25519 AAAA","clock":1}}`,
+		`{"call":"attach","args":{"id":"0123abcd"}}`,
+		`{"call":"stop_vm","args":{"id":"0123abcd"}}`,
+		`{"call":"wait_vm","args":{"id":"0123abcd"}}`,
 	} {
 		f.Add([]byte(s))
 	}
