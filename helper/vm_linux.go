@@ -51,7 +51,8 @@ type vmHandle struct {
 	conn    *api.Conn
 	runDir  string
 
-	reqMu    sync.Mutex        // one request (attach, stop) at a time
+	attachMu sync.Mutex        // one attach at a time (answers are not tagged)
+	writeMu  sync.Mutex        // one request frame at a time
 	attached chan attachResult // answers to opAttach
 	started  chan runnerEvent  // the first event: started or error
 	done     chan struct{}     // closed when the runner is reaped and exit is set
@@ -199,7 +200,7 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 	})
 	defer backstop.Stop()
 	exit := api.VMExit{Outcome: outcomeFailed, Detail: "runner exited without reporting"}
-	startedSent := false
+	startedSent, startedOK := false, false
 	for {
 		body, files, err := v.conn.ReadFrame()
 		if err != nil {
@@ -221,7 +222,7 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 				files = nil
 			}
 			if !startedSent {
-				startedSent = true
+				startedSent, startedOK = true, ev.Event == evStarted
 				v.started <- ev
 			}
 			closeFiles(files)
@@ -264,7 +265,7 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 	removeRunDir(v.runDir)
 	v.exit = exit
 	v.log.Info("audit: VM exited", "outcome", exit.Outcome, "detail", exit.Detail)
-	if v.onExit != nil {
+	if v.onExit != nil && startedOK { // a failed start leaves the session "created"
 		v.onExit(exit)
 	}
 	close(v.done)
@@ -284,6 +285,8 @@ func (v *vmHandle) logLines(r io.Reader) {
 
 // request sends one request to the runner.
 func (v *vmHandle) request(op string) error {
+	v.writeMu.Lock()
+	defer v.writeMu.Unlock()
 	b, _ := json.Marshal(runnerRequest{Op: op})
 	if err := v.conn.WriteFrame(b); err != nil {
 		return fmt.Errorf("runner request %s: %w: %w", op, ErrRunner, err)
@@ -293,8 +296,8 @@ func (v *vmHandle) request(op string) error {
 
 // attach asks the runner for a connected stream to the guest's SSH server.
 func (v *vmHandle) attach(ctx context.Context) (*os.File, error) {
-	v.reqMu.Lock()
-	defer v.reqMu.Unlock()
+	v.attachMu.Lock()
+	defer v.attachMu.Unlock()
 	select {
 	case <-v.done:
 		return nil, fmt.Errorf("attach session %s: the VM has exited: %w", v.id, api.ErrState)
@@ -321,10 +324,7 @@ func (v *vmHandle) stop() {
 		return
 	default:
 	}
-	v.reqMu.Lock()
-	err := v.request(opStop)
-	v.reqMu.Unlock()
-	if err != nil {
+	if err := v.request(opStop); err != nil {
 		v.kill()
 	}
 	select {

@@ -51,6 +51,8 @@ type vmCmd struct {
 	ID      string `json:"id,omitempty"`
 	Cmd     string `json:"cmd,omitempty"`
 	Timeout int    `json:"timeout,omitempty"`
+	Image   string `json:"image,omitempty"` // start: default "test"
+	Key     string `json:"key,omitempty"`   // start: replaces the client key
 }
 
 // vmOut is the answer to a vmCmd (JSON, one per line on its stdout).
@@ -97,9 +99,16 @@ func childVMClient() int {
 			out.Sessions, err = c.ListSessions(ctx)
 		case "start":
 			t0 := time.Now()
+			img, key := cmd.Image, cmd.Key
+			if img == "" {
+				img = "test"
+			}
+			if key == "" {
+				key = string(ssh.MarshalAuthorizedKey(signer.PublicKey()))
+			}
 			out.Info, err = c.StartVM(ctx, api.StartVMArgs{
-				ID: cmd.ID, Image: "test", CPUs: 1, MemoryMiB: 512, TimeoutSec: cmd.Timeout,
-				ClientKey: string(ssh.MarshalAuthorizedKey(signer.PublicKey())), Clock: time.Now().Unix(),
+				ID: cmd.ID, Image: img, CPUs: 1, MemoryMiB: 512, TimeoutSec: cmd.Timeout,
+				ClientKey: key, Clock: time.Now().Unix(),
 			})
 			out.Millis = time.Since(t0).Milliseconds()
 			if err == nil {
@@ -359,6 +368,24 @@ func TestVMSessionEndToEnd(t *testing.T) {
 
 	a := startVMClient(t, h.sock, 4242)
 	id := a.must(vmCmd{Op: "create", Dir: share}).Session.ID
+	// Refused starts leave the session "created".
+	for _, tc := range []struct {
+		c    vmCmd
+		want api.Code
+	}{
+		{vmCmd{Op: "start", ID: id, Image: "no-such-image"}, api.CodeUnavailable},
+		{vmCmd{Op: "start", ID: id, Image: "../test"}, api.CodeBadRequest},
+		{vmCmd{Op: "start", ID: id, Key: "ssh-ed25519 AAAA"}, api.CodeBadRequest},
+		{vmCmd{Op: "attach", ID: id}, api.CodeState},
+		{vmCmd{Op: "wait", ID: id}, api.CodeState},
+	} {
+		if o := a.do(tc.c); o.Code != string(tc.want) {
+			t.Errorf("%s %+v: %q, want %s", tc.c.Op, tc.c, o.Code, tc.want)
+		}
+	}
+	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != StateCreated {
+		t.Errorf("sessions after refused starts: %+v", l)
+	}
 	st := a.must(vmCmd{Op: "start", ID: id, Timeout: 180})
 	if st.Info.Accel == "" || st.Info.Backend != "qemu" || !strings.HasPrefix(st.Info.HostKey, "ssh-ed25519 ") {
 		t.Errorf("VMInfo = %+v", st.Info)
