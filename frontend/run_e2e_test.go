@@ -777,3 +777,51 @@ func TestRunShellDetach(t *testing.T) {
 	}
 	t.Logf("brood after q: %v", err)
 }
+
+// TestRunTwoSessionsSideBySide runs two VMs of the same developer at once, each on its
+// own workspace; each sees and changes only its own snapshot.
+func TestRunTwoSessionsSideBySide(t *testing.T) {
+	r := getRig(t)
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	ws := []string{r.workspace("w-side-a"), r.workspace("w-side-b")}
+	res := make([]result, 2)
+	var wg sync.WaitGroup
+	for i, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			name := fmt.Sprintf("side-%d", i)
+			cmd := r.command(w, "run-image", "test", "--", "sh", "-c", "sleep 2; ls; echo "+name+" > "+name+".txt")
+			var out, errb bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &out, &errb
+			err := cmd.Run()
+			res[i] = result{cmd.ProcessState.ExitCode(), out.String(), errb.String()}
+			if err != nil && res[i].code == 0 {
+				res[i].code = -1
+			}
+		}()
+	}
+	wg.Wait()
+	for i, rs := range res {
+		if rs.code != 0 {
+			t.Fatalf("session %d: exit %d\n%s", i, rs.code, rs.stderr)
+		}
+		// Both guests see only their own workspace (the other's file does not exist yet
+		// in either snapshot, and each lists only the committed files).
+		if rs.stdout != "README.md\nold.txt\n" {
+			t.Errorf("session %d listed %q", i, rs.stdout)
+		}
+		id := sessionID(t, rs.stderr)
+		name := fmt.Sprintf("side-%d.txt", i)
+		if got := readFile(t, filepath.Join(r.state, "sessions", id, "snapshot", name)); got != fmt.Sprintf("side-%d\n", i) {
+			t.Errorf("session %d: S/%s = %q", i, name, got)
+		}
+		other := fmt.Sprintf("side-%d.txt", 1-i)
+		if got := readFile(t, filepath.Join(r.state, "sessions", id, "snapshot", other)); got != "<missing>" {
+			t.Errorf("session %d has the other session's file", i)
+		}
+	}
+}
