@@ -38,7 +38,7 @@ const devUID, devGID = 1000, 1000
 
 // rig is one helper plus the brood binary and a developer environment.
 type rig struct {
-	t         *testing.T
+	t         testing.TB
 	base      string // world-traversable scratch directory, removed at the end
 	brood     string // the brood binary
 	socket    string // the helper socket
@@ -92,7 +92,7 @@ func goBuild(dir, pkg, out string) error {
 
 // getRig returns the shared rig, starting it on first use. Tests must not run in
 // parallel with each other (2 cores; each VM is a TCG guest).
-func getRig(t *testing.T) *rig {
+func getRig(t testing.TB) *rig {
 	t.Helper()
 	vmtest.Get(t) // root, QEMU, the kernel, the base initramfs and the test image
 	testenv.RequireCommand(t, "git")
@@ -262,7 +262,7 @@ func (r *rig) run(dir string, args ...string) (int, string, string) {
 
 var sessionLineRe = regexp.MustCompile(`brood: session ([a-z0-9]+) `)
 
-func sessionID(t *testing.T, stderr string) string {
+func sessionID(t testing.TB, stderr string) string {
 	t.Helper()
 	m := sessionLineRe.FindStringSubmatch(stderr)
 	if m == nil {
@@ -343,7 +343,7 @@ func (r *rig) record(id string) vmRecord {
 	return rec
 }
 
-func readFile(t *testing.T, p string) string {
+func readFile(t testing.TB, p string) string {
 	t.Helper()
 	b, err := os.ReadFile(p)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
