@@ -14,10 +14,13 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"time"
 
 	"github.com/coreos/go-systemd/v22/daemon"
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
 )
 
 // Options are the command-line settings of broodd-helper; they override the config file.
@@ -152,6 +155,17 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	caps, checks, vmh := ProbeHost(&cfg, ll)
+	if vmh.QEMU != "" {
+		// QEMU runs from an execute-only copy so that it stays non-dumpable.
+		check := api.Check{Name: "vmm not dumpable", OK: true}
+		if p, err := ExecOnlyCopy(vmh.QEMU, filepath.Join(cfg.RuntimeDir, vmmDir)); err != nil {
+			log.Warn("VMM runs dumpable (the user could ptrace it)", "err", err)
+			check.OK, check.Detail = false, err.Error()
+		} else {
+			vmh.QEMU, check.Detail = p, "QEMU runs from the execute-only copy "+p
+		}
+		checks = append(checks, check)
+	}
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {

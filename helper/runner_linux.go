@@ -199,9 +199,10 @@ var runnerSystemRO = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin"}
 // and /dev/urandom (QEMU's virtio-rng), and /dev/kvm only under KVM. No network rules:
 // every TCP bind and connect is denied; abstract unix sockets are scoped (signals are
 // not: see confineRunner).
-func RunnerRules(accel string) []landlock.Rule {
+func RunnerRules(accel, qemuPath string) []landlock.Rule {
 	r := []landlock.Rule{
 		landlock.RODirs(runnerSystemRO...).IgnoreIfMissing(),
+		landlock.ROFiles(qemuPath), // the execute-only copy (ExecOnlyCopy) lives in the runtime dir
 		landlock.ROFiles("/etc/ld.so.cache").IgnoreIfMissing(),
 		landlock.RODirs("/proc"),
 		landlock.RWFiles("/dev/null"),
@@ -235,7 +236,7 @@ func confineRunner(log *slog.Logger, cfg runnerConfig) error {
 		log.Warn("landlock: runner confinement DEGRADED", "kernel_abi", abi, "pinned_abi", PinnedABI)
 		llcfg = llcfg.BestEffort()
 	}
-	if err := llcfg.Restrict(RunnerRules(cfg.Accel)...); err != nil {
+	if err := llcfg.Restrict(RunnerRules(cfg.Accel, cfg.QEMU)...); err != nil {
 		return fmt.Errorf("landlock restrict runner: %w", err)
 	}
 	return nil

@@ -51,3 +51,8 @@ func lookupKVMGID() int { return -1 }
 func artifactsCheck(*Config) api.Check {
 	return api.Check{Name: "guest artifacts", Detail: "VMs are not supported on this OS"}
 }
+
+// ExecOnlyCopy is not needed on this OS.
+func ExecOnlyCopy(src, _ string) (string, error) { return src, nil }
+
+const vmmDir = "vmm"

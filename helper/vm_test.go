@@ -267,7 +267,7 @@ func startVMHelper(t *testing.T, extraConfig string) *vmHelper {
 	sock := filepath.Join(pub, "helper.sock")
 	cfg := writeConfig(t, base, fmt.Sprintf("allow_uids = [4242, 4243]\nkernel_release = %q\ninitramfs = %q\n%s",
 		a.Kernel.Release, filepath.Base(a.Initramfs), extraConfig))
-	runtime := filepath.Join(base, "run")
+	runtime := filepath.Join(pub, "run")            // the VMM copy under it must be reachable by runners
 	stateDir := filepath.Dir(filepath.Dir(a.Image)) // /var/lib/brood: kernels/ and images/
 	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", runtime, "--state-dir", stateDir,
 		"--listen", sock, "--idle-timeout", "0")
@@ -409,6 +409,10 @@ func TestVMSessionEndToEnd(t *testing.T) {
 		p := readProc(t, pid)
 		if p.status["Uid"] != "4242 4242 4242 4242" || p.status["Gid"] != "4242 4242 4242 4242" || p.status["Groups"] != "" {
 			t.Errorf("pid %d: Uid %q Gid %q Groups %q, want 4242 and no groups", pid, p.status["Uid"], p.status["Gid"], p.status["Groups"])
+		}
+		// procfs hands /proc/<pid> of a non-dumpable process to root.
+		if fi, err := os.Stat(fmt.Sprintf("/proc/%d/fd", pid)); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("pid %d is dumpable (its /proc/<pid>/fd belongs to the user): %v", pid, err)
 		}
 		if p.status["CapEff"] != "0000000000000000" || p.status["CapPrm"] != "0000000000000000" || p.status["NoNewPrivs"] != "1" {
 			t.Errorf("pid %d: CapEff %s CapPrm %s NoNewPrivs %s", pid, p.status["CapEff"], p.status["CapPrm"], p.status["NoNewPrivs"])
