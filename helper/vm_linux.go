@@ -162,12 +162,12 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	cfgMsg, _ := json.Marshal(runnerConfig{
 		Session: s.ID, QEMU: h.QEMU, Accel: string(h.Accel), CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
 	})
+	go vh.readEvents(timeout) // from here on it owns the control socket and the pidfds
 	if err := vh.conn.WriteFrame(cfgMsg); err != nil {
 		vh.kill()
-		hs.Close()
+		<-vh.done
 		return nil, api.VMInfo{}, fmt.Errorf("send runner config: %w: %w", ErrRunner, err)
 	}
-	go vh.readEvents(timeout)
 	select {
 	case ev := <-vh.started:
 		if ev.Event != evStarted {
