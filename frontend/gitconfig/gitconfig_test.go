@@ -43,7 +43,6 @@ func TestParse(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for _, in := range []string{
-		"key = value\n",                  // outside any section
 		"[core\n",                        // unterminated header
 		"[core \"x]\n",                   // unterminated subsection
 		"[core x]\n",                     // unquoted subsection

@@ -28,7 +28,8 @@ type Config struct {
 }
 
 // Section is one "[name]" or "[name \"sub\"]" header and the variables that follow it up
-// to the next header. A name from the deprecated "[name.sub]" form keeps its dot (Name
+// to the next header. Variables before the first header (git reads them as keys without
+// a section) form a first Section with an empty Name. A name from the deprecated "[name.sub]" form keeps its dot (Name
 // "name.sub", HasSub false).
 type Section struct {
 	Name   string // lower-case; letters, digits, '-' and '.'
@@ -121,7 +122,8 @@ func Parse(b []byte) (*Config, error) {
 			return nil, r.errorf("unexpected character %#x", c)
 		}
 		if len(cfg.Sections) == 0 {
-			return nil, r.errorf("variable outside any section")
+			// git reads variables before the first header as keys without a section.
+			cfg.Sections = append(cfg.Sections, Section{})
 		}
 		v, err := parseVar(r, c)
 		if err != nil {
@@ -292,7 +294,11 @@ func parseValue(r *reader) (string, error) {
 // Parse(c.Bytes()) returns a Config equal to c for any Config Parse produced.
 func (c *Config) Bytes() []byte {
 	var b bytes.Buffer
-	for _, s := range c.Sections {
+	for i, s := range c.Sections {
+		if i == 0 && s.Name == "" && !s.HasSub {
+			writeVars(&b, s.Vars) // variables before any header
+			continue
+		}
 		b.WriteByte('[')
 		b.WriteString(s.Name)
 		if s.HasSub {
@@ -306,17 +312,21 @@ func (c *Config) Bytes() []byte {
 			b.WriteByte('"')
 		}
 		b.WriteString("]\n")
-		for _, v := range s.Vars {
-			b.WriteByte('\t')
-			b.WriteString(v.Name)
-			if !v.NoValue {
-				b.WriteString(" = ")
-				writeValue(&b, v.Value)
-			}
-			b.WriteByte('\n')
-		}
+		writeVars(&b, s.Vars)
 	}
 	return b.Bytes()
+}
+
+func writeVars(b *bytes.Buffer, vars []Var) {
+	for _, v := range vars {
+		b.WriteByte('\t')
+		b.WriteString(v.Name)
+		if !v.NoValue {
+			b.WriteString(" = ")
+			writeValue(b, v.Value)
+		}
+		b.WriteByte('\n')
+	}
 }
 
 func writeValue(b *bytes.Buffer, v string) {
