@@ -286,3 +286,20 @@ func broodCode(t *testing.T, args ...string) (int, string, string) {
 	}
 	return ExitError, out.String(), err.Error()
 }
+
+// TestRunWithoutHelperCreatesNothing: brood run checks the helper before it snapshots,
+// so a missing helper leaves no session behind and says how to start it.
+func TestRunWithoutHelperCreatesNothing(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	state := t.TempDir()
+	t.Setenv("BROOD_STATE_DIR", state)
+	t.Setenv("BROOD_HELPER_SOCKET", filepath.Join(t.TempDir(), "missing.sock"))
+	w := t.TempDir()
+	code, _, stderr := broodCode(t, "run", "--workspace", w, "shell")
+	if code != ExitError || !strings.Contains(stderr, "hint: the helper is not listening") {
+		t.Errorf("exit %d, stderr %q", code, stderr)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(state, "sessions")); len(ents) != 0 {
+		t.Errorf("a session was created without a helper: %v", ents)
+	}
+}

@@ -330,6 +330,9 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	} else {
 		runErr = vm.attachAndRun(ctx, info, signer, tty, inF, outF, cmd.InOrStdin(), out, errw)
 	}
+	if runErr != nil && !errors.Is(runErr, ErrDetached) {
+		prog.Fail("") // the step that was running (boot, when the handshake failed)
+	}
 	goneErr := vm.stop()
 	destroy()
 	if goneErr != nil {

@@ -1,0 +1,294 @@
+package frontend
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/frontend/sshclient"
+	"brood.dev/brood/helper/api"
+)
+
+// fakeVMHelper speaks the helper protocol (package api) on a temporary socket with a fake
+// "VM": Attach returns one end of a socket pair whose other end is an SSH server that
+// presents guestKey and runs nothing (it answers every exec with "ran: CMD" and status
+// 0, then hangs up like brood-guest powering off).
+type fakeVMHelper struct {
+	t        *testing.T
+	sock     string
+	startErr *api.Error // StartVM's answer when set
+	hostKey  ssh.Signer // the key StartVM reports (what brood pins)
+	guestKey ssh.Signer // the key the fake guest presents
+
+	mu       sync.Mutex
+	calls    []string
+	startArg api.StartVMArgs
+	gone     chan struct{} // closed when the fake VM is gone (hung up or stopped)
+	goneOnce sync.Once
+	outcome  string
+}
+
+func newFakeHelper(t *testing.T) *fakeVMHelper {
+	t.Helper()
+	host := mustKey(t)
+	f := &fakeVMHelper{t: t, sock: filepath.Join(t.TempDir(), "helper.sock"), hostKey: host, guestKey: host, gone: make(chan struct{})}
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: f.sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.AcceptUnix()
+			if err != nil {
+				return
+			}
+			go f.serve(api.NewConn(c))
+		}
+	}()
+	t.Setenv(api.SocketEnv, f.sock)
+	return f
+}
+
+func mustKey(t *testing.T) ssh.Signer {
+	s, _, err := sshclient.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (f *fakeVMHelper) end(outcome string) {
+	f.goneOnce.Do(func() {
+		f.mu.Lock()
+		f.outcome = outcome
+		f.mu.Unlock()
+		close(f.gone)
+	})
+}
+
+func (f *fakeVMHelper) callList() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return strings.Join(f.calls, " ")
+}
+
+func (f *fakeVMHelper) serve(c *api.Conn) {
+	defer c.Close()
+	for {
+		body, files, err := c.ReadFrame()
+		if err != nil {
+			return
+		}
+		for _, fl := range files {
+			fl.Close()
+		}
+		req, err := api.DecodeRequest(body)
+		if err != nil {
+			return
+		}
+		f.mu.Lock()
+		f.calls = append(f.calls, req.Call)
+		f.mu.Unlock()
+		var result any = api.Empty{}
+		var rerr *api.Error
+		var out []*os.File
+		switch req.Call {
+		case api.CallHello:
+			result = api.Capabilities{Version: api.Version, Accel: "tcg", Backends: []string{"qemu"}}
+		case api.CallCreateSession:
+			result = api.Session{ID: "0000abcd", State: "created"}
+		case api.CallStartVM:
+			var a api.StartVMArgs
+			json.Unmarshal(req.Args, &a)
+			f.mu.Lock()
+			f.startArg = a
+			f.mu.Unlock()
+			if f.startErr != nil {
+				rerr = f.startErr
+				break
+			}
+			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: "tcg", Backend: "qemu"}
+		case api.CallAttach:
+			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+			if err != nil {
+				rerr = &api.Error{Code: api.CodeInternal, Message: err.Error()}
+				break
+			}
+			mine := os.NewFile(uintptr(fds[0]), "guest")
+			theirs := os.NewFile(uintptr(fds[1]), "client")
+			gc, err := net.FileConn(mine)
+			mine.Close()
+			if err != nil {
+				rerr = &api.Error{Code: api.CodeInternal, Message: err.Error()}
+				break
+			}
+			go f.guest(gc)
+			out = []*os.File{theirs}
+		case api.CallStopVM:
+			f.end("stopped")
+		case api.CallWaitVM:
+			<-f.gone
+			f.mu.Lock()
+			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n"}
+			f.mu.Unlock()
+		case api.CallDestroySession:
+		}
+		var resp api.Response
+		if rerr != nil {
+			resp.Error = rerr
+		} else {
+			raw, _ := json.Marshal(result)
+			resp.Result, resp.FDs = raw, len(out)
+		}
+		b, _ := json.Marshal(resp)
+		err = c.WriteFrame(b, out...)
+		for _, o := range out {
+			o.Close()
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// guest is the fake guest's SSH server: it authorizes the client key StartVM carried.
+func (f *fakeVMHelper) guest(c net.Conn) {
+	defer f.end("poweroff")
+	defer c.Close()
+	f.mu.Lock()
+	want := f.startArg.ClientKey
+	f.mu.Unlock()
+	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
+		if strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) != want {
+			return nil, fmt.Errorf("key not authorized")
+		}
+		return nil, nil
+	}}
+	cfg.AddHostKey(f.guestKey)
+	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
+	if err != nil {
+		return
+	}
+	defer sc.Close()
+	go ssh.DiscardRequests(reqs)
+	for nc := range chans {
+		ch, creqs, err := nc.Accept()
+		if err != nil {
+			continue
+		}
+		for req := range creqs {
+			if req.Type != "exec" {
+				req.Reply(req.Type == "env", nil)
+				continue
+			}
+			var e struct{ Command string }
+			ssh.Unmarshal(req.Payload, &e)
+			req.Reply(true, nil)
+			fmt.Fprintf(ch, "ran: %s\n", e.Command)
+			var st [4]byte
+			binary.BigEndian.PutUint32(st[:], 0)
+			ch.SendRequest("exit-status", false, st[:])
+			ch.Close()
+			return // the guest powers off after the session
+		}
+	}
+}
+
+// fakeRun runs brood run-image against the fake helper in a fresh workspace and state.
+func fakeRun(t *testing.T, args ...string) (code int, stdout, stderr string, ss []*session.Session) {
+	t.Helper()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	w := t.TempDir()
+	os.WriteFile(filepath.Join(w, "README.md"), []byte("hello\n"), 0o644)
+	root := NewRootCommand()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetIn(strings.NewReader(""))
+	root.SetArgs(append([]string{args[0], "--workspace", w}, args[1:]...))
+	err := root.Execute()
+	code = ExitOK
+	if err != nil {
+		code = ExitError
+		if ee, ok := err.(*exitError); ok {
+			code = ee.code
+		}
+		errb.WriteString("error: " + err.Error() + "\n")
+	}
+	ss, _ = session.List()
+	return code, out.String(), errb.String(), ss
+}
+
+func TestRunFakeHelperHappyPath(t *testing.T) {
+	f := newFakeHelper(t)
+	code, stdout, stderr, ss := fakeRun(t, "run-image", "--cpus", "3", "--memory", "700", "--timeout", "20s", "test", "--", "echo", "it's")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if stdout != "ran: exec echo 'it'\\''s'\n" {
+		t.Errorf("stdout %q", stdout)
+	}
+	a := f.startArg
+	if a.ID != "0000abcd" || a.Image != "test" || a.CPUs != 3 || a.MemoryMiB != 700 || a.TimeoutSec != 20 || !strings.HasPrefix(a.ClientKey, "ssh-ed25519 ") || a.Clock == 0 {
+		t.Errorf("StartVM args %+v", a)
+	}
+	if len(ss) != 1 || ss[0].State != session.StateStopped || !strings.Contains(stderr, "brood: session "+ss[0].ID) {
+		t.Fatalf("sessions %+v\n%s", ss, stderr)
+	}
+	if calls := f.callList(); !strings.Contains(calls, "create_session") || !strings.Contains(calls, "wait_vm") || !strings.HasSuffix(calls, "destroy_session") {
+		t.Errorf("calls %s", calls)
+	}
+	if !strings.Contains(stderr, "no changes in session") {
+		t.Errorf("stderr %s", stderr)
+	}
+}
+
+// TestRunRefusesWrongHostKey: a guest presenting any key but the one StartVM reported is
+// refused; brood stops the VM, keeps the session and runs nothing.
+func TestRunRefusesWrongHostKey(t *testing.T) {
+	f := newFakeHelper(t)
+	f.guestKey = mustKey(t)
+	code, stdout, stderr, ss := fakeRun(t, "run-image", "--console", "test", "--", "true")
+	if code != ExitError || !strings.Contains(stderr, "host key does not match") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	if stdout != "" {
+		t.Errorf("ran something: %q", stdout)
+	}
+	if len(ss) != 1 || ss[0].State != session.StateStopped || !strings.Contains(stderr, "the session is kept") {
+		t.Errorf("sessions %+v\n%s", ss, stderr)
+	}
+	if strings.Contains(f.callList(), "stop_vm") == false && f.outcome != "poweroff" {
+		t.Errorf("the VM was neither stopped nor gone: calls %s", f.callList())
+	}
+	t.Logf("stderr:\n%s", stderr)
+}
+
+// TestRunStartVMRefused: StartVM's error is reported with a hint and the snapshot kept.
+func TestRunStartVMRefused(t *testing.T) {
+	f := newFakeHelper(t)
+	f.startErr = &api.Error{Code: api.CodeUnavailable, Message: "image \"nope\" is not built"}
+	code, _, stderr, ss := fakeRun(t, "run-image", "nope", "--", "true")
+	if code != ExitError || !strings.Contains(stderr, "start VM: image \"nope\" is not built") || !strings.Contains(stderr, "sudo brood image build nope") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	if len(ss) != 1 || ss[0].State != session.StateReady {
+		t.Errorf("sessions %+v", ss)
+	}
+	if calls := f.callList(); !strings.HasSuffix(calls, "start_vm destroy_session") {
+		t.Errorf("calls %s", calls)
+	}
+}
