@@ -1,8 +1,15 @@
 // Package helper is broodd-helper, brood's only privileged process: a socket-activated
 // RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
 // session table with owners, confines itself with Landlock, and cleans up what a crashed
-// predecessor left (taps, the nft table, orphaned VM runners). See DESIGN.md "Processes
-// and trust boundaries" and "Helper protocol".
+// predecessor left (taps, the nft table, orphaned VM runners, per-session run dirs). See
+// DESIGN.md "Processes and trust boundaries" and "Helper protocol".
+//
+// VMs: StartVM opens the boot artifacts from root-owned locations (artifacts_linux.go),
+// writes the session initramfs with a fresh guest host key, and asks the runner spawner
+// (`broodd-helper vm-spawn`, started before confinement because Landlock domains are
+// inherited) to start `broodd-helper vm-run` as the session owner with descriptors 3..8
+// (vmproto.go). The runner confines itself and runs QEMU through sandbox/qemu; it reports
+// to the helper on a control socket and hands Attach the connected SSH channel.
 package helper
 
 import (
