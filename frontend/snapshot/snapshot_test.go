@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/internal/testenv"
 )
 
 // canary is secret content that must never reach S.
@@ -335,7 +336,7 @@ func TestSparseFileStaysSparse(t *testing.T) {
 	f.Truncate(size)
 	f.Close()
 	if lstat(t, p).Blocks*512 > 1<<20 {
-		t.Skip("the temp filesystem does not keep holes")
+		testenv.Skip(t, "the temp filesystem does not keep holes")
 	}
 	s, m, _ := take(t, w, Options{NoReflink: true})
 	st := lstat(t, filepath.Join(s, "sparse.img"))
