@@ -111,9 +111,12 @@ func (t *taker) fail(err error) {
 
 func (t *taker) abs(rel string) string { return filepath.Join(t.w, rel) }
 
-// errf wraps err as `op "W/rel": err`, mapping the errnos that mean "W changed under
-// us" to ErrChanged.
+// errf wraps err as `op "W/rel": err`. ENOENT for an entry that was just listed means
+// W changed under us, so it also wraps ErrChanged.
 func (t *taker) errf(op, rel string, err error) error {
+	if err == unix.ENOENT {
+		return fmt.Errorf("%s %q: %w: %w", op, t.abs(rel), err, ErrChanged)
+	}
 	return fmt.Errorf("%s %q: %w", op, t.abs(rel), err)
 }
 
