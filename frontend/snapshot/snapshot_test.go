@@ -544,3 +544,26 @@ func TestSnapshotInsideWorkspace(t *testing.T) {
 		t.Fatalf("a.go not copied")
 	}
 }
+
+// TestUnknownDirentType takes the fstatat path for every entry, as on filesystems whose
+// getdents leaves d_type unknown.
+func TestUnknownDirentType(t *testing.T) {
+	testUnknownType = true
+	defer func() { testUnknownType = false }()
+	w := t.TempDir()
+	write(t, filepath.Join(w, "d/e/f.txt"), "f", 0o640)
+	write(t, filepath.Join(w, "g.txt"), "g", 0o644)
+	os.Symlink("d/e", filepath.Join(w, "link"))
+	unix.Mkfifo(filepath.Join(w, "fifo"), 0o644)
+	s, m, rep := take(t, w, Options{})
+	if b, _ := os.ReadFile(filepath.Join(s, "d/e/f.txt")); string(b) != "f" {
+		t.Errorf("d/e/f.txt not copied")
+	}
+	if l, _ := os.Readlink(filepath.Join(s, "link")); l != "d/e" {
+		t.Errorf("link: %q", l)
+	}
+	if rep.Files != 2 || rep.Dirs != 2 || rep.Symlinks != 1 || len(rep.Skipped) != 1 {
+		t.Errorf("report %+v", rep)
+	}
+	checkManifestMatches(t, w, s, m)
+}

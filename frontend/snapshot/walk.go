@@ -42,6 +42,10 @@ type fileID struct{ dev, ino uint64 }
 // was listed), to change W at the worst moment.
 var testHookOpen func(rel string)
 
+// testUnknownType, when set by a test, makes every d_type read as DT_UNKNOWN (as on
+// filesystems that do not fill it in), forcing the fstatat path.
+var testUnknownType bool
+
 // taker is the state of one Take.
 type taker struct {
 	ctx    context.Context
@@ -196,7 +200,10 @@ func (t *taker) walk(d *dir, r *result, buf []byte) {
 			continue
 		}
 		j := job{d: d, name: e.name, rel: rel, typ: e.typ}
-		if e.typ == unix.DT_UNKNOWN {
+		if testUnknownType {
+			j.typ = unix.DT_UNKNOWN
+		}
+		if j.typ == unix.DT_UNKNOWN {
 			var st unix.Stat_t
 			if err := unix.Fstatat(d.src, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 				t.fail(t.errf("stat", rel, err))
