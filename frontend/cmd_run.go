@@ -44,6 +44,8 @@ const (
 	// lifetimeGrace: with --timeout, the frontend itself stops the VM this long after
 	// the timeout when the helper has not reported it gone by then.
 	lifetimeGrace = 10 * time.Second
+	// vmGoneGrace is how long the SSH session may outlive the VMM before it is cut.
+	vmGoneGrace = 3 * time.Second
 	// defaultLifetime is the WaitVM deadline base when --timeout is not given (the
 	// helper's own default applies to the VM).
 	defaultLifetime = 24 * time.Hour
@@ -457,7 +459,13 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 	go func() {
 		select {
 		case <-v.waiter.done:
-			cancel()
+			// The SSH connection normally ends with the VMM (and delivers the exit
+			// status first); cut it only if it lingers.
+			select {
+			case <-time.After(vmGoneGrace):
+				cancel()
+			case <-runCtx.Done():
+			}
 		case <-runCtx.Done():
 		}
 	}()

@@ -148,7 +148,14 @@ func Run(ctx context.Context, c *ssh.Client, o Options) (int, error) {
 			return -1, fmt.Errorf("request pty: %w", err)
 		}
 	}
-	s.Stdin, s.Stdout, s.Stderr = o.Stdin, o.Stdout, o.Stderr
+	outW, errW := &recordingWriter{w: o.Stdout}, &recordingWriter{w: o.Stderr}
+	s.Stdin = o.Stdin
+	if o.Stdout != nil {
+		s.Stdout = outW
+	}
+	if o.Stderr != nil {
+		s.Stderr = errW
+	}
 	if o.Command == "" {
 		err = s.Shell()
 	} else {
@@ -162,11 +169,16 @@ func Run(ctx context.Context, c *ssh.Client, o Options) (int, error) {
 	for {
 		select {
 		case err := <-done:
-			return exitStatus(err, o.Command)
+			return exitStatus(err, o.Command, outW, errW)
 		case ws := <-o.Resize:
 			// Best effort: a lost window change only leaves the old size.
 			_ = s.WindowChange(ws.Rows, ws.Cols)
 		case <-ctx.Done():
+			select {
+			case err := <-done: // finished at the same moment: report it
+				return exitStatus(err, o.Command, outW, errW)
+			default:
+			}
 			s.Close()
 			return -1, fmt.Errorf("%s: %w", describe(o.Command), ctx.Err())
 		}
@@ -180,8 +192,26 @@ func describe(cmd string) string {
 	return "command"
 }
 
-// exitStatus turns Session.Wait's error into an exit status.
-func exitStatus(err error, cmd string) (int, error) {
+// recordingWriter remembers the first error of the writer it wraps, so that a failed
+// local write (a full disk under a redirected stdout) is told apart from the stdin copy
+// failing because the guest hung up after its exit status.
+type recordingWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordingWriter) Write(p []byte) (int, error) {
+	n, err := r.w.Write(p)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
+}
+
+// exitStatus turns Session.Wait's error into an exit status. Wait returns the exit
+// status's error first, else the first copy error: after an exit status arrived, only a
+// failed write of the output is an error.
+func exitStatus(err error, cmd string, outs ...*recordingWriter) (int, error) {
 	var ee *ssh.ExitError
 	var missing *ssh.ExitMissingError
 	switch {
@@ -192,5 +222,10 @@ func exitStatus(err error, cmd string) (int, error) {
 	case errors.As(err, &missing), errors.Is(err, io.EOF):
 		return -1, fmt.Errorf("%s: %w", describe(cmd), ErrNoExitStatus)
 	}
-	return -1, fmt.Errorf("%s: %w", describe(cmd), err)
+	for _, o := range outs {
+		if o.err != nil {
+			return 0, fmt.Errorf("%s: write output: %w", describe(cmd), o.err)
+		}
+	}
+	return 0, nil // exit status 0; the stdin copy failed as the guest hung up
 }
