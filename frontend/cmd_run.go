@@ -335,6 +335,9 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	if runErr != nil && !errors.Is(runErr, ErrDetached) {
 		prog.Fail("") // the step that was running (boot, when the handshake failed)
 	}
+	if errors.Is(runErr, ErrDetached) {
+		prog.Printf("detached (Ctrl-]): stopping the VM; %s may not have finished", describeAgent(r))
+	}
 	goneErr := vm.stop()
 	destroy()
 	if goneErr != nil {
