@@ -34,6 +34,7 @@ type fakeVMHelper struct {
 	mu       sync.Mutex
 	calls    []string
 	startArg api.StartVMArgs
+	env      []string      // env requests the guest received, "NAME=value"
 	gone     chan struct{} // closed when the fake VM is gone (hung up or stopped)
 	goneOnce sync.Once
 	outcome  string
@@ -189,6 +190,13 @@ func (f *fakeVMHelper) guest(c net.Conn) {
 			continue
 		}
 		for req := range creqs {
+			if req.Type == "env" {
+				var e struct{ Name, Value string }
+				ssh.Unmarshal(req.Payload, &e)
+				f.mu.Lock()
+				f.env = append(f.env, e.Name+"="+e.Value)
+				f.mu.Unlock()
+			}
 			if req.Type != "exec" {
 				req.Reply(req.Type == "env", nil)
 				continue
@@ -290,5 +298,30 @@ func TestRunStartVMRefused(t *testing.T) {
 	}
 	if calls := f.callList(); !strings.HasSuffix(calls, "start_vm destroy_session") {
 		t.Errorf("calls %s", calls)
+	}
+}
+
+// TestRunAgentCommandAndEnv: the agent's command with the arguments after --, and only
+// the environment its patterns name, reach the guest.
+func TestRunAgentCommandAndEnv(t *testing.T) {
+	f := newFakeHelper(t)
+	t.Setenv("OPENAI_API_KEY", "sk-1")
+	t.Setenv("CODEX_HOME", "/h")
+	t.Setenv("ANTHROPIC_API_KEY", "not-for-codex")
+	code, stdout, stderr, _ := fakeRun(t, "run", "codex", "--", "--model", "o3 mini")
+	if code != 0 || stdout != "ran: exec codex --model 'o3 mini'\n" {
+		t.Errorf("exit %d stdout %q\n%s", code, stdout, stderr)
+	}
+	if got := strings.Join(f.env, " "); got != "CODEX_HOME=/h OPENAI_API_KEY=sk-1" {
+		t.Errorf("env sent: %q", got)
+	}
+	if f.startArg.Image != "codex" {
+		t.Errorf("image %q", f.startArg.Image)
+	}
+
+	f = newFakeHelper(t)
+	code, stdout, stderr, _ = fakeRun(t, "run", "--image", "mine", "shell", "--", "ls", "-la")
+	if code != 0 || stdout != "ran: exec ls -la\n" || f.startArg.Image != "mine" || len(f.env) != 0 {
+		t.Errorf("shell -- ls: exit %d stdout %q image %q env %q\n%s", code, stdout, f.startArg.Image, f.env, stderr)
 	}
 }
