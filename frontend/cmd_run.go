@@ -303,7 +303,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	if err != nil {
 		destroy()
 		hint := ""
-		if api.IsCode(err, api.CodeNotFound) || strings.Contains(err.Error(), "image") {
+		if api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image") {
 			hint = fmt.Sprintf("\nhint: is the image built? sudo brood image build %s (brood image list shows the built ones)", r.image)
 		}
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
