@@ -52,6 +52,8 @@ type Config struct {
 	// <state_dir>/kernels/<release>/initramfs ("initramfs-<hex32>.cpio.gz"); empty means
 	// the newest.
 	Initramfs string `toml:"initramfs"`
+	// Egress configures sessions' network egress (egress.go).
+	Egress EgressConfig `toml:"egress"`
 
 	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
 	allowGIDs []uint32
@@ -67,6 +69,7 @@ func DefaultConfig() Config {
 		ReadTimeoutSeconds: 30,
 		MaxConns:           256,
 		MaxSessionsPerUser: 16,
+		Egress:             DefaultEgressConfig(),
 	}
 }
 
@@ -129,6 +132,7 @@ var configChecks = []func(*Config) error{
 		}
 		return nil
 	},
+	func(c *Config) error { return c.Egress.validate() },
 	func(c *Config) error {
 		if c.RuntimeDir == c.StateDir {
 			return fmt.Errorf("runtime_dir and state_dir are both %q", c.RuntimeDir)

@@ -193,6 +193,36 @@ type StartVMArgs struct {
 	ClientKey  string `json:"client_key"`
 	// Clock is the host's time (Unix seconds) for the guest's clock.
 	Clock int64 `json:"clock"`
+	// Egress names the egress profile ("locked", "standard", "permissive"); empty means
+	// no network device at all. The helper caps it with the system policy.
+	Egress string `json:"egress,omitempty"`
+	// AllowHosts are --allow-host values ("NAME" or "NAME:PORT[/proto]..."); refused
+	// (CodePolicy) when the system policy forbids adding hosts.
+	AllowHosts []string `json:"allow_hosts,omitempty"`
+	// Agent names the agent whose LLM provider hosts (from the helper's own agent table,
+	// never from the client) the profile allows.
+	Agent string `json:"agent,omitempty"`
+}
+
+// EgressInfo describes a session's network: the guest's and the proxy's addresses and the
+// effective policy. Nil in VMInfo when the VM has no network device.
+type EgressInfo struct {
+	Profile string   `json:"profile"`
+	Tap     string   `json:"tap"`
+	GuestV4 string   `json:"guest_v4"`          // "10.213.0.2/30"
+	DNS     string   `json:"dns"`               // the session's DNS proxy (the tap's host address)
+	Hosts   []string `json:"hosts"`             // the allowed host entries ("pattern (443/tcp)")
+	Digest  string   `json:"policy_digest"`     // digest of the system policy applied
+	Warning string   `json:"warning,omitempty"` // degraded enforcement (e.g. no IPv6 forwarding)
+}
+
+// EgressSummary condenses a session's egress decision log, returned by WaitVM.
+type EgressSummary struct {
+	Allowed  map[string]int `json:"allowed,omitempty"` // name: queries answered
+	Refused  map[string]int `json:"refused,omitempty"` // name: queries refused
+	Failed   int            `json:"failed,omitempty"`  // queries answered SERVFAIL
+	Pinned   []string       `json:"pinned,omitempty"`  // distinct addresses pinned
+	Stripped int            `json:"stripped,omitempty"`
 }
 
 // VMInfo answers StartVM.
@@ -203,6 +233,8 @@ type VMInfo struct {
 	Accel   string `json:"accel"`   // "kvm" or "tcg"
 	Warning string `json:"warning"` // non-empty when degraded (TCG): print it loudly
 	Backend string `json:"backend"` // "qemu"
+	// Egress is the session's network; nil: no network device.
+	Egress *EgressInfo `json:"egress,omitempty"`
 }
 
 // VMExit answers WaitVM once the VMM process is gone.
@@ -214,6 +246,8 @@ type VMExit struct {
 	// ConsoleTail is the last bytes (at most 8 KiB) of the guest's serial console, for
 	// diagnosing a hang or panic. It is guest output: escape it before printing.
 	ConsoleTail string `json:"console_tail,omitempty"`
+	// Egress summarises the session's DNS decisions; nil when it had no network.
+	Egress *EgressSummary `json:"egress,omitempty"`
 }
 
 // imageNameRe is the only form of image name: it names a file under the helper's

@@ -19,6 +19,7 @@ const (
 	CodeState            Code = "bad_state"         // the session is not in a state that allows the call
 	CodeUnavailable      Code = "unavailable"       // a VM artifact (kernel, initramfs, image) or backend is missing
 	CodeInternal         Code = "internal"          // the helper failed; see its log
+	CodePolicy           Code = "policy"            // the egress policy refused the request, or cannot be read
 )
 
 // Error is a typed protocol error (code + message). It matches the sentinel of its code
@@ -58,6 +59,7 @@ var (
 	ErrState            = &Error{Code: CodeState, Message: "session state does not allow this call"}
 	ErrUnavailable      = &Error{Code: CodeUnavailable, Message: "VM artifact or backend unavailable"}
 	ErrInternal         = &Error{Code: CodeInternal, Message: "internal error"}
+	ErrPolicy           = &Error{Code: CodePolicy, Message: "egress policy refused"}
 )
 
 // ErrTruncated reports a frame cut short by the end of the stream.

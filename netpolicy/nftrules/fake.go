@@ -14,6 +14,7 @@ import (
 type Fake struct {
 	mu       sync.Mutex
 	table    bool
+	masq     bool // EnsureMasquerade ran
 	sessions map[string]Session
 	pins     map[string]map[pinKey]time.Duration
 }

@@ -1,0 +1,331 @@
+package helper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
+	"brood.dev/brood/netpolicy/dnsproxy"
+	"brood.dev/brood/netpolicy/nftrules"
+)
+
+// TapLinks is the egress seam to network links (vishvananda/netlink in NetlinkLinks).
+type TapLinks interface {
+	// CreateTap creates the persistent tap name (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR) owned by
+	// uid:gid, adds addrs (host side, no DAD), sets it up and returns an open queue
+	// descriptor for the VMM. A stand-in (tests) may return a nil file.
+	CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error)
+	// DeleteLink deletes the link name; a missing link is not an error.
+	DeleteLink(name string) error
+	// DefaultRouteLinks names the interfaces of the IPv4 and IPv6 default routes.
+	DefaultRouteLinks() ([]string, error)
+}
+
+// EgressFirewall is the nft table the egress layer programs (nftrules.NFT, nftrules.Fake).
+type EgressFirewall interface {
+	nftrules.Firewall
+	nftrules.Masquerader
+}
+
+// DNSPort is where each session's DNS proxy listens on the tap's host addresses (UDP and
+// classic TCP): the guest's resolv.conf names the host address, whose port is fixed at 53
+// (RFC 1035 4.2).
+const DNSPort = 53
+
+// proxyCloseTimeout bounds the wait for in-flight queries when a session's proxy stops.
+const proxyCloseTimeout = 2 * time.Second
+
+// Egress owns the network side of VM sessions: addresses, taps, the nft table and one
+// DNS proxy per session. The zero value is not usable: see NewEgress.
+type Egress struct {
+	cfg      EgressConfig
+	links    TapLinks
+	fw       EgressFirewall
+	ct       *nftrules.Conntrack // nil: conntrack entries are left to time out
+	pool     *addrPool
+	upstream dnsproxy.Upstream
+	logDir   string
+	procSys  string // "/proc/sys" (the helper's netns)
+	log      *slog.Logger
+	// Discover returns the registries the host's own system configuration uses (for
+	// standard and permissive); nil means none.
+	Discover func() []netpolicy.Discovered
+
+	mu       sync.Mutex
+	sessions map[string]*egressSession
+}
+
+// egressSession is one session's network: link, addresses, nft chains and sets, proxy.
+type egressSession struct {
+	id, tap string
+	slot    int
+	addrs   slotAddrs
+	tapFile *os.File // the VMM's queue descriptor; handed to the runner, then closed
+	servers []*dnsproxy.Server
+	logPath string
+	logFile *os.File
+	logErr  func() error
+	info    api.EgressInfo
+}
+
+// NewEgress prepares the host for VM egress: the address pool, the upstream resolver, the
+// nft table with its masquerade chain, and IPv4 forwarding on the uplinks only (never the
+// global switch). Decision logs go to logDir (created 0700).
+func NewEgress(cfg EgressConfig, logDir string, links TapLinks, fw EgressFirewall, ct *nftrules.Conntrack, log *slog.Logger) (*Egress, error) {
+	pool, err := newAddrPool(cfg.PoolV4, cfg.PoolV6)
+	if err != nil {
+		return nil, err
+	}
+	up := cfg.Upstream
+	if up == "" {
+		if up, err = dnsproxy.UpstreamFromResolvConf("/etc/resolv.conf"); err != nil {
+			return nil, fmt.Errorf("egress upstream resolver: %w", err)
+		}
+	}
+	if err := os.MkdirAll(logDir, 0o700); err != nil {
+		return nil, fmt.Errorf("egress log directory: %w", err)
+	}
+	e := &Egress{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
+		logDir: logDir, procSys: "/proc/sys", log: log, sessions: map[string]*egressSession{}}
+	if err := fw.EnsureTable(); err != nil {
+		return nil, err
+	}
+	if err := fw.EnsureMasquerade(); err != nil {
+		return nil, err
+	}
+	uplinks := cfg.Uplinks
+	if len(uplinks) == 0 {
+		if uplinks, err = links.DefaultRouteLinks(); err != nil {
+			return nil, err
+		}
+	}
+	if len(uplinks) == 0 {
+		log.Warn("egress: no default route; guests reach nothing until one exists or egress.uplinks is set")
+	}
+	for _, u := range uplinks {
+		// Replies enter by the uplink: IPv4 forwards by the input interface's flag.
+		if err := e.forwarding(u); err != nil {
+			return nil, err
+		}
+	}
+	log.Info("egress ready", "pool_v4", pool.v4, "pool_v6", pool.v6, "upstream", up, "uplinks", uplinks)
+	return e, nil
+}
+
+// forwarding enables forwarding on interface name only: net.ipv4.conf.NAME.forwarding and,
+// where the kernel has it (Linux >= 6.17), net.ipv6.conf.NAME.force_forwarding. It
+// returns a warning when IPv6 cannot be forwarded per interface.
+func (e *Egress) forwarding(name string) error {
+	if err := nftrules.ValidateIfName(name); err != nil {
+		return err
+	}
+	p4 := filepath.Join(e.procSys, "net/ipv4/conf", name, "forwarding")
+	if err := os.WriteFile(p4, []byte("1\n"), 0); err != nil {
+		return fmt.Errorf("enable IPv4 forwarding on %q: %w", name, err)
+	}
+	p6 := filepath.Join(e.procSys, "net/ipv6/conf", name, "force_forwarding")
+	if err := os.WriteFile(p6, []byte("1\n"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, err)
+	}
+	return nil
+}
+
+// Start resolves the policy of a StartVM request and builds the session's network: tap
+// (owned by uid:gid), addresses, forwarding on the tap, nft chains and sets, and the DNS
+// proxy on the tap's host addresses. Policy errors wrap api.ErrPolicy and happen before
+// anything is created; on any later error everything created is removed again.
+func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, error) {
+	var disc []netpolicy.Discovered
+	if e.Discover != nil {
+		disc = e.Discover()
+	}
+	eff, digest, err := egressPolicy(&e.cfg, a, disc)
+	if err != nil {
+		return nil, err
+	}
+	tap, err := nftrules.TapName(a.ID)
+	if err != nil {
+		return nil, fmt.Errorf("egress of session %s: %w: %w", a.ID, api.ErrBadRequest, err)
+	}
+	e.mu.Lock()
+	if _, dup := e.sessions[a.ID]; dup {
+		e.mu.Unlock()
+		return nil, fmt.Errorf("egress of session %s: already set up: %w", a.ID, api.ErrState)
+	}
+	slot, err := e.pool.take()
+	if err != nil {
+		e.mu.Unlock()
+		return nil, err
+	}
+	s := &egressSession{id: a.ID, tap: tap, slot: slot, addrs: e.pool.addrs(slot)}
+	e.sessions[a.ID] = s
+	e.mu.Unlock()
+	if err := e.build(s, eff, uid, gid); err != nil {
+		e.Stop(a.ID)
+		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
+	}
+	s.info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
+		GuestV4: netip.PrefixFrom(s.addrs.Guest4, 30).String(), DNS: s.addrs.Host4.String(),
+		Hosts: hostList(eff), Digest: digest}
+	e.log.Info("audit: egress up", "session", a.ID, "tap", tap, "guest", s.info.GuestV4,
+		"profile", s.info.Profile, "hosts", s.info.Hosts, "policy_digest", digest)
+	return s, nil
+}
+
+func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint32) error {
+	ad := s.addrs
+	f, err := e.links.CreateTap(s.tap, uid, gid, []netip.Prefix{netip.PrefixFrom(ad.Host4, 30), netip.PrefixFrom(ad.Host6, 126)})
+	if err != nil {
+		return err
+	}
+	s.tapFile = f
+	if err := e.forwarding(s.tap); err != nil {
+		return err
+	}
+	if err := e.fw.AddSession(nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6, AnyPort: eff.AnyPort()}); err != nil {
+		return err
+	}
+	s.logPath = filepath.Join(e.logDir, s.id+".jsonl")
+	if s.logFile, err = os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600); err != nil {
+		return fmt.Errorf("egress decision log: %w", err)
+	}
+	logFn, logErr := dnsproxy.JSONLog(s.logFile)
+	s.logErr = logErr
+	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream, Pinner: sessionPinner{e.fw, s.id}, Log: logFn})
+	if err != nil {
+		return err
+	}
+	for _, a := range []netip.Addr{ad.Host4, ad.Host6} {
+		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort))
+		if err != nil {
+			return err
+		}
+		s.servers = append(s.servers, srv)
+	}
+	return nil
+}
+
+// listenDNS serves h on UDP and classic TCP (not MPTCP, which Landlock's TCP rules do not
+// cover) at ap. The sockets are IP_FREEBIND: the tap has no carrier until the VMM opens
+// it, and its IPv6 address is not usable before that.
+func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort) (*dnsproxy.Server, error) {
+	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
+		var serr error
+		err := c.Control(func(fd uintptr) {
+			if ap.Addr().Is4() {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+			} else {
+				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+			}
+		})
+		return errors.Join(err, serr)
+	}}
+	lc.SetMultipathTCP(false)
+	pc, err := lc.ListenPacket(context.Background(), "udp", ap.String())
+	if err != nil {
+		return nil, fmt.Errorf("listen DNS proxy on udp %s: %w", ap, err)
+	}
+	l, err := lc.Listen(context.Background(), "tcp", ap.String())
+	if err != nil {
+		pc.Close()
+		return nil, fmt.Errorf("listen DNS proxy on tcp %s: %w", ap, err)
+	}
+	return dnsproxy.Serve(h, pc, l), nil
+}
+
+// sessionPinner pins into one session's sets.
+type sessionPinner struct {
+	fw nftrules.Firewall
+	id string
+}
+
+func (p sessionPinner) Pin(_ context.Context, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error {
+	return p.fw.Pin(p.id, addrs, ports, timeout)
+}
+
+// TapFile returns the tap's queue descriptor for the runner (nil for a stand-in link).
+func (s *egressSession) TapFile() *os.File { return s.tapFile }
+
+// Stop removes session id's network at once: the proxy, the nft chains and sets (and so
+// its pins), its conntrack entries and the tap; then it releases the addresses. It
+// returns the summary of the session's decision log (nil when id had no network) and
+// every error met (it does not stop at the first).
+func (e *Egress) Stop(id string) (*api.EgressSummary, error) {
+	e.mu.Lock()
+	s := e.sessions[id]
+	delete(e.sessions, id)
+	e.mu.Unlock()
+	if s == nil {
+		return nil, nil
+	}
+	var errs []error
+	ctx, cancel := context.WithTimeout(context.Background(), proxyCloseTimeout)
+	for _, srv := range s.servers {
+		errs = append(errs, srv.Close(ctx))
+	}
+	cancel()
+	errs = append(errs, e.fw.DeleteSession(id))
+	if e.ct != nil {
+		if _, err := e.ct.Forget(s.addrs.Net4, s.addrs.Net6); err != nil {
+			errs = append(errs, fmt.Errorf("forget conntrack entries of session %s: %w", id, err))
+		}
+	}
+	if s.tapFile != nil {
+		s.tapFile.Close()
+	}
+	errs = append(errs, e.links.DeleteLink(s.tap))
+	var sum *api.EgressSummary
+	if s.logFile != nil {
+		errs = append(errs, s.logErr(), s.logFile.Close())
+		sum = summarizeLog(s.logPath)
+		os.Remove(s.logPath)
+	}
+	e.pool.release(s.slot)
+	err := errors.Join(errs...)
+	e.log.Info("audit: egress down", "session", id, "tap", s.tap, "err", err)
+	return sum, err
+}
+
+// StopAll removes every session's network (helper shutdown).
+func (e *Egress) StopAll() {
+	e.mu.Lock()
+	var ids []string
+	for id := range e.sessions {
+		ids = append(ids, id)
+	}
+	e.mu.Unlock()
+	for _, id := range ids {
+		e.Stop(id)
+	}
+}
+
+// summarizeLog condenses a decision log; an unreadable log gives an empty summary.
+func summarizeLog(path string) *api.EgressSummary {
+	f, err := os.Open(path)
+	if err != nil {
+		return &api.EgressSummary{}
+	}
+	defer f.Close()
+	s, err := dnsproxy.Summarize(f)
+	if err != nil {
+		return &api.EgressSummary{}
+	}
+	out := &api.EgressSummary{Allowed: s.AllowedNames, Refused: s.RefusedNames,
+		Failed: s.Queries[dnsproxy.Failed], Stripped: s.Stripped}
+	for _, a := range s.Pinned {
+		out.Pinned = append(out.Pinned, a.String())
+	}
+	return out
+}
