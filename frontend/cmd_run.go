@@ -25,6 +25,7 @@ import (
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/image"
 )
 
 func init() { commands = append(commands, newRunCommand, newRunImageCommand) }
@@ -304,7 +305,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		destroy()
 		hint := ""
 		if api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image") {
-			hint = fmt.Sprintf("\nhint: is the image built? sudo brood image build %s (brood image list shows the built ones)", r.image)
+			hint = imageHint(r.image)
 		}
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
 	}
@@ -377,6 +378,15 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		return &exitError{code: *rec.ExitStatus, err: err}
 	}
 	return reviewErr
+}
+
+// imageHint says how to get the image a StartVM refused.
+func imageHint(name string) string {
+	if _, ok := image.Recipes[name]; ok {
+		return fmt.Sprintf("\nhint: is the image built? sudo brood image build %s (brood image list shows the built ones)", name)
+	}
+	return fmt.Sprintf("\nhint: brood has no recipe for an image %q yet (recipes: %s): pass --image NAME of a built image\n"+
+		"(brood image list), or define the agent with its image in the user config (brood run --help)", name, strings.Join(recipeNames(), ", "))
 }
 
 func describeAgent(r runRequest) string {

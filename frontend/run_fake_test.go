@@ -288,9 +288,9 @@ func TestRunRefusesWrongHostKey(t *testing.T) {
 // TestRunStartVMRefused: StartVM's error is reported with a hint and the snapshot kept.
 func TestRunStartVMRefused(t *testing.T) {
 	f := newFakeHelper(t)
-	f.startErr = &api.Error{Code: api.CodeUnavailable, Message: "image \"nope\" is not built"}
-	code, _, stderr, ss := fakeRun(t, "run-image", "nope", "--", "true")
-	if code != ExitError || !strings.Contains(stderr, "start VM: image \"nope\" is not built") || !strings.Contains(stderr, "sudo brood image build nope") {
+	f.startErr = &api.Error{Code: api.CodeUnavailable, Message: "image \"test\" is not built"}
+	code, _, stderr, ss := fakeRun(t, "run-image", "test", "--", "true")
+	if code != ExitError || !strings.Contains(stderr, "start VM: image \"test\" is not built") || !strings.Contains(stderr, "sudo brood image build test") {
 		t.Errorf("exit %d\n%s", code, stderr)
 	}
 	if len(ss) != 1 || ss[0].State != session.StateReady {
@@ -323,5 +323,14 @@ func TestRunAgentCommandAndEnv(t *testing.T) {
 	code, stdout, stderr, _ = fakeRun(t, "run", "--image", "mine", "shell", "--", "ls", "-la")
 	if code != 0 || stdout != "ran: exec ls -la\n" || f.startArg.Image != "mine" || len(f.env) != 0 {
 		t.Errorf("shell -- ls: exit %d stdout %q image %q env %q\n%s", code, stdout, f.startArg.Image, f.env, stderr)
+	}
+}
+
+func TestImageHint(t *testing.T) {
+	if h := imageHint("test"); !strings.Contains(h, "sudo brood image build test") {
+		t.Errorf("recipe hint %q", h)
+	}
+	if h := imageHint("claude-code"); !strings.Contains(h, "no recipe") || !strings.Contains(h, "--image") || strings.Contains(h, "image build claude-code") {
+		t.Errorf("no-recipe hint %q", h)
 	}
 }
