@@ -575,9 +575,13 @@ func (w *worker) file(j job) error {
 			switch {
 			case err == nil:
 				reflinked = true
-			case err == unix.EOPNOTSUPP || err == unix.EXDEV || err == unix.ENOTTY || err == unix.ENOSYS || err == unix.EINVAL:
+			case err == unix.EOPNOTSUPP || err == unix.EXDEV || err == unix.ENOTTY || err == unix.ENOSYS:
+				// This filesystem pair cannot clone: stop trying for this source device.
 				t.noClone.Store(st.Dev, true)
 			}
+			// Any other error (EINVAL for a btrfs nodatacow file, EPERM, ...) concerns
+			// this file only: it is copied instead.
+
 		}
 	}
 	if reflinked {
