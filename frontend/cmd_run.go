@@ -66,6 +66,8 @@ type runFlags struct {
 	keep         bool
 	workspace    string
 	console      bool
+	egress       string   // egress profile; "" = no network device
+	allowHosts   []string // --allow-host
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -78,7 +80,13 @@ func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
 	c.Flags().BoolVar(&f.keep, "keep", false, "skip the review now; keep the session for brood review ID later")
 	c.Flags().StringVar(&f.workspace, "workspace", ".", "workspace directory to snapshot")
 	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
+	c.Flags().StringVar(&f.egress, "egress", "", "network egress profile: locked, standard or permissive (default: no network device at all)")
+	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "with --egress: also allow NAME or NAME:PORT[/proto] (repeatable; the system policy may forbid it)")
 }
+
+// egressProfiles are the profiles --egress accepts (DESIGN.md "Network egress"); the
+// helper caps the choice with the system policy.
+var egressProfiles = map[string]bool{"locked": true, "standard": true, "permissive": true}
 
 func newRunCommand() *cobra.Command {
 	var f runFlags
@@ -162,6 +170,15 @@ otherwise the diff summary and the commands to review or apply are printed on st
 	return c
 }
 
+// agentForPolicy names the agent for the helper's egress table (its LLM provider's
+// hosts): built-in agents only; a custom agent or run-image gets the profile alone.
+func (r runRequest) agentForPolicy() string {
+	if r.agent.Source == "built-in" && len(r.agent.Command) > 0 {
+		return r.agent.Name
+	}
+	return ""
+}
+
 // runRequest is one resolved `brood run` / `brood run-image`.
 type runRequest struct {
 	agent Agent
@@ -238,6 +255,12 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	if !api.ValidImageName(r.image) {
 		return usageErr("run: %q is not an image name", r.image)
 	}
+	if f.egress != "" && !egressProfiles[f.egress] {
+		return usageErr("run: --egress %q: choose locked, standard or permissive", f.egress)
+	}
+	if len(f.allowHosts) > 0 && f.egress == "" {
+		return usageErr("run: --allow-host needs --egress (without it the VM has no network)")
+	}
 	base := cmd.Context()
 	if base == nil {
 		base = context.Background()
@@ -300,7 +323,8 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	prog.Start(fmt.Sprintf("start VM (image %s)", r.image))
 	bootStart := time.Now()
 	info, err := hc.StartVM(ctx, api.StartVMArgs{ID: hs.ID, Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
-		TimeoutSec: int(f.timeout / time.Second), ClientKey: pub, Clock: time.Now().Unix()})
+		TimeoutSec: int(f.timeout / time.Second), ClientKey: pub, Clock: time.Now().Unix(),
+		Egress: f.egress, AllowHosts: f.allowHosts, Agent: r.agentForPolicy()})
 	if err != nil {
 		destroy()
 		hint := ""
@@ -316,6 +340,14 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 	if info.Warning != "" {
 		prog.Warn("%s", diff.Escape(strings.TrimPrefix(info.Warning, "WARNING: ")))
+	}
+	if e := info.Egress; e != nil {
+		prog.Printf("network: profile %s, guest %s, %d allowed host entr(ies)", diff.Escape(e.Profile), diff.Escape(e.GuestV4), len(e.Hosts))
+		if e.Warning != "" {
+			prog.Warn("egress: %s", diff.Escape(e.Warning))
+		}
+	} else {
+		prog.Printf("network: none (the VM has no network device)")
 	}
 	prog.Start("boot")
 	lifetime := defaultLifetime

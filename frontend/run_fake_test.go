@@ -334,3 +334,25 @@ func TestImageHint(t *testing.T) {
 		t.Errorf("no-recipe hint %q", h)
 	}
 }
+
+// TestRunEgressFlags: no network unless --egress; the profile, the extra hosts and the
+// built-in agent's name go to the helper, which decides.
+func TestRunEgressFlags(t *testing.T) {
+	f := newFakeHelper(t)
+	code, _, stderr, _ := fakeRun(t, "run", "shell", "--", "true")
+	if code != 0 || f.startArg.Egress != "" || f.startArg.AllowHosts != nil || f.startArg.Agent != "" ||
+		!strings.Contains(stderr, "network: none") {
+		t.Errorf("default: exit %d args %+v\n%s", code, f.startArg, stderr)
+	}
+	f = newFakeHelper(t)
+	code, _, stderr, _ = fakeRun(t, "run", "--egress", "standard", "--allow-host", "example.com", "--allow-host", "pypi.org:443/tcp", "codex")
+	a := f.startArg
+	if code != 0 || a.Egress != "standard" || strings.Join(a.AllowHosts, ",") != "example.com,pypi.org:443/tcp" || a.Agent != "codex" {
+		t.Errorf("egress: exit %d args %+v\n%s", code, a, stderr)
+	}
+	for _, args := range [][]string{{"run", "--egress", "open", "shell"}, {"run", "--allow-host", "x.org", "shell"}} {
+		if code, _, stderr := broodCode(t, args...); code != ExitUsage {
+			t.Errorf("%q: exit %d %s", args, code, stderr)
+		}
+	}
+}
