@@ -15,6 +15,11 @@ import (
 	"brood.dev/brood/netpolicy"
 )
 
+// DNSPort is where each session's DNS proxy listens on the tap's host addresses (UDP and
+// classic TCP): the guest's resolv.conf names the host address, whose port is fixed at 53
+// (RFC 1035 4.2).
+const DNSPort = 53
+
 // EgressConfig is the `[egress]` table of helper.toml.
 type EgressConfig struct {
 	// PolicyPath is the system egress policy (default netpolicy.SystemPolicyPath,

@@ -39,11 +39,6 @@ type EgressFirewall interface {
 	nftrules.Masquerader
 }
 
-// DNSPort is where each session's DNS proxy listens on the tap's host addresses (UDP and
-// classic TCP): the guest's resolv.conf names the host address, whose port is fixed at 53
-// (RFC 1035 4.2).
-const DNSPort = 53
-
 // proxyCloseTimeout bounds the wait for in-flight queries when a session's proxy stops.
 const proxyCloseTimeout = 2 * time.Second
 
@@ -62,6 +57,8 @@ type Egress struct {
 	// Discover returns the registries the host's own system configuration uses (for
 	// standard and permissive); nil means none.
 	Discover func() []netpolicy.Discovered
+
+	closers []func() // OpenEgress's handles
 
 	mu       sync.Mutex
 	sessions map[string]*egressSession
@@ -328,4 +325,63 @@ func summarizeLog(path string) *api.EgressSummary {
 		out.Pinned = append(out.Pinned, a.String())
 	}
 	return out
+}
+
+// closeTapFile closes the helper's copy of the tap descriptor once the runner has its own.
+func (s *egressSession) closeTapFile() {
+	if s.tapFile != nil {
+		s.tapFile.Close()
+		s.tapFile = nil
+	}
+}
+
+// startEgress sets up session s's network when a names a profile; nil without one.
+func (srv *Server) startEgress(s *session, a api.StartVMArgs) (*egressSession, error) {
+	if a.Egress == "" {
+		return nil, nil
+	}
+	if srv.egress == nil {
+		return nil, fmt.Errorf("egress of session %s: not available on this helper: %w", s.ID, api.ErrUnavailable)
+	}
+	return srv.egress.Start(a, s.Owner, s.gid)
+}
+
+// OpenEgress opens the egress layer in the helper's network namespace: its own nft and
+// conntrack netlink handles, taps through links, discovery of the host's system-wide
+// registries. It runs after the startup cleanup (which deletes the nft table). Close it
+// with Close after StopAll.
+func OpenEgress(cfg *Config, links *NetlinkLinks, log *slog.Logger) (*Egress, error) {
+	fw, err := nftrules.NewNFT()
+	if err != nil {
+		return nil, err
+	}
+	ct, err := nftrules.NewConntrack(-1)
+	if err != nil {
+		fw.Close()
+		return nil, err
+	}
+	e, err := NewEgress(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), links, fw, ct, log)
+	if err != nil {
+		ct.Close()
+		fw.Close()
+		return nil, err
+	}
+	e.closers = []func(){ct.Close, func() { fw.Close() }}
+	e.Discover = func() []netpolicy.Discovered {
+		ctx, cancel := context.WithTimeout(context.Background(), discoverTimeout)
+		defer cancel()
+		d, _ := netpolicy.Discoverer{SystemOnly: true}.Discover(ctx)
+		return d
+	}
+	return e, nil
+}
+
+// discoverTimeout bounds registry discovery at each session start.
+const discoverTimeout = 5 * time.Second
+
+// Close releases the netlink handles OpenEgress opened.
+func (e *Egress) Close() {
+	for _, c := range e.closers {
+		c()
+	}
 }

@@ -3,7 +3,9 @@ package helper
 import (
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
@@ -35,16 +37,43 @@ var systemRODirs = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "
 var deviceFiles = []string{"/dev/null", "/dev/net/tun", "/dev/kvm"}
 
 // ConfinementRules builds the helper's Landlock ruleset: read-only system paths,
-// read-write runtime and state directories, a few devices. No network rules: with the
-// ABI 7 config every classic TCP bind and connect is denied (the helper uses only Unix and
-// netlink sockets). Caveat (LAB.md 5): MPTCP sockets bypass Landlock TCP rules and UDP is
-// not restrictable before ABI 10; the helper opens neither.
+// read-write runtime and state directories, a few devices. With the ABI 7 config every
+// classic TCP bind and connect is denied except the two egress ports below (otherwise the
+// helper uses only Unix and netlink sockets). Caveat (LAB.md 5): MPTCP sockets bypass
+// Landlock TCP rules (the helper opens none) and UDP is not restrictable before ABI 10.
+//
+// Egress (egress_linux.go) adds: writing the per-interface forwarding sysctls under
+// /proc/sys/net/ipv{4,6}/conf (never the global switches, which are files elsewhere),
+// reading the system policy file, binding TCP DNSPort (each session's DNS proxy) and
+// connecting to the upstream resolver's TCP port (answers truncated over UDP). The
+// proxies' UDP sockets are not restricted at ABI 7.
 func ConfinementRules(cfg *Config) []landlock.Rule {
-	return []landlock.Rule{
+	rules := []landlock.Rule{
 		landlock.RODirs(systemRODirs...).IgnoreIfMissing(),
 		landlock.RWDirs(cfg.RuntimeDir, cfg.StateDir).WithRefer(),
 		landlock.RWFiles(deviceFiles...).WithIoctlDev().IgnoreIfMissing(),
+		landlock.PathAccess(llsys.AccessFSWriteFile, sysctlConfDirs...).IgnoreIfMissing(),
+		landlock.BindTCP(DNSPort),
+		landlock.ConnectTCP(upstreamTCPPort(cfg.Egress.Upstream)),
 	}
+	if cfg.Egress.PolicyPath != "" {
+		rules = append(rules, landlock.ROFiles(cfg.Egress.PolicyPath).IgnoreIfMissing())
+	}
+	return rules
+}
+
+// sysctlConfDirs hold the per-interface network sysctls egress writes.
+var sysctlConfDirs = []string{"/proc/sys/net/ipv4/conf", "/proc/sys/net/ipv6/conf"}
+
+// upstreamTCPPort is the TCP port of the configured upstream resolver ("host:port"), or
+// 53 (DNS, RFC 1035) for resolv.conf nameservers and unparsable values.
+func upstreamTCPPort(up string) uint16 {
+	if _, p, err := net.SplitHostPort(up); err == nil {
+		if n, err := strconv.ParseUint(p, 10, 16); err == nil && n > 0 {
+			return uint16(n)
+		}
+	}
+	return DNSPort
 }
 
 // Confine restricts the helper (all its threads, irreversibly) with ConfinementRules.

@@ -144,6 +144,17 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners, "run_dirs", dirs)
 
+	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
+	// (e.g. no resolver configured) VMs can only run without a network device.
+	egress, err := OpenEgress(&cfg, host.links, log)
+	if err != nil {
+		log.Warn("egress unavailable: VMs get no network", "err", err)
+		egress = nil
+	} else {
+		defer egress.Close()
+		defer egress.StopAll()
+	}
+
 	// 8. Start the runner spawner while unconfined: runners must reach the users'
 	// shares, which the helper's own Landlock domain (inherited by children) excludes.
 	exe, err := os.Executable()
@@ -183,6 +194,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, host.links, caps, checks)
 	srv.EnableVMs(vmh, spawner)
+	if egress != nil {
+		srv.EnableEgress(egress)
+	}
 	err = srv.Serve(ctx, ln)
 	for _, derr := range srv.Sessions().DestroyAll() {
 		log.Warn("shutdown: release session", "err", derr)

@@ -78,15 +78,28 @@ func runRunner(log *slog.Logger) error {
 
 	// 3. The config.
 	body, files, err := ctrl.conn.ReadFrame()
-	closeFiles(files)
 	if err != nil {
+		closeFiles(files)
 		return fmt.Errorf("read runner config: %w", err)
 	}
 	var cfg runnerConfig
 	if err := api.DecodeArgs(body, &cfg); err != nil {
+		closeFiles(files)
 		return fmt.Errorf("runner config: %w", err)
 	}
-	vm, err := startRunnerVM(log, cfg)
+	// The tap, when the VM has a network: exactly one character device (/dev/net/tun).
+	var tap *os.File
+	if cfg.Tap {
+		if len(files) != 1 || checkCharDevice(files[0]) != nil {
+			closeFiles(files)
+			return fmt.Errorf("runner config: tap descriptor missing or not a character device: %w", ErrRunner)
+		}
+		tap = files[0]
+		defer tap.Close()
+	} else {
+		closeFiles(files)
+	}
+	vm, err := startRunnerVM(log, cfg, tap)
 	if err != nil {
 		ctrl.send(runnerEvent{Event: evError, Detail: err.Error()})
 		return err
@@ -159,7 +172,7 @@ func runRunner(log *slog.Logger) error {
 }
 
 // startRunnerVM confines the runner and starts the VMM for cfg.
-func startRunnerVM(log *slog.Logger, cfg runnerConfig) (sandbox.VM, error) {
+func startRunnerVM(log *slog.Logger, cfg runnerConfig, tap *os.File) (sandbox.VM, error) {
 	if err := confineRunner(log, cfg); err != nil {
 		return nil, err
 	}
@@ -173,6 +186,7 @@ func startRunnerVM(log *slog.Logger, cfg runnerConfig) (sandbox.VM, error) {
 		SSHSocket:   fdPath(runnerFDRunDir) + "/" + sshSocketName,
 		Timeout:     time.Duration(cfg.TimeoutSec) * time.Second,
 		Accel:       sandbox.Accel(cfg.Accel),
+		Tap:         tap,
 	}
 	b := &qemu.Backend{Path: cfg.QEMU}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -290,4 +304,16 @@ func tail(b []byte, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// checkCharDevice reports whether f is a character device (the tap's /dev/net/tun queue).
+func checkCharDevice(f *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return os.NewSyscallError("fstat", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return fmt.Errorf("descriptor has type %#o, want a character device: %w", st.Mode&unix.S_IFMT, ErrRunner)
+	}
+	return nil
 }

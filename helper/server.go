@@ -31,6 +31,7 @@ type Server struct {
 	doctor   []api.Check
 	vmHost   *VMHost  // nil: this helper runs no VMs
 	spawner  *Spawner // starts runners outside the helper's Landlock domain
+	egress   *Egress  // nil: VMs get no network device
 
 	conns    atomic.Int64
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
@@ -57,6 +58,9 @@ func NewServer(cfg *Config, log *slog.Logger, links Links, caps api.Capabilities
 // EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without).
 // Call it before Serve.
 func (s *Server) EnableVMs(h VMHost, sp *Spawner) { s.vmHost, s.spawner = &h, sp }
+
+// EnableEgress lets StartVM give VMs a network under an egress profile.
+func (s *Server) EnableEgress(e *Egress) { s.egress = e }
 
 // Sessions returns the session table (for shutdown and tests).
 func (s *Server) Sessions() *Table { return s.sessions }
@@ -313,6 +317,9 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 	st.hello = true
 	caps := s.caps
 	caps.Peer = st.cred.Peer
+	if s.egress != nil {
+		caps.Policy = PolicyDigest(s.cfg.Egress.PolicyPath)
+	}
 	return caps, nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/user"
 	"path/filepath"
@@ -59,6 +60,7 @@ type vmHandle struct {
 	exit     api.VMExit        // how the VM ended, valid after done
 	vmmPid   int               // QEMU's pid (logs, tests)
 	onExit   func(api.VMExit)  // updates the session table
+	egress   *Egress           // non-nil: the session's network is removed when the VM ends
 
 	pidMu       sync.Mutex
 	runnerPidfd *os.File // closed (nil) once the runner is gone
@@ -100,6 +102,22 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		return nil, api.VMInfo{}, err
 	}
 	gcfg := guestcfg.Config{HostKey: hostKeyPEM, AuthorizedKey: clientKey, UID: int(s.Owner), GID: int(s.gid)}
+	// The network, when asked for: policy first (refusals create nothing), then tap, nft
+	// and DNS proxy. Without a profile the VM has no network device at all.
+	eg, err := srv.startEgress(s, a)
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	egressKept := false
+	defer func() {
+		if eg != nil && !egressKept {
+			srv.egress.Stop(s.ID)
+		}
+	}()
+	if eg != nil {
+		gcfg.Net = &guestcfg.Net{Address: netip.PrefixFrom(eg.addrs.Guest4, 30), Gateway: eg.addrs.Host4,
+			DNS: []netip.Addr{eg.addrs.Host4}}
+	}
 	if gcfg, err = gcfg.Normalize(); err != nil {
 		return nil, api.VMInfo{}, fmt.Errorf("guest config of session %s: %w", s.ID, err)
 	}
@@ -148,6 +166,9 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		attached: make(chan attachResult, 1), started: make(chan runnerEvent, 1), done: make(chan struct{}),
 		onExit: onExit,
 	}
+	if eg != nil {
+		vh.egress = srv.egress
+	}
 	pid, pidfd, err := srv.spawner.Spawn(spawnRequest{UID: s.Owner, GID: s.gid, Groups: groups},
 		[]*os.File{logW, rs, s.share, dirf, arts.Kernel, initrd, arts.Image})
 	if err != nil {
@@ -159,11 +180,16 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	rs.Close()
 	logW.Close()
 	go vh.logLines(logR)
-	cfgMsg, _ := json.Marshal(runnerConfig{
+	rcfg := runnerConfig{
 		Session: s.ID, QEMU: h.QEMU, Accel: string(h.Accel), CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
-	})
+	}
+	var cfgFiles []*os.File
+	if eg != nil && eg.TapFile() != nil {
+		rcfg.Tap, cfgFiles = true, []*os.File{eg.TapFile()}
+	}
+	cfgMsg, _ := json.Marshal(rcfg)
 	go vh.readEvents(timeout) // from here on it owns the control socket and the pidfds
-	if err := vh.conn.WriteFrame(cfgMsg); err != nil {
+	if err := vh.conn.WriteFrame(cfgMsg, cfgFiles...); err != nil {
 		vh.kill()
 		<-vh.done
 		return nil, api.VMInfo{}, fmt.Errorf("send runner config: %w: %w", ErrRunner, err)
@@ -180,12 +206,19 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		<-vh.done
 		return nil, api.VMInfo{}, fmt.Errorf("start VM of session %s: runner silent for %v: %w", s.ID, runnerStartTimeout, ErrRunner)
 	}
-	ok = true
+	ok, egressKept = true, true
+	if eg != nil {
+		eg.closeTapFile() // the runner (and QEMU) hold it now
+	}
 	vh.log.Info("audit: VM started", "uid", s.Owner, "runner", vh.pid, "vmm", vh.vmmPid,
 		"accel", h.Accel, "cpus", cpus, "memory_mib", mem, "timeout", timeout, "image", a.Image, "kernel", arts.Release)
 	info := api.VMInfo{
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))),
 		Accel:   string(h.Accel), Warning: h.Warning, Backend: "qemu",
+	}
+	if eg != nil {
+		ei := eg.info
+		info.Egress = &ei
 	}
 	return vh, info, nil
 }
@@ -263,6 +296,14 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 		v.started <- runnerEvent{Event: evError, Detail: exit.Detail}
 	}
 	removeRunDir(v.runDir)
+	if v.egress != nil {
+		// The VM is gone: its network goes at once (proxy, chains, sets, conntrack, tap).
+		sum, err := v.egress.Stop(v.id)
+		if err != nil {
+			v.log.Warn("egress teardown", "err", err)
+		}
+		exit.Egress = sum
+	}
 	v.exit = exit
 	v.log.Info("audit: VM exited", "outcome", exit.Outcome, "detail", exit.Detail)
 	if v.onExit != nil && startedOK { // a failed start leaves the session "created"

@@ -31,6 +31,9 @@ type runnerConfig struct {
 	CPUs       int    `json:"cpus"`
 	MemoryMiB  int    `json:"memory_mib"`
 	TimeoutSec int    `json:"timeout_sec"`
+	// Tap: the config frame carries the session's tap queue descriptor (the VM's only
+	// network device); false: the VM has none.
+	Tap bool `json:"tap,omitempty"`
 }
 
 // Runner requests.

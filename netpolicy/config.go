@@ -239,8 +239,8 @@ func checkOwner(f *os.File, uid uint32, typ uint32) error {
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
 	}
-	if st.Mode&unix.S_IFMT != typ {
-		return fmt.Errorf("file type %#o, want %#o: %w", st.Mode&unix.S_IFMT, typ, ErrInsecurePolicyFile)
+	if mode := uint32(st.Mode); mode&unix.S_IFMT != typ { // st.Mode is uint16 on darwin
+		return fmt.Errorf("file type %#o, want %#o: %w", mode&unix.S_IFMT, typ, ErrInsecurePolicyFile)
 	}
 	if st.Uid != uid {
 		return fmt.Errorf("owned by uid %d, want %d: %w", st.Uid, uid, ErrInsecurePolicyFile)
