@@ -51,18 +51,6 @@ func DefaultEgressConfig() EgressConfig {
 	}
 }
 
-// builtinAgentHosts are the LLM provider hosts of the agents `brood run` knows
-// (frontend/agents.go). The helper keeps its own table: a client could otherwise name any
-// host as its provider.
-var builtinAgentHosts = map[string][]string{
-	"claude-code": {"api.anthropic.com"},
-	"codex":       {"api.openai.com"},
-	"opencode":    {"api.anthropic.com", "api.openai.com", "openrouter.ai"},
-	"gemini":      {"generativelanguage.googleapis.com"},
-	"hermes":      {"inference-api.nousresearch.com", "openrouter.ai", "api.openai.com"},
-	"shell":       {},
-}
-
 func (c *EgressConfig) validate() error {
 	if c.PolicyPath == "" || c.PolicyPath[0] != '/' {
 		return fmt.Errorf("egress.policy_path %q is not absolute", c.PolicyPath)
@@ -90,12 +78,12 @@ func parseEntries(ss []string) ([]netpolicy.Entry, error) {
 	return out, nil
 }
 
-// agentHosts returns the provider hosts of agent from the config, else the built-in
-// table; an unknown agent has none (locked then allows nothing).
+// agentHosts returns the provider hosts of agent from the config, else netpolicy's
+// built-in table; an unknown agent has none (locked then allows nothing).
 func (c *EgressConfig) agentHosts(agent string) ([]netpolicy.Entry, error) {
 	hosts, ok := c.Agents[agent]
 	if !ok {
-		hosts = builtinAgentHosts[agent]
+		hosts, _ = netpolicy.BuiltinAgentHosts(agent)
 	}
 	return parseEntries(hosts)
 }

@@ -1,0 +1,66 @@
+package frontend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"brood.dev/brood/netpolicy"
+)
+
+func init() { commands = append(commands, newPolicyCommand) }
+
+// discoverTimeout bounds registry discovery for `brood policy show`.
+const discoverTimeout = 5 * time.Second
+
+func newPolicyCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "policy",
+		Short: "Inspect the egress policy",
+		Args:  cobra.NoArgs,
+	}
+	var (
+		flags      egressFlags
+		agent      string
+		workspace  string
+		systemPath string
+	)
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the effective egress profile and hosts, with the layer that set each",
+		Long: `show merges the egress layers the way the helper does, tighten-only: the system policy
+(` + netpolicy.SystemPolicyPath + `, set by IT), your config ($XDG_CONFIG_HOME/brood/config.toml,
+[egress] table), the workspace's .brood.toml ([egress]; it may remove hosts, never add them)
+and the flags, plus the agent's LLM provider hosts and the package registries this host is
+configured to use. Each line names the layer that set it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			userPath, err := userConfigPath()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), discoverTimeout)
+			defer cancel()
+			disc, _ := netpolicy.Discoverer{SystemOnly: true}.Discover(ctx)
+			eff, err := effectivePolicy(systemPath, userPath, workspace, agent, &flags, disc)
+			if err != nil {
+				if errors.Is(err, netpolicy.ErrLoosen) || errors.Is(err, netpolicy.ErrAllowHostForbidden) {
+					return refusedErr(err)
+				}
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), eff.String())
+			return nil
+		},
+	}
+	flags.register(show.Flags())
+	show.Flags().StringVar(&agent, "agent", "shell", "the agent whose LLM provider hosts to include")
+	show.Flags().StringVar(&workspace, "workspace", ".", "workspace directory (its .brood.toml)")
+	show.Flags().StringVar(&systemPath, "system-policy", netpolicy.SystemPolicyPath, "system policy file")
+	show.Flags().MarkHidden("system-policy")
+	root.AddCommand(show)
+	return root
+}

@@ -1,0 +1,115 @@
+package frontend
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/netpolicy"
+)
+
+func writeFile(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestEgressFlagsApply(t *testing.T) {
+	for _, c := range []struct {
+		f       egressFlags
+		wantErr bool
+	}{
+		{egressFlags{}, false},
+		{egressFlags{profile: "locked", allowHosts: []string{"a.example", "*.b.example:22"}}, false},
+		{egressFlags{allowHosts: []string{"a.example"}}, true}, // no network to allow it on
+		{egressFlags{profile: "open"}, true},
+		{egressFlags{profile: "locked", allowHosts: []string{"*a.example"}}, true},
+		{egressFlags{profile: "locked", allowHosts: []string{"1.2.3.4}"}}, true},
+	} {
+		var a api.StartVMArgs
+		err := c.f.apply(&a)
+		if (err != nil) != c.wantErr {
+			t.Errorf("apply(%+v) = %v, want error %v", c.f, err, c.wantErr)
+			continue
+		}
+		var ee *exitError
+		if err != nil && (!errors.As(err, &ee) || ee.code != ExitUsage) {
+			t.Errorf("apply(%+v) = %v, want a usage error", c.f, err)
+		}
+		if err == nil && (a.Egress != c.f.profile || !slices.Equal(a.AllowHosts, c.f.allowHosts)) {
+			t.Errorf("apply(%+v) set %q %v", c.f, a.Egress, a.AllowHosts)
+		}
+	}
+}
+
+func TestEffectivePolicyLayers(t *testing.T) {
+	dir := t.TempDir()
+	user := writeFile(t, dir, "config.toml", "[agents.x]\nimage = \"test\"\n[egress]\nprofile = \"standard\"\nallow_hosts = [\"mirror.example.org\"]\n")
+	ws := t.TempDir()
+	writeFile(t, ws, ".brood.toml", "[egress]\ndeny_hosts = [\"*.paste.example\"]\n")
+	flags := &egressFlags{profile: "locked", allowHosts: []string{"extra.example:8443"}}
+	eff, err := effectivePolicy(filepath.Join(dir, "no-policy.toml"), user, ws, "claude-code", flags, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := eff.String()
+	for _, want := range []string{"locked\t(flags)", "api.anthropic.com (443/tcp)\t(agent (claude-code))",
+		"mirror.example.org", "(user)", "extra.example (8443/tcp)\t(flags)", "*.paste.example", "(workspace)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("policy show lacks %q:\n%s", want, out)
+		}
+	}
+
+	// A workspace may not add hosts.
+	writeFile(t, ws, ".brood.toml", "[egress]\nallow_hosts = [\"x.example\"]\n")
+	if _, err := effectivePolicy(filepath.Join(dir, "no-policy.toml"), user, ws, "shell", &egressFlags{}, nil); !errors.Is(err, netpolicy.ErrLoosen) {
+		t.Errorf("workspace adding a host: %v, want ErrLoosen", err)
+	}
+	// A malformed layer is an error, not ignored.
+	writeFile(t, ws, ".brood.toml", "[egress]\nprofile = \"wide-open\"\n")
+	if _, err := effectivePolicy(filepath.Join(dir, "no-policy.toml"), user, ws, "shell", &egressFlags{}, nil); err == nil {
+		t.Error("malformed workspace profile accepted")
+	}
+}
+
+func TestPolicyShowSystemForbidsAllowHost(t *testing.T) {
+	testenv.RequireRoot(t) // the system policy must be root-owned
+	dir := t.TempDir()
+	sys := writeFile(t, dir, "policy.toml", "forbid_allow_host = true\nmax_profile = \"standard\"\n")
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"--egress", "locked"}, 0, "locked\t(flags)"},
+		{[]string{"--egress", "locked", "--allow-host", "a.example"}, ExitRefused, ""},
+		{[]string{"--egress", "permissive"}, ExitRefused, ""},
+	} {
+		var out bytes.Buffer
+		root := NewRootCommand()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"policy", "show", "--system-policy", sys, "--workspace", dir}, c.args...))
+		err := root.Execute()
+		code := 0
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		} else if err != nil {
+			code = 1
+		}
+		if code != c.code || !strings.Contains(out.String(), c.out) {
+			t.Errorf("policy show %v: code %d (%v), output %q; want code %d containing %q", c.args, code, err, out.String(), c.code, c.out)
+		}
+	}
+}

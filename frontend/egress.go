@@ -1,0 +1,124 @@
+package frontend
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/spf13/pflag"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
+)
+
+// egressFlags are the egress flags of `brood run` and `brood policy show`.
+type egressFlags struct {
+	profile    string   // --egress: locked, standard, permissive; empty: no network
+	allowHosts []string // --allow-host, repeatable
+}
+
+func (f *egressFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.profile, "egress", "", "egress profile: locked (the agent's LLM provider only), standard (+ code hosts and\nthe package registries this host uses), permissive (public internet); empty: no network")
+	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "also allow NAME, *.SUFFIX or NAME:PORT[/proto] (repeatable; refused if the system policy forbids it)")
+}
+
+// layer parses the flags into the flags layer of the policy. Errors are usage errors.
+func (f *egressFlags) layer() (netpolicy.LayerConfig, error) {
+	var l netpolicy.LayerConfig
+	if f.profile != "" {
+		p, err := netpolicy.ParseProfile(f.profile)
+		if err != nil {
+			return l, usageErr("--egress %q: %v", f.profile, err)
+		}
+		l.Profile = &p
+	}
+	for _, h := range f.allowHosts {
+		e, err := netpolicy.ParseAllowHostFlag(h)
+		if err != nil {
+			return l, usageErr("--allow-host %q: %v", h, err)
+		}
+		l.Allow = append(l.Allow, e)
+	}
+	return l, nil
+}
+
+// apply checks the flags and copies them into a StartVM request. --allow-host without
+// --egress is a usage error (there would be no network to allow it on).
+func (f *egressFlags) apply(a *api.StartVMArgs) error {
+	if _, err := f.layer(); err != nil {
+		return err
+	}
+	if f.profile == "" && len(f.allowHosts) > 0 {
+		return usageErr("--allow-host needs --egress PROFILE (without one the VM has no network)")
+	}
+	a.Egress = f.profile
+	a.AllowHosts = append([]string(nil), f.allowHosts...)
+	return nil
+}
+
+// egressFile is the part of the user config and of a workspace .brood.toml that
+// `brood policy show` reads: the `[egress]` table (netpolicy.ConfigFile).
+type egressFile struct {
+	Egress netpolicy.ConfigFile `toml:"egress"`
+}
+
+// loadEgressLayer reads the [egress] table of the TOML file at path (other tables are
+// ignored here; their owners check them). A missing file is an empty layer.
+func loadEgressLayer(path string) (netpolicy.LayerConfig, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return netpolicy.LayerConfig{}, nil
+	}
+	if err != nil {
+		return netpolicy.LayerConfig{}, fmt.Errorf("read %s: %w", path, err)
+	}
+	var f egressFile
+	if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil {
+		return netpolicy.LayerConfig{}, fmt.Errorf("parse %s: %w: %w", path, ErrConfig, err)
+	}
+	l, err := f.Egress.Parse()
+	if err != nil {
+		return netpolicy.LayerConfig{}, fmt.Errorf("%s [egress]: %w: %w", path, ErrConfig, err)
+	}
+	return l, nil
+}
+
+// workspaceConfigName is the workspace's own brood configuration file.
+const workspaceConfigName = ".brood.toml"
+
+// effectivePolicy merges the layers as the helper will (netpolicy.Resolve): the system
+// policy at systemPath, the user config, the workspace's .brood.toml, the flags, the
+// agent's provider hosts and the registries discovered from the host's system-wide
+// configuration.
+func effectivePolicy(systemPath, userPath, workspace, agent string, flags *egressFlags, disc []netpolicy.Discovered) (*netpolicy.Effective, error) {
+	sys, err := netpolicy.LoadSystemPolicy(systemPath)
+	if err != nil {
+		return nil, fmt.Errorf("system policy %s: %w", systemPath, err)
+	}
+	user, err := loadEgressLayer(userPath)
+	if err != nil {
+		return nil, err
+	}
+	ws, err := loadEgressLayer(filepath.Join(workspace, workspaceConfigName))
+	if err != nil {
+		return nil, err
+	}
+	fl, err := flags.layer()
+	if err != nil {
+		return nil, err
+	}
+	in := netpolicy.Inputs{System: sys, User: user, Workspace: ws, Flags: fl, Agent: agent, Discovered: disc}
+	if hosts, ok := netpolicy.BuiltinAgentHosts(agent); ok {
+		for _, h := range hosts {
+			e, err := netpolicy.ParseEntry(h)
+			if err != nil {
+				return nil, err
+			}
+			in.AgentHosts = append(in.AgentHosts, e)
+		}
+	}
+	return netpolicy.Resolve(in)
+}
