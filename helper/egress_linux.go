@@ -94,6 +94,12 @@ func NewEgress(cfg EgressConfig, logDir string, links TapLinks, fw EgressFirewal
 	if err := os.MkdirAll(logDir, 0o700); err != nil {
 		return nil, fmt.Errorf("egress log directory: %w", err)
 	}
+	// Decision logs of sessions a previous helper did not stop (their sessions are gone).
+	if stale, err := filepath.Glob(filepath.Join(logDir, "*.jsonl")); err == nil {
+		for _, f := range stale {
+			os.Remove(f)
+		}
+	}
 	e := &Egress{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
 		logDir: logDir, procSys: "/proc/sys", log: log, sessions: map[string]*egressSession{}}
 	if err := fw.EnsureTable(); err != nil {

@@ -1,0 +1,124 @@
+package helper
+
+import (
+	"errors"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
+)
+
+func TestAddrPool(t *testing.T) {
+	p, err := newAddrPool("10.213.0.0/28", "fd62:726f:6f64::/64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.slots != 4 {
+		t.Fatalf("slots = %d, want 4 (/28 holds four /30)", p.slots)
+	}
+	var got []int
+	for range 4 {
+		s, err := p.take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, s)
+	}
+	if _, err := p.take(); !errors.Is(err, api.ErrLimit) {
+		t.Fatalf("take from a full pool = %v, want ErrLimit", err)
+	}
+	p.release(2)
+	if s, err := p.take(); err != nil || s != 2 {
+		t.Fatalf("take after release = %d, %v; want 2", s, err)
+	}
+	a := p.addrs(3)
+	want := slotAddrs{
+		Host4: netip.MustParseAddr("10.213.0.13"), Guest4: netip.MustParseAddr("10.213.0.14"), Net4: netip.MustParsePrefix("10.213.0.12/30"),
+		Host6: netip.MustParseAddr("fd62:726f:6f64::d"), Guest6: netip.MustParseAddr("fd62:726f:6f64::e"), Net6: netip.MustParsePrefix("fd62:726f:6f64::c/126"),
+	}
+	if a != want {
+		t.Errorf("addrs(3) = %+v, want %+v", a, want)
+	}
+	// The last slot of a large pool stays inside it.
+	big, _ := newAddrPool("10.0.0.0/8", "fd00::/48")
+	last := big.addrs(big.slots - 1)
+	if big.slots != maxSlots || !big.v4.Contains(last.Guest4) || !big.v6.Contains(last.Guest6) {
+		t.Errorf("big pool: %d slots, last %+v", big.slots, last)
+	}
+	for _, bad := range [][2]string{
+		{"10.213.0.0/31", "fd00::/64"}, {"10.213.0.1/16", "fd00::/64"}, {"fd00::/64", "fd00::/64"},
+		{"10.213.0.0/16", "10.0.0.0/8"}, {"10.213.0.0/16", "fd00::/127"}, {"", ""},
+	} {
+		if _, err := newAddrPool(bad[0], bad[1]); !errors.Is(err, ErrConfig) {
+			t.Errorf("newAddrPool(%q, %q) = %v, want ErrConfig", bad[0], bad[1], err)
+		}
+	}
+}
+
+func TestEgressConfigTOML(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "helper.toml")
+	os.WriteFile(p, []byte("[egress]\npool_v4 = \"10.99.0.0/24\"\nupstream = \"192.0.2.53:5353\"\n[egress.agents]\nmine = [\"llm.corp.example\"]\n"), 0o644)
+	cfg, err := LoadConfig(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.Validate(func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Egress.PoolV4 != "10.99.0.0/24" || cfg.Egress.PoolV6 != DefaultEgressConfig().PoolV6 || cfg.Egress.PolicyPath != netpolicy.SystemPolicyPath {
+		t.Errorf("egress config = %+v", cfg.Egress)
+	}
+	if got := upstreamTCPPort(cfg.Egress.Upstream); got != 5353 {
+		t.Errorf("upstream TCP port = %d, want 5353 (Landlock connect rule)", got)
+	}
+	hosts, err := cfg.Egress.agentHosts("mine")
+	if err != nil || len(hosts) != 1 || hosts[0].String() != "llm.corp.example" {
+		t.Errorf("agent hosts = %v, %v", hosts, err)
+	}
+	for _, bad := range []string{"[egress]\npool_v4 = \"10.99.0.0/31\"\n", "[egress]\npolicy_path = \"rel.toml\"\n", "[egress.agents]\nx = [\"*bad\"]\n"} {
+		os.WriteFile(p, []byte(bad), 0o644)
+		cfg, err := LoadConfig(p)
+		if err == nil {
+			err = cfg.Validate(func(string) {})
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("config %q: %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+// TestEgressPolicyFromTrustedSources: the provider hosts come from the helper's table,
+// never the client; a missing policy file is "none"; a bad profile is a policy error.
+func TestEgressPolicyFromTrustedSources(t *testing.T) {
+	c := DefaultEgressConfig()
+	c.PolicyPath = filepath.Join(t.TempDir(), "absent.toml")
+	eff, digest, err := egressPolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "claude-code"}, nil)
+	if err != nil || digest != "none" {
+		t.Fatalf("egressPolicy = %v, %q", err, digest)
+	}
+	if !eff.Allowed("api.anthropic.com") || eff.Allowed("api.openai.com") || eff.Allowed("registry.npmjs.org") {
+		t.Errorf("locked claude-code policy:\n%s", eff)
+	}
+	eff, _, err = egressPolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "made-up"}, nil)
+	if err != nil || len(eff.Hosts) != 0 {
+		t.Errorf("unknown agent: %v, hosts %v", err, eff.Hosts)
+	}
+	for _, a := range []api.StartVMArgs{{ID: "a", Egress: "wide"}, {ID: "a", Egress: "locked", AllowHosts: []string{"0.0.0.0/0"}}} {
+		if _, _, err := egressPolicy(&c, a, nil); !errors.Is(err, api.ErrPolicy) {
+			t.Errorf("egressPolicy(%+v) = %v, want ErrPolicy", a, err)
+		}
+	}
+	if d := PolicyDigest(c.PolicyPath); d != "none" {
+		t.Errorf("digest of a missing policy = %q", d)
+	}
+	bad := filepath.Join(t.TempDir(), "policy.toml")
+	os.WriteFile(bad, []byte("max_profile = 3\n"), 0o644)
+	if d := PolicyDigest(bad); !strings.HasPrefix(d, "invalid: ") {
+		t.Errorf("digest of a malformed policy = %q", d)
+	}
+}
