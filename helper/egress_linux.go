@@ -77,9 +77,10 @@ type egressSession struct {
 	info    api.EgressInfo
 }
 
-// NewEgress prepares the host for VM egress: the address pool, the upstream resolver, the
-// nft table with its masquerade chain, and IPv4 forwarding on the uplinks only (never the
-// global switch). Decision logs go to logDir (created 0700).
+// NewEgress prepares the host for VM egress: the address pool, the upstream resolver and
+// the nft table with its masquerade chain (forwarding is enabled per interface, on the
+// uplinks and each tap, at session start; never the global switch). Decision logs go to
+// logDir (created 0700).
 func NewEgress(cfg EgressConfig, logDir string, links TapLinks, fw EgressFirewall, ct *nftrules.Conntrack, log *slog.Logger) (*Egress, error) {
 	pool, err := newAddrPool(cfg.PoolV4, cfg.PoolV6)
 	if err != nil {
@@ -108,23 +109,31 @@ func NewEgress(cfg EgressConfig, logDir string, links TapLinks, fw EgressFirewal
 	if err := fw.EnsureMasquerade(); err != nil {
 		return nil, err
 	}
-	uplinks := cfg.Uplinks
+	log.Info("egress ready", "pool_v4", pool.v4, "pool_v6", pool.v6, "upstream", up)
+	return e, nil
+}
+
+// uplinkForwarding enables forwarding on the uplinks (egress.uplinks, else the interfaces
+// of the default routes now): replies enter by the uplink, and IPv4 forwards by the input
+// interface's flag. It runs at every session start (idempotent), so an uplink that came up
+// after the helper is used.
+func (e *Egress) uplinkForwarding() error {
+	uplinks := e.cfg.Uplinks
 	if len(uplinks) == 0 {
-		if uplinks, err = links.DefaultRouteLinks(); err != nil {
-			return nil, err
+		var err error
+		if uplinks, err = e.links.DefaultRouteLinks(); err != nil {
+			return err
 		}
 	}
 	if len(uplinks) == 0 {
-		log.Warn("egress: no default route; guests reach nothing until one exists or egress.uplinks is set")
+		e.log.Warn("egress: no default route and no egress.uplinks; guests reach only their DNS proxy")
 	}
 	for _, u := range uplinks {
-		// Replies enter by the uplink: IPv4 forwards by the input interface's flag.
 		if err := e.forwarding(u); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	log.Info("egress ready", "pool_v4", pool.v4, "pool_v6", pool.v6, "upstream", up, "uplinks", uplinks)
-	return e, nil
+	return nil
 }
 
 // forwarding enables forwarding on interface name only: net.ipv4.conf.NAME.forwarding and,
@@ -189,6 +198,9 @@ func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, erro
 
 func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint32) error {
 	ad := s.addrs
+	if err := e.uplinkForwarding(); err != nil {
+		return err
+	}
 	f, err := e.links.CreateTap(s.tap, uid, gid, []netip.Prefix{netip.PrefixFrom(ad.Host4, 30), netip.PrefixFrom(ad.Host6, 126)})
 	if err != nil {
 		return err

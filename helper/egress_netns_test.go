@@ -275,9 +275,6 @@ func egressScenario(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	defer e.StopAll()
-	if b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); strings.TrimSpace(string(b)) != "0" {
-		t.Errorf("global ip_forward = %q, want 0 (forwarding only per interface)", b)
-	}
 
 	// Refusals come before anything is created.
 	t.Run("malformed policy refuses start", func(t *testing.T) {
@@ -309,6 +306,14 @@ func egressScenario(t *testing.T, names []string) {
 	sb, err := e.Start(api.StartVMArgs{ID: "bbbb0002", Egress: "locked", Agent: "shell", AllowHosts: []string{"other.pkg.test"}}, 1000, 1000)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile("/proc/sys/net/ipv4/ip_forward"); strings.TrimSpace(string(b)) != "0" {
+		t.Errorf("global ip_forward = %q, want 0 (forwarding only per interface)", b)
+	}
+	for _, f := range []string{"up0", sa.tap} {
+		if b, _ := os.ReadFile("/proc/sys/net/ipv4/conf/" + f + "/forwarding"); strings.TrimSpace(string(b)) != "1" {
+			t.Errorf("%s forwarding = %q, want 1", f, b)
+		}
 	}
 	dnsA, dnsB := net.JoinHostPort(sa.info.DNS, "53"), net.JoinHostPort(sb.info.DNS, "53")
 	if sa.info.Profile != "locked" || !slices.Contains(sa.info.Hosts, "ok.pkg.test (443/tcp)") || !strings.HasPrefix(sa.info.Digest, "sha256:") {
