@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 )
 
@@ -81,4 +82,33 @@ func (l *NetlinkLinks) DefaultRouteLinks() ([]string, error) {
 	}
 	slices.Sort(names)
 	return slices.Compact(names), nil
+}
+
+// ipv4DevconfForwarding is IPV4_DEVCONF_FORWARDING (include/uapi/linux/ip.h), the index of
+// net.ipv4.conf.<if>.forwarding in IFLA_INET_CONF.
+const ipv4DevconfForwarding = 1
+
+// EnableForwarding implements TapLinks: it sets net.ipv4.conf.<name>.forwarding = 1 over
+// rtnetlink (RTM_SETLINK, IFLA_AF_SPEC → AF_INET → IFLA_INET_CONF; net/ipv4/devinet.c
+// inet_set_link_af), not through /proc/sys: the confined helper cannot write procfs
+// sysctl files of interfaces that appear after confinement (Landlock rules hold inodes,
+// and procfs makes new ones per lookup). The global switch is never touched. The request
+// goes out in the caller's network namespace.
+func (l *NetlinkLinks) EnableForwarding(name string) error {
+	link, err := l.h.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("enable forwarding on %q: %w", name, err)
+	}
+	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
+	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
+	msg.Index = int32(link.Attrs().Index)
+	req.AddData(msg)
+	spec := nl.NewRtAttr(unix.IFLA_AF_SPEC, nil)
+	conf := spec.AddRtAttr(unix.AF_INET, nil).AddRtAttr(unix.IFLA_INET_CONF, nil)
+	conf.AddRtAttr(ipv4DevconfForwarding, nl.Uint32Attr(1))
+	req.AddData(spec)
+	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
+		return fmt.Errorf("enable forwarding on %q: %w", name, err)
+	}
+	return nil
 }

@@ -31,6 +31,8 @@ type TapLinks interface {
 	DeleteLink(name string) error
 	// DefaultRouteLinks names the interfaces of the IPv4 and IPv6 default routes.
 	DefaultRouteLinks() ([]string, error)
+	// EnableForwarding sets net.ipv4.conf.<name>.forwarding = 1 (that interface only).
+	EnableForwarding(name string) error
 }
 
 // EgressFirewall is the nft table the egress layer programs (nftrules.NFT, nftrules.Fake).
@@ -52,7 +54,6 @@ type Egress struct {
 	pool     *addrPool
 	upstream dnsproxy.Upstream
 	logDir   string
-	procSys  string // "/proc/sys" (the helper's netns)
 	log      *slog.Logger
 	// Discover returns the registries the host's own system configuration uses (for
 	// standard and permissive); nil means none.
@@ -102,7 +103,7 @@ func NewEgress(cfg EgressConfig, logDir string, links TapLinks, fw EgressFirewal
 		}
 	}
 	e := &Egress{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
-		logDir: logDir, procSys: "/proc/sys", log: log, sessions: map[string]*egressSession{}}
+		logDir: logDir, log: log, sessions: map[string]*egressSession{}}
 	if err := fw.EnsureTable(); err != nil {
 		return nil, err
 	}
@@ -136,22 +137,15 @@ func (e *Egress) uplinkForwarding() error {
 	return nil
 }
 
-// forwarding enables forwarding on interface name only: net.ipv4.conf.NAME.forwarding and,
-// where the kernel has it (Linux >= 6.17), net.ipv6.conf.NAME.force_forwarding. It
-// returns a warning when IPv6 cannot be forwarded per interface.
+// forwarding enables IPv4 forwarding on interface name only (over rtnetlink, see
+// NetlinkLinks.EnableForwarding). IPv6 is not forwarded: the guest gets no IPv6 route
+// (guestcfg.Net is IPv4), and per-interface IPv6 forwarding (force_forwarding, Linux
+// >= 6.17) exists only as a procfs sysctl the confined helper cannot write.
 func (e *Egress) forwarding(name string) error {
 	if err := nftrules.ValidateIfName(name); err != nil {
 		return err
 	}
-	p4 := filepath.Join(e.procSys, "net/ipv4/conf", name, "forwarding")
-	if err := os.WriteFile(p4, []byte("1\n"), 0); err != nil {
-		return fmt.Errorf("enable IPv4 forwarding on %q: %w", name, err)
-	}
-	p6 := filepath.Join(e.procSys, "net/ipv6/conf", name, "force_forwarding")
-	if err := os.WriteFile(p6, []byte("1\n"), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, err)
-	}
-	return nil
+	return e.links.EnableForwarding(name)
 }
 
 // Start resolves the policy of a StartVM request and builds the session's network: tap

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -42,28 +43,24 @@ var deviceFiles = []string{"/dev/null", "/dev/net/tun", "/dev/kvm"}
 // helper uses only Unix and netlink sockets). Caveat (LAB.md 5): MPTCP sockets bypass
 // Landlock TCP rules (the helper opens none) and UDP is not restrictable before ABI 10.
 //
-// Egress (egress_linux.go) adds: writing the per-interface forwarding sysctls under
-// /proc/sys/net/ipv{4,6}/conf (never the global switches, which are files elsewhere),
-// reading the system policy file, binding TCP DNSPort (each session's DNS proxy) and
-// connecting to the upstream resolver's TCP port (answers truncated over UDP). The
-// proxies' UDP sockets are not restricted at ABI 7.
+// Egress (egress_linux.go) adds: reading the system policy file's directory, binding TCP
+// DNSPort (each session's DNS proxy) and connecting to the upstream resolver's TCP port
+// (answers truncated over UDP). The proxies' UDP sockets are not restricted at ABI 7;
+// per-interface forwarding is set over rtnetlink, not procfs.
 func ConfinementRules(cfg *Config) []landlock.Rule {
 	rules := []landlock.Rule{
 		landlock.RODirs(systemRODirs...).IgnoreIfMissing(),
 		landlock.RWDirs(cfg.RuntimeDir, cfg.StateDir).WithRefer(),
 		landlock.RWFiles(deviceFiles...).WithIoctlDev().IgnoreIfMissing(),
-		landlock.PathAccess(llsys.AccessFSWriteFile, sysctlConfDirs...).IgnoreIfMissing(),
 		landlock.BindTCP(DNSPort),
 		landlock.ConnectTCP(upstreamTCPPort(cfg.Egress.Upstream)),
 	}
 	if cfg.Egress.PolicyPath != "" {
-		rules = append(rules, landlock.ROFiles(cfg.Egress.PolicyPath).IgnoreIfMissing())
+		// netpolicy.LoadSystemPolicy opens the directory too (its owner and mode are checked).
+		rules = append(rules, landlock.RODirs(filepath.Dir(cfg.Egress.PolicyPath)).IgnoreIfMissing())
 	}
 	return rules
 }
-
-// sysctlConfDirs hold the per-interface network sysctls egress writes.
-var sysctlConfDirs = []string{"/proc/sys/net/ipv4/conf", "/proc/sys/net/ipv6/conf"}
 
 // upstreamTCPPort is the TCP port of the configured upstream resolver ("host:port"), or
 // 53 (DNS, RFC 1035) for resolv.conf nameservers and unparsable values.

@@ -51,8 +51,9 @@ type vmCmd struct {
 	ID      string `json:"id,omitempty"`
 	Cmd     string `json:"cmd,omitempty"`
 	Timeout int    `json:"timeout,omitempty"`
-	Image   string `json:"image,omitempty"` // start: default "test"
-	Key     string `json:"key,omitempty"`   // start: replaces the client key
+	Image   string `json:"image,omitempty"`  // start: default "test"
+	Key     string `json:"key,omitempty"`    // start: replaces the client key
+	Egress  string `json:"egress,omitempty"` // start: egress profile (empty: no network)
 }
 
 // vmOut is the answer to a vmCmd (JSON, one per line on its stdout).
@@ -108,7 +109,7 @@ func childVMClient() int {
 			}
 			out.Info, err = c.StartVM(ctx, api.StartVMArgs{
 				ID: cmd.ID, Image: img, CPUs: 1, MemoryMiB: 512, TimeoutSec: cmd.Timeout,
-				ClientKey: key, Clock: time.Now().Unix(),
+				ClientKey: key, Clock: time.Now().Unix(), Egress: cmd.Egress, Agent: "shell",
 			})
 			out.Millis = time.Since(t0).Milliseconds()
 			if err == nil {

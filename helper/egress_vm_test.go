@@ -1,0 +1,126 @@
+package helper
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/netpolicy/dnsproxy"
+)
+
+// TestVMEgress boots one VM (test image) through the helper under profile locked with
+// one name allowed by the system policy. The helper runs in its own netns (as every
+// helper test child does) whose uplink is a veth to an "internet" netns holding the fake
+// upstream DNS and TCP servers on documentation addresses; nothing leaves them.
+//
+// Inside the guest: the allowed name resolves through the session's DNS proxy and its
+// address accepts a TCP connect; a never-resolved address is refused; a denied name is
+// refused and never reaches the upstream. After the VM: wait_vm summarises the decisions
+// and the tap is gone.
+func TestVMEgress(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip")
+	inet := newTestNetns(t, "i")
+	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32"} {
+		ipRun(t, "-n", inet, "addr", "add", a, "dev", "lo")
+	}
+	up, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 192.0.2.10", "evil.pkg.test. 60 IN A 192.0.2.20"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upSrv *dnsproxy.Server
+	if err := inNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { upSrv.Close(t.Context()) })
+	for _, a := range []string{"192.0.2.10:443", "192.0.2.20:443"} {
+		var l net.Listener
+		if err := inNetns(inet, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("hello from " + a + "\n"))
+				c.Close()
+			}
+		}()
+	}
+
+	polDir := t.TempDir()
+	policy := filepath.Join(polDir, "policy.toml")
+	if err := os.WriteFile(policy, []byte("deny_hosts = [\"evil.pkg.test\"]\n[[host]]\nname = \"ok.pkg.test\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := startVMHelper(t, fmt.Sprintf("[egress]\nupstream = \"192.0.2.53:53\"\npolicy_path = %q\n", policy))
+
+	// The helper's uplink: a veth from its netns to the internet, with the default route.
+	hns := "broodegvm" + strconv.Itoa(h.hc.cmd.Process.Pid)
+	ipRun(t, "netns", "attach", hns, strconv.Itoa(h.hc.cmd.Process.Pid))
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", hns).Run() })
+	ipRun(t, "link", "add", "up0", "netns", hns, "type", "veth", "peer", "name", "up0", "netns", inet)
+	ipRun(t, "-n", hns, "addr", "add", "172.31.255.1/30", "dev", "up0")
+	ipRun(t, "-n", hns, "link", "set", "up0", "up")
+	ipRun(t, "-n", hns, "route", "add", "default", "via", "172.31.255.2")
+	ipRun(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
+	ipRun(t, "-n", inet, "link", "set", "up0", "up")
+
+	work := publicTempDir(t)
+	share := ownedDir(t, ownedDir(t, work, "w", 4242, 4242), "snapshot", 4242, 4242)
+	a := startVMClient(t, h.sock, 4242)
+	id := a.must(vmCmd{Op: "create", Dir: share}).Session.ID
+	st := a.must(vmCmd{Op: "start", ID: id, Timeout: 180, Egress: "locked"})
+	eg := st.Info.Egress
+	if eg == nil || eg.Profile != "locked" || eg.Tap != TapPrefix+id || len(eg.Hosts) != 1 || !strings.HasPrefix(eg.Digest, "sha256:") {
+		t.Fatalf("VMInfo.Egress = %+v", eg)
+	}
+	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "cat /etc/resolv.conf; " +
+		"busybox nslookup ok.pkg.test; " +
+		"busybox nc -w 5 192.0.2.10 443 </dev/null && echo CONNECT-ALLOWED-OK; " +
+		"busybox nc -w 3 192.0.2.20 443 </dev/null && echo CONNECT-UNRESOLVED-OPEN; " +
+		"busybox nslookup evil.pkg.test; busybox nslookup -type=txt ok.pkg.test; echo done"})
+	out := run.Stdout
+	t.Logf("guest:\n%s", out)
+	for _, want := range []string{"nameserver " + eg.DNS, "192.0.2.10", "hello from 192.0.2.10:443", "CONNECT-ALLOWED-OK", "done"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("guest output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "search") {
+		t.Error("guest resolv.conf has a search line")
+	}
+	if strings.Contains(out, "CONNECT-UNRESOLVED-OPEN") || strings.Contains(out, "hello from 192.0.2.20") {
+		t.Error("the guest reached a never-resolved address")
+	}
+	if up.Asked("evil.pkg.test") {
+		t.Error("a denied name reached the upstream")
+	}
+	for _, q := range up.Queries() {
+		if q.Qtype != 1 && q.Qtype != 28 { // A, AAAA
+			t.Errorf("upstream asked %v", q)
+		}
+	}
+
+	a.must(vmCmd{Op: "close"})
+	ex := a.must(vmCmd{Op: "wait", ID: id}).Exit
+	if ex.Egress == nil || ex.Egress.Allowed["ok.pkg.test."] == 0 || ex.Egress.Refused["evil.pkg.test."] == 0 {
+		t.Errorf("wait_vm egress summary = %+v", ex.Egress)
+	}
+	if err := exec.Command("ip", "-n", hns, "link", "show", eg.Tap).Run(); err == nil {
+		t.Errorf("tap %s still exists after the VM", eg.Tap)
+	}
+	if out, _ := exec.Command("ip", "netns", "exec", hns, "nft", "list", "table", "inet", "brood").CombinedOutput(); strings.Contains(string(out), "s"+id+"_") {
+		t.Errorf("session chains or sets left:\n%s", out)
+	}
+	a.must(vmCmd{Op: "destroy", ID: id})
+}
