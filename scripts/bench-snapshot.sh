@@ -19,6 +19,7 @@ nfiles=50000
 
 work="$(mktemp -d /var/tmp/brood-bench.XXXXXX)"
 cleanup() {
+  [ -x "$work/brood" ] && [ -n "${BROOD_STATE_DIR:-}" ] && rm_sessions || true
   if mountpoint -q "$work/mnt" 2>/dev/null; then umount "$work/mnt" || umount -l "$work/mnt"; fi
   rm -rf "$work"
 }
