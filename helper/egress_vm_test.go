@@ -1,6 +1,8 @@
 package helper
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/dnsproxy"
@@ -63,6 +66,12 @@ func TestVMEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := startVMHelper(t, fmt.Sprintf("[egress]\nupstream = \"192.0.2.53:53\"\npolicy_path = %q\n", policy))
+	hello := waitDial(t, h.hc, h.sock, 5*time.Second)
+	data, _ := os.ReadFile(policy)
+	if sum := sha256.Sum256(data); hello.Caps.Policy != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("hello policy_digest = %q, want the policy file's sha256", hello.Caps.Policy)
+	}
+	hello.Close()
 
 	// The helper's uplink: a veth from its netns to the internet, with the default route.
 	hns := "broodegvm" + strconv.Itoa(h.hc.cmd.Process.Pid)
