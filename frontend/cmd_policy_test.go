@@ -69,6 +69,15 @@ func TestEffectivePolicyLayers(t *testing.T) {
 		}
 	}
 
+	// The same layers as sent to the helper.
+	u, w, err := egressLayers(user, ws)
+	if err != nil || u == nil || u.Profile != "standard" || len(u.AllowHosts) != 1 || w == nil || len(w.DenyHosts) != 1 {
+		t.Errorf("egressLayers = %+v, %+v, %v", u, w, err)
+	}
+	if u, w, err := egressLayers(filepath.Join(dir, "none.toml"), dir); u != nil || w != nil || err != nil {
+		t.Errorf("egressLayers without files = %+v, %+v, %v", u, w, err)
+	}
+
 	// A workspace may not add hosts.
 	writeFile(t, ws, ".brood.toml", "[egress]\nallow_hosts = [\"x.example\"]\n")
 	if _, err := effectivePolicy(filepath.Join(dir, "no-policy.toml"), user, ws, "shell", &egressFlags{}, nil); !errors.Is(err, netpolicy.ErrLoosen) {

@@ -65,25 +65,54 @@ type egressFile struct {
 	Egress netpolicy.ConfigFile `toml:"egress"`
 }
 
-// loadEgressLayer reads the [egress] table of the TOML file at path (other tables are
-// ignored here; their owners check them). A missing file is an empty layer.
-func loadEgressLayer(path string) (netpolicy.LayerConfig, error) {
+// loadEgressFile reads and validates the [egress] table of the TOML file at path (other
+// tables are ignored here; their owners check them). A missing file is an empty table.
+func loadEgressFile(path string) (netpolicy.ConfigFile, netpolicy.LayerConfig, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return netpolicy.LayerConfig{}, nil
+		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, nil
 	}
 	if err != nil {
-		return netpolicy.LayerConfig{}, fmt.Errorf("read %s: %w", path, err)
+		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	var f egressFile
 	if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil {
-		return netpolicy.LayerConfig{}, fmt.Errorf("parse %s: %w: %w", path, ErrConfig, err)
+		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, fmt.Errorf("parse %s: %w: %w", path, ErrConfig, err)
 	}
 	l, err := f.Egress.Parse()
 	if err != nil {
-		return netpolicy.LayerConfig{}, fmt.Errorf("%s [egress]: %w: %w", path, ErrConfig, err)
+		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, fmt.Errorf("%s [egress]: %w: %w", path, ErrConfig, err)
 	}
-	return l, nil
+	return f.Egress, l, nil
+}
+
+func loadEgressLayer(path string) (netpolicy.LayerConfig, error) {
+	_, l, err := loadEgressFile(path)
+	return l, err
+}
+
+// egressLayers returns the [egress] tables of the user config at userPath and of the
+// workspace's .brood.toml for StartVMArgs.UserEgress and WorkspaceEgress (nil when a
+// file has none). The helper merges them (tighten-only) with the system policy.
+func egressLayers(userPath, workspace string) (user, ws *api.EgressLayer, err error) {
+	conv := func(path string) (*api.EgressLayer, error) {
+		f, _, err := loadEgressFile(path)
+		if err != nil || (f.Profile == "" && len(f.AllowHosts) == 0 && len(f.DenyHosts) == 0 && len(f.Hosts) == 0) {
+			return nil, err
+		}
+		l := &api.EgressLayer{Profile: f.Profile, AllowHosts: f.AllowHosts, DenyHosts: f.DenyHosts}
+		for _, h := range f.Hosts {
+			l.Hosts = append(l.Hosts, api.EgressLayerHost{Name: h.Name, Ports: h.Ports})
+		}
+		return l, nil
+	}
+	if user, err = conv(userPath); err != nil {
+		return nil, nil, err
+	}
+	if ws, err = conv(filepath.Join(workspace, workspaceConfigName)); err != nil {
+		return nil, nil, err
+	}
+	return user, ws, nil
 }
 
 // workspaceConfigName is the workspace's own brood configuration file.

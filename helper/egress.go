@@ -164,8 +164,8 @@ func (p *addrPool) release(slot int) {
 
 // egressPolicy resolves the effective policy of a session from sources the helper trusts:
 // the system policy file, its own agent table and discovery of the host's own system
-// configuration; only the profile and --allow-host come from the client (the flags
-// layer, which can only tighten what the system allows). Errors wrap api.ErrPolicy.
+// configuration; the user, workspace and flag layers come from the client and can only
+// tighten what the system allows (netpolicy.Resolve). Errors wrap api.ErrPolicy.
 func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Discovered) (*netpolicy.Effective, string, error) {
 	fail := func(err error) (*netpolicy.Effective, string, error) {
 		return nil, "", fmt.Errorf("egress policy of session %s: %w: %w", a.ID, api.ErrPolicy, err)
@@ -191,12 +191,32 @@ func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Dis
 	if err != nil {
 		return fail(err)
 	}
-	eff, err := netpolicy.Resolve(netpolicy.Inputs{System: sys, Flags: flags, Agent: a.Agent,
-		AgentHosts: agentHosts, Discovered: discovered})
+	user, err := parseLayer(a.UserEgress)
+	if err != nil {
+		return fail(fmt.Errorf("user config: %w", err))
+	}
+	ws, err := parseLayer(a.WorkspaceEgress)
+	if err != nil {
+		return fail(fmt.Errorf("workspace config: %w", err))
+	}
+	eff, err := netpolicy.Resolve(netpolicy.Inputs{System: sys, User: user, Workspace: ws, Flags: flags,
+		Agent: a.Agent, AgentHosts: agentHosts, Discovered: discovered})
 	if err != nil {
 		return fail(err)
 	}
 	return eff, digest, nil
+}
+
+// parseLayer validates a client-sent configuration layer (nil: empty).
+func parseLayer(l *api.EgressLayer) (netpolicy.LayerConfig, error) {
+	if l == nil {
+		return netpolicy.LayerConfig{}, nil
+	}
+	f := netpolicy.ConfigFile{Profile: l.Profile, AllowHosts: l.AllowHosts, DenyHosts: l.DenyHosts}
+	for _, h := range l.Hosts {
+		f.Hosts = append(f.Hosts, netpolicy.HostFile{Name: h.Name, Ports: h.Ports})
+	}
+	return f.Parse()
 }
 
 // loadSystemPolicy loads the system policy at path with netpolicy.LoadSystemPolicy and

@@ -113,6 +113,22 @@ func TestEgressPolicyFromTrustedSources(t *testing.T) {
 			t.Errorf("egressPolicy(%+v) = %v, want ErrPolicy", a, err)
 		}
 	}
+	// Client layers: the user may deny and add; a workspace may only remove.
+	eff, _, err = egressPolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "opencode",
+		UserEgress:      &api.EgressLayer{AllowHosts: []string{"mirror.example.org"}, Hosts: []api.EgressLayerHost{{Name: "git.example.org", Ports: []string{"22"}}}},
+		WorkspaceEgress: &api.EgressLayer{DenyHosts: []string{"openrouter.ai"}}}, nil)
+	if err != nil || !eff.Allowed("mirror.example.org") || !eff.Allowed("git.example.org") || eff.Allowed("openrouter.ai") || !eff.Allowed("api.openai.com") {
+		t.Errorf("layers: %v\n%s", err, eff)
+	}
+	for _, a := range []api.StartVMArgs{
+		{ID: "a", Egress: "locked", WorkspaceEgress: &api.EgressLayer{AllowHosts: []string{"x.example"}}},
+		{ID: "a", Egress: "locked", UserEgress: &api.EgressLayer{DenyHosts: []string{"*bad"}}},
+		{ID: "a", Egress: "permissive", UserEgress: &api.EgressLayer{Profile: "locked"}},
+	} {
+		if _, _, err := egressPolicy(&c, a, nil); !errors.Is(err, api.ErrPolicy) {
+			t.Errorf("egressPolicy(%+v) = %v, want ErrPolicy", a, err)
+		}
+	}
 	if d := PolicyDigest(c.PolicyPath); d != "none" {
 		t.Errorf("digest of a missing policy = %q", d)
 	}

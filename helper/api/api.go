@@ -202,6 +202,26 @@ type StartVMArgs struct {
 	// Agent names the agent whose LLM provider hosts (from the helper's own agent table,
 	// never from the client) the profile allows.
 	Agent string `json:"agent,omitempty"`
+	// UserEgress and WorkspaceEgress are the [egress] tables of the user's config and of
+	// the workspace's .brood.toml. They can only tighten what the system policy allows
+	// (a workspace may not add hosts); nil: the layer is empty.
+	UserEgress      *EgressLayer `json:"user_egress,omitempty"`
+	WorkspaceEgress *EgressLayer `json:"workspace_egress,omitempty"`
+}
+
+// EgressLayer is one configuration layer's [egress] table as written (the fields of
+// netpolicy.ConfigFile); the helper validates it.
+type EgressLayer struct {
+	Profile    string            `json:"profile,omitempty"`
+	AllowHosts []string          `json:"allow_hosts,omitempty"`
+	DenyHosts  []string          `json:"deny_hosts,omitempty"`
+	Hosts      []EgressLayerHost `json:"hosts,omitempty"`
+}
+
+// EgressLayerHost is one [[egress.host]] entry: a pattern and its ports ("443", "22/tcp").
+type EgressLayerHost struct {
+	Name  string   `json:"name"`
+	Ports []string `json:"ports,omitempty"`
 }
 
 // EgressInfo describes a session's network: the guest's and the proxy's addresses and the
