@@ -299,10 +299,12 @@ func egressScenario(t *testing.T, names []string) {
 		}
 	})
 
+	t0 := time.Now()
 	sa, err := e.Start(api.StartVMArgs{ID: "aaaa0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Logf("egress start (policy, link, forwarding, nft session, proxy): %v", time.Since(t0))
 	sb, err := e.Start(api.StartVMArgs{ID: "bbbb0002", Egress: "locked", Agent: "shell", AllowHosts: []string{"other.pkg.test"}}, 1000, 1000)
 	if err != nil {
 		t.Fatal(err)
@@ -378,10 +380,12 @@ func egressScenario(t *testing.T, names []string) {
 		}
 	})
 	t.Run("stop removes chains, sets, tap, proxy at once", func(t *testing.T) {
+		t0 := time.Now()
 		sum, err := e.Stop("aaaa0001")
 		if err != nil {
 			t.Fatal(err)
 		}
+		t.Logf("egress stop (proxy, nft session, conntrack, link, log summary): %v", time.Since(t0))
 		if sum == nil || sum.Allowed["ok.pkg.test."] != 2 || sum.Refused["evil.pkg.test."] != 1 || !slices.Contains(sum.Pinned, "192.0.2.10") {
 			t.Errorf("summary = %+v", sum)
 		}
