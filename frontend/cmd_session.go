@@ -23,9 +23,9 @@ func init() { commands = append(commands, newSessionCommand) }
 
 // defaultKeepBase says whether `brood session new` keeps reflinked base copies for
 // three-way merges by default. Measured with scripts/bench-snapshot.sh on a loop xfs
-// (50,000 files, 560 MB, 5 rounds, 2026-11-29): session new 0.87× `cp -a
-// --reflink=auto`, with --keep-base 1.70× (a second FICLONE and create per file), above
-// the 1.2× budget, so the base is opt-in. On ext4 (no FICLONE) no base is ever kept.
+// (50,000 files, 560 MB, 2026-11-29, four runs): session new 0.68–1.27× `cp -a
+// --reflink=auto`, with --keep-base 1.31–1.70× (a second create and FICLONE per file),
+// above the 1.2× budget, so the base is opt-in. On ext4 (no FICLONE) no base is kept.
 const defaultKeepBase = false
 
 func newSessionCommand() *cobra.Command {
