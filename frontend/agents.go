@@ -13,6 +13,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
 )
 
 // Agent is what `brood run AGENT` starts in the VM: the command, the image it runs on,
@@ -58,6 +59,9 @@ var builtinAgents = map[string]Agent{
 //	env = ["OPENAI_API_KEY", "AIDER_*"]
 type userConfig struct {
 	Agents map[string]configAgent `toml:"agents"`
+	// Egress is the user layer of the egress policy (checked by loadEgressFile; it can
+	// only tighten what the system policy allows).
+	Egress netpolicy.ConfigFile `toml:"egress"`
 }
 
 type configAgent struct {

@@ -66,8 +66,7 @@ type runFlags struct {
 	keep         bool
 	workspace    string
 	console      bool
-	egress       string   // egress profile; "" = no network device
-	allowHosts   []string // --allow-host
+	egress       egressFlags // --egress, --allow-host; no profile = no network device
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -80,13 +79,8 @@ func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
 	c.Flags().BoolVar(&f.keep, "keep", false, "skip the review now; keep the session for brood review ID later")
 	c.Flags().StringVar(&f.workspace, "workspace", ".", "workspace directory to snapshot")
 	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
-	c.Flags().StringVar(&f.egress, "egress", "", "network egress profile: locked, standard or permissive (default: no network device at all)")
-	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "with --egress: also allow NAME or NAME:PORT[/proto] (repeatable; the system policy may forbid it)")
+	f.egress.register(c.Flags())
 }
-
-// egressProfiles are the profiles --egress accepts (DESIGN.md "Network egress"); the
-// helper caps the choice with the system policy.
-var egressProfiles = map[string]bool{"locked": true, "standard": true, "permissive": true}
 
 func newRunCommand() *cobra.Command {
 	var f runFlags
@@ -202,6 +196,10 @@ type vmRecord struct {
 	VMSeconds     float64 `json:"vm_seconds"`    // StartVM to the VMM gone
 	TotalSeconds  float64 `json:"total_seconds"` // whole run up to the review
 	Console       string  `json:"console,omitempty"`
+	// Network and Egress are the session's network (nil: none) and the summary of its DNS
+	// decisions (allowed and refused names, pinned addresses) from the helper's log.
+	Network *api.EgressInfo    `json:"network,omitempty"`
+	Egress  *api.EgressSummary `json:"egress,omitempty"`
 }
 
 // vmWaiter watches the VM on its own helper connection (api.Client is not safe for
@@ -255,11 +253,19 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	if !api.ValidImageName(r.image) {
 		return usageErr("run: %q is not an image name", r.image)
 	}
-	if f.egress != "" && !egressProfiles[f.egress] {
-		return usageErr("run: --egress %q: choose locked, standard or permissive", f.egress)
+	startArgs := api.StartVMArgs{Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
+		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy()}
+	if err := f.egress.apply(&startArgs); err != nil {
+		return err
 	}
-	if len(f.allowHosts) > 0 && f.egress == "" {
-		return usageErr("run: --allow-host needs --egress (without it the VM has no network)")
+	// The user's and the workspace's [egress] tables travel to the helper, which merges
+	// them tighten-only under the system policy; a malformed one stops the run here.
+	cfgPath, err := userConfigPath()
+	if err != nil {
+		return err
+	}
+	if startArgs.UserEgress, startArgs.WorkspaceEgress, err = egressLayers(cfgPath, f.workspace); err != nil {
+		return usageErr("run: %v", err)
 	}
 	base := cmd.Context()
 	if base == nil {
@@ -322,9 +328,8 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 	prog.Start(fmt.Sprintf("start VM (image %s)", r.image))
 	bootStart := time.Now()
-	info, err := hc.StartVM(ctx, api.StartVMArgs{ID: hs.ID, Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
-		TimeoutSec: int(f.timeout / time.Second), ClientKey: pub, Clock: time.Now().Unix(),
-		Egress: f.egress, AllowHosts: f.allowHosts, Agent: r.agentForPolicy()})
+	startArgs.ID, startArgs.ClientKey, startArgs.Clock = hs.ID, pub, time.Now().Unix()
+	info, err := hc.StartVM(ctx, startArgs)
 	if err != nil {
 		destroy()
 		hint := ""
@@ -333,7 +338,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		}
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
 	}
-	rec.Accel, rec.Backend = info.Accel, info.Backend
+	rec.Accel, rec.Backend, rec.Network = info.Accel, info.Backend, info.Egress
 	prog.Done(info.Backend + ", " + info.Accel)
 	if err := sess.SetState(session.StateRunning); err != nil {
 		prog.Warn("%v", err)
@@ -605,7 +610,11 @@ func (v *vmSession) stop() error {
 		exit = api.VMExit{Outcome: "timeout", Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
 	}
 	v.exit = exit
-	v.rec.Outcome, v.rec.Detail = exit.Outcome, exit.Detail
+	v.rec.Outcome, v.rec.Detail, v.rec.Egress = exit.Outcome, exit.Detail, exit.Egress
+	if e := exit.Egress; e != nil {
+		v.prog.Printf("network: %d name(s) allowed, %d refused, %d address(es) pinned (details: %s in the session dir)",
+			len(e.Allowed), len(e.Refused), len(e.Pinned), vmRecordFile)
+	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
 	v.prog.Done(exit.Outcome)
 	return nil

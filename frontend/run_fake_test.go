@@ -38,6 +38,7 @@ type fakeVMHelper struct {
 	gone     chan struct{} // closed when the fake VM is gone (hung up or stopped)
 	goneOnce sync.Once
 	outcome  string
+	egress   *api.EgressSummary // returned by WaitVM
 }
 
 func newFakeHelper(t *testing.T) *fakeVMHelper {
@@ -142,7 +143,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 		case api.CallWaitVM:
 			<-f.gone
 			f.mu.Lock()
-			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n"}
+			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n", Egress: f.egress}
 			f.mu.Unlock()
 		case api.CallDestroySession:
 		}
@@ -354,5 +355,71 @@ func TestRunEgressFlags(t *testing.T) {
 		if code, _, stderr := broodCode(t, args...); code != ExitUsage {
 			t.Errorf("%q: exit %d %s", args, code, stderr)
 		}
+	}
+}
+
+// TestRunEgressLayers: the user's config.toml [egress] table (accepted next to [agents])
+// and the workspace's .brood.toml reach the helper as their own layers; a malformed
+// workspace file stops the run before any session exists.
+func TestRunEgressLayers(t *testing.T) {
+	f := newFakeHelper(t)
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte(
+		"[agents.mine]\nimage = \"test\"\ncommand = [\"true\"]\n\n[egress]\nprofile = \"locked\"\ndeny_hosts = [\"*.paste.example\"]\n"), 0o600)
+	w := t.TempDir()
+	os.WriteFile(filepath.Join(w, ".brood.toml"), []byte("[egress]\ndeny_hosts = [\"tracker.example\"]\n"), 0o644)
+	run := func(args ...string) (int, string) {
+		root := NewRootCommand()
+		var out, errb bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&errb)
+		root.SetIn(strings.NewReader(""))
+		root.SetArgs(append([]string{args[0], "--workspace", w}, args[1:]...))
+		if err := root.Execute(); err != nil {
+			if ee, ok := err.(*exitError); ok {
+				return ee.code, errb.String() + err.Error()
+			}
+			return ExitError, errb.String() + err.Error()
+		}
+		return ExitOK, errb.String()
+	}
+	code, stderr := run("run", "--egress", "standard", "mine")
+	a := f.startArg
+	if code != 0 || a.UserEgress == nil || a.UserEgress.Profile != "locked" ||
+		strings.Join(a.UserEgress.DenyHosts, ",") != "*.paste.example" ||
+		a.WorkspaceEgress == nil || strings.Join(a.WorkspaceEgress.DenyHosts, ",") != "tracker.example" {
+		t.Fatalf("layers: exit %d args %+v user %+v ws %+v\n%s", code, a, a.UserEgress, a.WorkspaceEgress, stderr)
+	}
+	before, _ := session.List()
+	os.WriteFile(filepath.Join(w, ".brood.toml"), []byte("[egress]\nprofile = 7\n"), 0o644)
+	if code, stderr := run("run", "--egress", "standard", "mine"); code != ExitUsage || !strings.Contains(stderr, ".brood.toml") {
+		t.Errorf("malformed .brood.toml: exit %d\n%s", code, stderr)
+	}
+	if after, _ := session.List(); len(after) != len(before) {
+		t.Errorf("a malformed .brood.toml left a session behind: %d -> %d", len(before), len(after))
+	}
+}
+
+// TestRunRecordsEgressSummary: the helper's summary of the session's DNS decisions is
+// printed after the VM is gone and kept in the session directory (vm.json).
+func TestRunRecordsEgressSummary(t *testing.T) {
+	f := newFakeHelper(t)
+	f.egress = &api.EgressSummary{Allowed: map[string]int{"api.openai.example": 3},
+		Refused: map[string]int{"x.attacker.example": 1}, Pinned: []string{"192.0.2.7"}}
+	code, _, stderr, ss := fakeRun(t, "run", "--egress", "locked", "shell", "--", "true")
+	if code != 0 || len(ss) != 1 || !strings.Contains(stderr, "1 name(s) allowed, 1 refused, 1 address(es) pinned") {
+		t.Fatalf("exit %d sessions %d\n%s", code, len(ss), stderr)
+	}
+	b, err := os.ReadFile(filepath.Join(ss[0].Dir, vmRecordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec vmRecord
+	if err := json.Unmarshal(b, &rec); err != nil || rec.Egress == nil || rec.Egress.Refused["x.attacker.example"] != 1 ||
+		len(rec.Egress.Pinned) != 1 {
+		t.Errorf("vm.json egress = %+v (%v)\n%s", rec.Egress, err, b)
 	}
 }
