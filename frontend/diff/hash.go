@@ -70,7 +70,7 @@ func HashFile(path string) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, &os.PathError{Op: "fstat", Path: path, Err: err}
 	}
-	if typeFromMode(uint32(st.Mode)) != manifest.TypeRegular {
+	if manifest.TypeFromMode(uint32(st.Mode)) != manifest.TypeRegular {
 		return nil, fmt.Errorf("hash %q: %w", path, ErrNotRegular)
 	}
 	d, err := HashReader(f)
@@ -114,7 +114,7 @@ func ReadFile(root, rel string, want []byte, max int64) ([]byte, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
 	}
-	if typeFromMode(uint32(st.Mode)) != manifest.TypeRegular {
+	if manifest.TypeFromMode(uint32(st.Mode)) != manifest.TypeRegular {
 		return nil, fmt.Errorf("read %s: %w", f.Name(), ErrNotRegular)
 	}
 	if st.Size > max {

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/manifest"
 )
 
 func TestProtectedPath(t *testing.T) {
@@ -101,7 +103,7 @@ func TestSanitizedNeverFlushed(t *testing.T) {
 	var st unix.Stat_t
 	must(t, unix.Lstat(filepath.Join(s, "vendor/x/gitconfig"), &st))
 	e.Sanitized = true
-	e.S = statFrom(&st)
+	e.S = manifest.FromStat(&st)
 	got, err := Compute(context.Background(), w, s, m, Options{})
 	must(t, err)
 	if len(got) != 0 {

@@ -28,19 +28,6 @@ func readNames(fd int, names []string, _ []byte) ([]string, error) {
 	return append(names, more...), err
 }
 
-// statFrom converts lstat(2) output to the manifest's Stat.
-func statFrom(st *unix.Stat_t) manifest.Stat {
-	return manifest.Stat{
-		Type:  typeFromMode(uint32(st.Mode)),
-		Mode:  uint32(st.Mode) & 0o7777,
-		Size:  st.Size,
-		Mtime: st.Mtim.Nano(),
-		Ctime: st.Ctim.Nano(),
-		Ino:   st.Ino,
-		Dev:   uint64(st.Dev),
-		Nlink: uint64(st.Nlink),
-	}
-}
 
 // foldsCase: APFS and HFS+ volumes are case-insensitive unless formatted otherwise;
 // without a cheap portable probe, assume they fold (collisions are then refused).

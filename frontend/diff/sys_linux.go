@@ -2,8 +2,6 @@ package diff
 
 import (
 	"golang.org/x/sys/unix"
-
-	"brood.dev/brood/frontend/manifest"
 )
 
 // oPath opens a directory only as an anchor for *at calls (O_PATH, Linux ≥ 2.6.39).
@@ -34,19 +32,5 @@ func readNames(fd int, names []string, buf []byte) ([]string, error) {
 			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-	}
-}
-
-// statFrom converts lstat(2) output to the manifest's Stat.
-func statFrom(st *unix.Stat_t) manifest.Stat {
-	return manifest.Stat{
-		Type:  typeFromMode(st.Mode),
-		Mode:  st.Mode & 0o7777,
-		Size:  st.Size,
-		Mtime: st.Mtim.Nano(),
-		Ctime: st.Ctim.Nano(),
-		Ino:   st.Ino,
-		Dev:   uint64(st.Dev),
-		Nlink: uint64(st.Nlink),
 	}
 }

@@ -127,7 +127,7 @@ func (r *root) digest(rel string, want manifest.Stat) (Digest, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return Digest{}, &os.PathError{Op: "fstat", Path: f.Name(), Err: err}
 	}
-	got := statFrom(&st)
+	got := manifest.FromStat(&st)
 	if got.Type != manifest.TypeRegular {
 		return Digest{}, fmt.Errorf("hash %s: %w", f.Name(), ErrNotRegular)
 	}
@@ -144,19 +144,3 @@ func (r *root) digest(rel string, want manifest.Stat) (Digest, error) {
 	return d, nil
 }
 
-// typeFromMode maps the S_IFMT bits of st_mode to a manifest.Type.
-func typeFromMode(mode uint32) manifest.Type {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return manifest.TypeRegular
-	case unix.S_IFDIR:
-		return manifest.TypeDir
-	case unix.S_IFLNK:
-		return manifest.TypeSymlink
-	case unix.S_IFIFO:
-		return manifest.TypeFIFO
-	case unix.S_IFSOCK:
-		return manifest.TypeSocket
-	}
-	return manifest.TypeDevice
-}

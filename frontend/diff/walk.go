@@ -148,7 +148,7 @@ func (w *walker) readDir(dir string, found []node, names []string, buf []byte) (
 			}
 			return found, names, nil, &os.PathError{Op: "fstatat", Path: w.r.name + ":" + Escape(prefix+name), Err: err}
 		}
-		n := node{path: prefix + name, st: statFrom(&st)}
+		n := node{path: prefix + name, st: manifest.FromStat(&st)}
 		found = append(found, n)
 		if n.st.Type == manifest.TypeDir {
 			subdirs = append(subdirs, n.path)

@@ -289,7 +289,7 @@ func (a *applier) recheck(pfd int, name string, o *op) error {
 		return fmt.Errorf("apply %q: lstat: %w", o.Path, err)
 	}
 	if o.Old.Type == manifest.TypeDir {
-		if st.Ino != o.seen.Ino || typeOf(st.Mode) != manifest.TypeDir {
+		if st.Ino != o.seen.Ino || manifest.TypeFromMode(st.Mode) != manifest.TypeDir {
 			return fmt.Errorf("apply %q: replaced in the workspace since it was checked: %w", o.Path, ErrConflict)
 		}
 		return nil
@@ -333,7 +333,7 @@ func (a *applier) mkdir(o *op) (created bool, err error) {
 			return false, fmt.Errorf("mkdir %q: %w", o.Path, err)
 		}
 		var st unix.Stat_t
-		if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || typeOf(st.Mode) != manifest.TypeDir {
+		if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || manifest.TypeFromMode(st.Mode) != manifest.TypeDir {
 			return false, fmt.Errorf("mkdir %q: a non-directory appeared in the workspace: %w", o.Path, ErrConflict)
 		}
 		return false, nil
@@ -454,7 +454,7 @@ func fchmodEntry(pfd int, name string, typ manifest.Type, mode uint32) error {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return fmt.Errorf("chmod %q: %w", name, err)
 	}
-	if typeOf(st.Mode) != typ || (typ != manifest.TypeRegular && typ != manifest.TypeDir) {
+	if manifest.TypeFromMode(st.Mode) != typ || (typ != manifest.TypeRegular && typ != manifest.TypeDir) {
 		return fmt.Errorf("chmod %q: not a regular file or directory: %w", name, ErrConflict)
 	}
 	proc := "/proc/self/fd/" + strconv.Itoa(fd)

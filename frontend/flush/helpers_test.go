@@ -66,7 +66,7 @@ func absent(t testing.TB, root, rel string) bool {
 
 func statOf(fi fs.FileInfo) manifest.Stat {
 	st := fi.Sys().(*syscall.Stat_t)
-	return manifest.Stat{Type: typeOf(st.Mode), Mode: st.Mode & 0o7777, Size: st.Size,
+	return manifest.Stat{Type: manifest.TypeFromMode(st.Mode), Mode: st.Mode & 0o7777, Size: st.Size,
 		Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino, Dev: st.Dev, Nlink: st.Nlink}
 }
 

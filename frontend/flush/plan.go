@@ -45,27 +45,12 @@ func (a *applier) close() {
 	}
 }
 
-func typeOf(mode uint32) manifest.Type {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return manifest.TypeRegular
-	case unix.S_IFDIR:
-		return manifest.TypeDir
-	case unix.S_IFLNK:
-		return manifest.TypeSymlink
-	case unix.S_IFIFO:
-		return manifest.TypeFIFO
-	case unix.S_IFSOCK:
-		return manifest.TypeSocket
-	}
-	return manifest.TypeDevice
-}
 
 // statMatches reports whether the current lstat st is the entry recorded at snapshot time.
 func statMatches(st *unix.Stat_t, base *manifest.Stat) bool {
 	return st.Ino == base.Ino && st.Size == base.Size &&
 		st.Mtim.Nano() == base.Mtime && st.Ctim.Nano() == base.Ctime &&
-		st.Mode&07777 == base.Mode && typeOf(st.Mode) == base.Type
+		st.Mode&07777 == base.Mode && manifest.TypeFromMode(st.Mode) == base.Type
 }
 
 // sameEntry reports whether two lstat results are the same, unchanged entry.
@@ -158,13 +143,13 @@ func (a *applier) planParents(ops []*op, res *Result) []*op {
 			switch {
 			case lerr != nil:
 				err = fmt.Errorf("apply %q: %w", o.Path, lerr)
-			case ok && typeOf(st.Mode) == manifest.TypeDir:
+			case ok && manifest.TypeFromMode(st.Mode) == manifest.TypeDir:
 				dirs[p] = true
 			case ok:
 				err = fmt.Errorf("apply %q: parent %q is not a directory in the workspace: %w", o.Path, p, ErrConflict)
 			default:
 				mode := uint32(0o755)
-				if sst, sok, _ := a.s.lstat(p); sok && typeOf(sst.Mode) == manifest.TypeDir {
+				if sst, sok, _ := a.s.lstat(p); sok && manifest.TypeFromMode(sst.Mode) == manifest.TypeDir {
 					mode = sst.Mode & 0o777
 				}
 				added = append(added, &op{Path: p, Kind: diff.KindAdded, Action: actMkdir, Implicit: true,
@@ -280,7 +265,7 @@ func (a *applier) newState(it Item) (entryState, error) {
 	}
 	typ := manifest.TypeNone
 	if ok {
-		typ = typeOf(st.Mode)
+		typ = manifest.TypeFromMode(st.Mode)
 	}
 	if it.Content != nil {
 		if typ != manifest.TypeRegular && typ != manifest.TypeNone {
@@ -357,7 +342,7 @@ func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
 	if !ok {
 		return conflict("removed from the workspace since the snapshot")
 	}
-	typ := typeOf(cur.Mode)
+	typ := manifest.TypeFromMode(cur.Mode)
 	if typ != base.Type {
 		return conflict("type changed in the workspace since the snapshot")
 	}

@@ -176,7 +176,7 @@ func (a *applier) matches(rel string, st *unix.Stat_t, ok bool, es *entryState, 
 	if es.Type == manifest.TypeNone || !ok {
 		return es.Type == manifest.TypeNone && !ok, nil
 	}
-	if typeOf(st.Mode) != es.Type {
+	if manifest.TypeFromMode(st.Mode) != es.Type {
 		return false, nil
 	}
 	switch es.Type {

@@ -305,7 +305,7 @@ func (t *taker) removeFromS(rel string, entries []manifest.Entry, idx func(strin
 		if err := unix.Lstat(sp, &st); err != nil {
 			return fmt.Errorf("stat %q in snapshot: %w", parentRel, err)
 		}
-		entries[pi].S = toStat(&st)
+		entries[pi].S = manifest.FromStat(&st)
 	}
 	return nil
 }

@@ -171,7 +171,7 @@ func checkManifestMatches(t *testing.T, w, s string, m *manifest.Manifest) {
 		}
 		var st unix.Stat_t
 		unix.Lstat(p, &st)
-		if got := toStat(&st); got != e.S {
+		if got := manifest.FromStat(&st); got != e.S {
 			t.Errorf("%q: S stat %+v, manifest %+v", rel, got, e.S)
 		}
 		return nil
@@ -182,7 +182,7 @@ func checkManifestMatches(t *testing.T, w, s string, m *manifest.Manifest) {
 			t.Errorf("manifest entry %q: %v", e.Path, err)
 			continue
 		}
-		if got := toStat(&st); got != e.W {
+		if got := manifest.FromStat(&st); got != e.W {
 			t.Errorf("%q: W stat %+v, manifest %+v", e.Path, got, e.W)
 		}
 		if e.S.Type != manifest.TypeNone && !seen[e.Path] {

@@ -8,40 +8,7 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"brood.dev/brood/frontend/manifest"
 )
-
-// toStat converts an lstat result to the manifest's Stat. Mode keeps 07777.
-func toStat(st *unix.Stat_t) manifest.Stat {
-	return manifest.Stat{
-		Type:  typeOf(st.Mode),
-		Mode:  st.Mode & 0o7777,
-		Size:  st.Size,
-		Mtime: st.Mtim.Nano(),
-		Ctime: st.Ctim.Nano(),
-		Ino:   st.Ino,
-		Dev:   st.Dev,
-		Nlink: uint64(st.Nlink),
-	}
-}
-
-func typeOf(mode uint32) manifest.Type {
-	switch mode & unix.S_IFMT {
-	case unix.S_IFREG:
-		return manifest.TypeRegular
-	case unix.S_IFDIR:
-		return manifest.TypeDir
-	case unix.S_IFLNK:
-		return manifest.TypeSymlink
-	case unix.S_IFIFO:
-		return manifest.TypeFIFO
-	case unix.S_IFSOCK:
-		return manifest.TypeSocket
-	default:
-		return manifest.TypeDevice
-	}
-}
 
 // skipReason says why a special file is never opened or copied.
 func skipReason(mode uint32) string {

@@ -258,7 +258,7 @@ func (t *taker) enter(j job, r *result, buf []byte) error {
 	if t.own[fileID{c.wst.Dev, c.wst.Ino}] {
 		unix.Close(fd)
 		why := "brood's own snapshot directory (the session directory is inside the workspace)"
-		r.entries = append(r.entries, manifest.Entry{Path: j.rel, W: toStat(&c.wst), Skipped: why})
+		r.entries = append(r.entries, manifest.Entry{Path: j.rel, W: manifest.FromStat(&c.wst), Skipped: why})
 		r.rep.Skipped = append(r.rep.Skipped, Item{j.rel, why})
 		return nil
 	}
@@ -289,7 +289,7 @@ func (t *taker) exclude(d *dir, name, rel, rule string, r *result) error {
 	if err := unix.Fstatat(d.src, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return t.errf("stat", rel, err)
 	}
-	r.entries = append(r.entries, manifest.Entry{Path: rel, W: toStat(&st), Excluded: rule})
+	r.entries = append(r.entries, manifest.Entry{Path: rel, W: manifest.FromStat(&st), Excluded: rule})
 	r.rep.Excluded = append(r.rep.Excluded, Item{rel, "secret rule " + rule})
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
@@ -362,7 +362,7 @@ func (t *taker) finishDir(d *dir) {
 	if t.ctx.Err() != nil {
 		return
 	}
-	e := manifest.Entry{Path: d.rel, W: toStat(&d.wst)}
+	e := manifest.Entry{Path: d.rel, W: manifest.FromStat(&d.wst)}
 	if d.dst >= 0 {
 		if err := unix.Fchmod(d.dst, d.wst.Mode&0o777); err != nil {
 			t.fail(t.errf("set mode of snapshot copy of", d.rel, err))
@@ -377,7 +377,7 @@ func (t *taker) finishDir(d *dir) {
 			t.fail(t.errf("stat snapshot copy of", d.rel, err))
 			return
 		}
-		e.S = toStat(&sst)
+		e.S = manifest.FromStat(&sst)
 	}
 	if d.parent == nil {
 		return // the root is not an entry
@@ -470,7 +470,7 @@ func (w *worker) do(j job) error {
 		return t.changed(j.rel, "became a directory")
 	}
 	why := skipReason(st.Mode)
-	w.r.entries = append(w.r.entries, manifest.Entry{Path: j.rel, W: toStat(st), Skipped: why})
+	w.r.entries = append(w.r.entries, manifest.Entry{Path: j.rel, W: manifest.FromStat(st), Skipped: why})
 	w.r.rep.Skipped = append(w.r.rep.Skipped, Item{j.rel, why})
 	return nil
 }
@@ -485,7 +485,7 @@ func (w *worker) symlink(j job) error {
 	if err != nil {
 		return t.errf("read symlink", j.rel, err)
 	}
-	e := manifest.Entry{Path: j.rel, W: toStat(j.st)}
+	e := manifest.Entry{Path: j.rel, W: manifest.FromStat(j.st)}
 	w.r.rep.Symlinks++
 	if j.d.dst >= 0 {
 		if err := unix.Symlinkat(target, j.d.dst, j.name); err != nil {
@@ -499,7 +499,7 @@ func (w *worker) symlink(j job) error {
 		if err := unix.Fstatat(j.d.dst, j.name, &sst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			return t.errf("stat snapshot symlink for", j.rel, err)
 		}
-		e.S = toStat(&sst)
+		e.S = manifest.FromStat(&sst)
 	}
 	w.r.entries = append(w.r.entries, e)
 	return nil
@@ -554,7 +554,7 @@ func (w *worker) file(j job) error {
 		t.links[id] = append(t.links[id], j.rel)
 		t.mu.Unlock()
 	}
-	e := manifest.Entry{Path: j.rel, W: toStat(&st)}
+	e := manifest.Entry{Path: j.rel, W: manifest.FromStat(&st)}
 	if isGitConfig(j.rel) {
 		return w.gitConfig(j, src, &st, e)
 	}
@@ -633,7 +633,7 @@ func (w *worker) finishFile(j job, dst int, perm uint32, st *unix.Stat_t, e *man
 	if err := unix.Fstat(dst, &sst); err != nil {
 		return t.errf("stat snapshot copy of", j.rel, err)
 	}
-	e.S = toStat(&sst)
+	e.S = manifest.FromStat(&sst)
 	return nil
 }
 
