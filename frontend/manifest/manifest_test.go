@@ -81,7 +81,9 @@ func TestTypeFromModeAndFromStat(t *testing.T) {
 	}
 	p := filepath.Join(t.TempDir(), "f")
 	os.WriteFile(p, []byte("12345"), 0o644)
-	os.Chmod(p, 0o4755)
+	if err := unix.Chmod(p, 0o4755); err != nil {
+		t.Fatal(err)
+	}
 	var st unix.Stat_t
 	if err := unix.Lstat(p, &st); err != nil {
 		t.Fatal(err)
