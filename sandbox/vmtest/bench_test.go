@@ -75,3 +75,47 @@ func minimum(d []time.Duration) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[0]
 }
+
+// BenchmarkVMBootRatio interleaves, b.N times each, a bare boot (as BenchmarkVMBareBoot)
+// and a session boot with a workspace share up to the first SSH command done (as
+// BenchmarkVMSession), so both see the same machine load. It reports min and median of
+// each (bare-ms, bare-min-ms, first-cmd-ms, first-cmd-min-ms) and their ratios
+// (ratio-med, ratio-min; issue 4's goal is <= 1.3). sandbox/vmtest/bench.sh prints them.
+func BenchmarkVMBootRatio(b *testing.B) {
+	a := Get(b)
+	share := b.TempDir()
+	var bare, first []time.Duration
+	for b.Loop() {
+		r := bootB(b, a, "", time.Minute, "rdinit=/nonexistent")
+		if err := r.vm.Wait(context.Background()); !errors.Is(err, sandbox.ErrVMFailed) {
+			b.Fatalf("bare boot: %v", err)
+		}
+		bare = append(bare, time.Since(r.start))
+
+		r = bootB(b, a, share, 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		if err := r.dialCtx(ctx); err != nil {
+			cancel()
+			b.Fatalf("dial: %v\n%s", err, r.vm.ConsoleLog())
+		}
+		s, err := r.client.NewSession()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := s.Run("true"); err != nil {
+			b.Fatal(err)
+		}
+		first = append(first, time.Since(r.start))
+		r.client.Close()
+		if err := r.vm.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+	}
+	b.ReportMetric(ms(median(bare)), "bare-ms")
+	b.ReportMetric(ms(minimum(bare)), "bare-min-ms")
+	b.ReportMetric(ms(median(first)), "first-cmd-ms")
+	b.ReportMetric(ms(minimum(first)), "first-cmd-min-ms")
+	b.ReportMetric(ms(median(first))/ms(median(bare)), "ratio-med")
+	b.ReportMetric(ms(minimum(first))/ms(minimum(bare)), "ratio-min")
+}
