@@ -5,7 +5,8 @@
 //  1. mount /proc, /sys, /dev (devtmpfs: the kernel has no DEVTMPFS_MOUNT) in the initramfs;
 //  2. set the clock from brood.time on the kernel command line;
 //  3. read the session config (guestcfg.SessionPath) and delete it;
-//  4. load the kernel modules listed in guestcfg.ModulesLoadPath (modules.dep walk, finit_module);
+//  4. load the kernel modules listed in guestcfg.ModulesLoadPath (finit_module, concurrently
+//     where modules.dep and modules.softdep allow);
 //  5. mount the rootfs disk /dev/vda read-only under a tmpfs overlay (writes outside
 //     /workspace live in RAM and die with the VM), the 9p share at /workspace, and
 //     /tmp, /dev/pts, /dev/shm; then switch root into it;
@@ -183,15 +184,14 @@ func (g *guest) loadModules() error {
 	if err != nil {
 		return fmt.Errorf("read module list: %w", err)
 	}
+	var names []string
 	for _, name := range strings.Fields(string(list)) {
 		if guestcfg.OptionalModules[name] && !(name == "virtio_net" && g.cfg.Net != nil) {
 			continue
 		}
-		if err := l.load(name); err != nil {
-			return err
-		}
+		names = append(names, name)
 	}
-	return nil
+	return l.load(names)
 }
 
 // mount is unix.Mount with the directory created and an error naming both.

@@ -1,10 +1,14 @@
 package guest
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/sandbox/guestcfg"
 )
@@ -47,25 +51,75 @@ func TestModLoaderOrder(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "modules.dep"), []byte(
 		"kernel/fs/9p/9p.ko: kernel/fs/netfs/netfs.ko kernel/net/9p/9pnet.ko kernel/fs/fscache/fscache.ko\n"+
 			"kernel/fs/netfs/netfs.ko: kernel/fs/fscache/fscache.ko\n"+
-			"kernel/net/9p/9pnet.ko:\nkernel/fs/fscache/fscache.ko:\n"), 0o644)
+			"kernel/net/9p/9pnet.ko:\nkernel/fs/fscache/fscache.ko:\n"+
+			"kernel/lib/libcrc32c.ko:\nkernel/crypto/crc32c_generic.ko:\nkernel/fs/erofs/erofs.ko: kernel/lib/libcrc32c.ko\n"+
+			"kernel/drivers/virtio/virtio_mmio.ko:\n"), 0o644)
 	os.WriteFile(filepath.Join(dir, "modules.builtin"), []byte("kernel/fs/ext4/ext4.ko\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "modules.softdep"), []byte("softdep libcrc32c pre: crc32c_generic\nsoftdep 9pnet pre: notloaded\n"), 0o644)
 	l, err := newModLoader(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.load("ext4"); err != nil {
+	if err := l.load([]string{"ext4"}); err != nil {
 		t.Errorf("built-in ext4: %v", err)
 	}
-	if err := l.load("nosuch"); err == nil {
+	if err := l.load([]string{"nosuch"}); err == nil {
 		t.Error("load(nosuch) succeeded")
 	}
-	// Mark everything loaded but 9p itself: loading 9p must then try only 9p.ko,
-	// which does not exist here, proving dependencies are skipped once loaded.
-	for _, f := range []string{"kernel/fs/netfs/netfs.ko", "kernel/net/9p/9pnet.ko", "kernel/fs/fscache/fscache.ko"} {
-		l.loaded[f] = true
+	// The real finit_module: the files do not exist here.
+	err = l.load([]string{"fscache"})
+	if pe, ok := err.(*os.PathError); !ok || pe.Path != filepath.Join(dir, "kernel/fs/fscache/fscache.ko") {
+		t.Errorf("load(fscache) = %v, want an open error for fscache.ko", err)
 	}
-	err = l.load("9p")
-	if pe, ok := err.(*os.PathError); !ok || pe.Path != filepath.Join(dir, "kernel/fs/9p/9p.ko") {
-		t.Errorf("load(9p) = %v, want an open error for 9p.ko", err)
+
+	// Every module is loaded once, after its modules.dep closure and soft dependencies.
+	for range 20 { // goroutine scheduling varies between runs
+		var mu sync.Mutex
+		var order []string
+		l.insmod = func(file string) error {
+			mu.Lock()
+			order = append(order, modName(file))
+			mu.Unlock()
+			return nil
+		}
+		if err := l.load([]string{"virtio_mmio", "crc32c_generic", "erofs", "9p"}); err != nil {
+			t.Fatal(err)
+		}
+		at := map[string]int{}
+		for i, m := range order {
+			if _, dup := at[m]; dup {
+				t.Fatalf("%s loaded twice: %v", m, order)
+			}
+			at[m] = i
+		}
+		if len(order) != 8 {
+			t.Fatalf("loaded %v, want 8 modules", order)
+		}
+		for _, before := range [][2]string{{"fscache", "netfs"}, {"netfs", "9p"}, {"9pnet", "9p"}, {"fscache", "9p"},
+			{"libcrc32c", "erofs"}, {"crc32c_generic", "libcrc32c"}} {
+			if at[before[0]] > at[before[1]] {
+				t.Fatalf("%s loaded after %s: %v", before[0], before[1], order)
+			}
+		}
+	}
+
+	// A failed module fails its dependents without trying them.
+	var tried []string
+	var mu sync.Mutex
+	l.insmod = func(file string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		tried = append(tried, modName(file))
+		if modName(file) == "fscache" {
+			return unix.ENOEXEC
+		}
+		return nil
+	}
+	err = l.load([]string{"9p"})
+	if !errors.Is(err, unix.ENOEXEC) {
+		t.Errorf("load(9p) with fscache failing = %v", err)
+	}
+	if slices.Contains(tried, "9p") || slices.Contains(tried, "netfs") {
+		t.Errorf("dependents of a failed module were tried: %v", tried)
 	}
 }

@@ -7,26 +7,33 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
 // modLoader loads kernel modules from lib/modules/<release> with finit_module(2),
-// dependencies first, following modules.dep (whose dependency lists are already the
-// full closure; the last entry must be loaded first).
+// following modules.dep (whose dependency lists are already the full closure) and the
+// "pre" soft dependencies of modules.softdep (the initramfs resolves them to module
+// names). Independent modules load concurrently: each module waits only for what it
+// depends on, so the waits inside the kernel's module loading (RCU grace periods,
+// async probes, workqueues) overlap instead of adding up.
 type modLoader struct {
 	dir     string               // lib/modules/<release>
 	logf    func(string, ...any) // per-module debug log, or nil
 	deps    map[string][]string  // module file -> dependency files
+	softPre map[string][]string  // module name -> module names to load first
 	byName  map[string]string    // module name -> file
 	builtin map[string]bool
-	loaded  map[string]bool // module files
+	insmod  func(file string) error // finitModule; tests replace it
 }
 
 func newModLoader(dir string) (*modLoader, error) {
-	l := &modLoader{dir: dir, deps: map[string][]string{}, byName: map[string]string{}, builtin: map[string]bool{}, loaded: map[string]bool{}}
+	l := &modLoader{dir: dir, deps: map[string][]string{}, softPre: map[string][]string{}, byName: map[string]string{}, builtin: map[string]bool{}}
+	l.insmod = l.finitModule
 	dep, err := os.ReadFile(filepath.Join(dir, "modules.dep"))
 	if err != nil {
 		return nil, fmt.Errorf("load modules: %w", err)
@@ -45,6 +52,17 @@ func newModLoader(dir string) (*modLoader, error) {
 			l.builtin[modName(f)] = true
 		}
 	}
+	if b, err := os.ReadFile(filepath.Join(dir, "modules.softdep")); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			w := strings.Fields(line)
+			if len(w) < 4 || w[0] != "softdep" || w[2] != "pre:" {
+				continue
+			}
+			for _, p := range w[3:] {
+				l.softPre[modName(w[1])] = append(l.softPre[modName(w[1])], modName(p))
+			}
+		}
+	}
 	return l, nil
 }
 
@@ -57,29 +75,97 @@ func modName(s string) string {
 	return strings.ReplaceAll(s, "-", "_")
 }
 
-// load loads the module called name and its dependencies. Built-in modules are skipped.
-func (l *modLoader) load(name string) error {
-	name = modName(name)
-	file, ok := l.byName[name]
-	if !ok {
-		if l.builtin[name] {
-			return nil
+// plan returns, for the modules called names and everything they need, each module
+// file with the files that must be loaded before it. Built-in modules are skipped.
+func (l *modLoader) plan(names []string) (map[string][]string, error) {
+	p := map[string][]string{}
+	var add func(file string)
+	add = func(file string) {
+		if _, ok := p[file]; ok {
+			return
 		}
-		return fmt.Errorf("load module %s: not in modules.dep", name)
+		p[file] = append([]string(nil), l.deps[file]...)
+		for _, d := range l.deps[file] {
+			add(d)
+		}
 	}
-	return l.loadFile(file)
+	for _, n := range names {
+		n = modName(n)
+		file, ok := l.byName[n]
+		if !ok {
+			if l.builtin[n] {
+				continue
+			}
+			return nil, fmt.Errorf("load module %s: not in modules.dep", n)
+		}
+		add(file)
+	}
+	// Soft dependencies order modules that are loaded anyway; they add nothing.
+	for file := range p {
+		for _, pre := range l.softPre[modName(file)] {
+			if pf, ok := l.byName[pre]; ok {
+				if _, loaded := p[pf]; loaded {
+					p[file] = append(p[file], pf)
+				}
+			}
+		}
+	}
+	return p, nil
 }
 
-func (l *modLoader) loadFile(file string) error {
-	if l.loaded[file] {
-		return nil
+// load loads the modules called names and their dependencies, one goroutine per
+// module file, each starting once its dependencies are loaded. Modules depending on a
+// failed one are not tried; the error returned is a failed finit_module (of the first
+// failed file in name order when several failed).
+func (l *modLoader) load(names []string) error {
+	p, err := l.plan(names)
+	if err != nil {
+		return err
 	}
-	deps := l.deps[file]
-	for i := len(deps) - 1; i >= 0; i-- {
-		if err := l.loadFile(deps[i]); err != nil {
-			return err
-		}
+	done := map[string]chan struct{}{}
+	failed := map[string]bool{} // module files that failed or whose dependency did
+	errs := map[string]error{}  // module files whose finit_module failed
+	var mu sync.Mutex
+	for file := range p {
+		done[file] = make(chan struct{})
 	}
+	var wg sync.WaitGroup
+	for file, deps := range p {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer close(done[file])
+			for _, d := range deps {
+				<-done[d]
+				mu.Lock()
+				f := failed[d]
+				failed[file] = f
+				mu.Unlock()
+				if f {
+					return
+				}
+			}
+			if err := l.insmod(file); err != nil {
+				mu.Lock()
+				failed[file], errs[file] = true, err
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	files := make([]string, 0, len(errs))
+	for f := range errs {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	for _, f := range files {
+		return errs[f] // one root cause; its dependents were not tried
+	}
+	return nil
+}
+
+// finitModule loads one module file; a module that is already loaded is not an error.
+func (l *modLoader) finitModule(file string) error {
 	p := filepath.Join(l.dir, file)
 	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -93,6 +179,5 @@ func (l *modLoader) loadFile(file string) error {
 	if l.logf != nil {
 		l.logf("module %s loaded in %v", modName(file), time.Since(t0).Round(time.Microsecond))
 	}
-	l.loaded[file] = true
 	return nil
 }

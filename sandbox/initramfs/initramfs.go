@@ -1,7 +1,7 @@
 // Package initramfs builds the guest's initramfs in Go: a gzip-compressed newc cpio
 // archive holding brood-guest as /init, the few kernel modules it loads (with their
-// dependency closure from modules.dep), a trimmed modules.dep and modules.builtin, and
-// /dev/console. The base archive is the same for every session and cached by content
+// dependency closure from modules.dep), a trimmed modules.dep, their soft dependencies
+// (modules.softdep, resolved to module names), modules.builtin and /dev/console. The base archive is the same for every session and cached by content
 // digest; WithSession appends a small uncompressed archive with the session's
 // configuration (the kernel unpacks concatenated archives in order).
 package initramfs
@@ -72,6 +72,9 @@ func Files(o Options) ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("module closure for %s: %w", o.Release, err)
 	}
+	// Optional in a kernel tree: without them no soft dependencies are known.
+	softdep, _ := os.ReadFile(filepath.Join(o.ModulesDir, "modules.softdep"))
+	alias, _ := os.ReadFile(filepath.Join(o.ModulesDir, "modules.alias"))
 	guest, err := os.ReadFile(o.Guest)
 	if err != nil {
 		return nil, fmt.Errorf("read guest binary: %w", err)
@@ -82,6 +85,7 @@ func Files(o Options) ([]File, error) {
 		{Name: guestcfg.ModulesLoadPath, Mode: 0o644, Data: []byte(strings.Join(mods, "\n") + "\n")},
 		{Name: path.Join(modRoot, "modules.dep"), Mode: 0o644, Data: db.Subset(closure)},
 		{Name: path.Join(modRoot, "modules.builtin"), Mode: 0o644, Data: builtin},
+		{Name: path.Join(modRoot, "modules.softdep"), Mode: 0o644, Data: db.Softdeps(closure, softdep, alias)},
 	}
 	for _, m := range closure {
 		b, err := os.ReadFile(filepath.Join(o.ModulesDir, m))

@@ -137,3 +137,21 @@ func TestBuildAndSession(t *testing.T) {
 		t.Errorf("session archive lacks %s mode 0600: %+v", guestcfg.SessionPath, r.Info)
 	}
 }
+
+func TestSoftdeps(t *testing.T) {
+	db, err := ParseDepDB([]byte("kernel/lib/libcrc32c.ko:\nkernel/crypto/crc32c_generic.ko:\nkernel/fs/erofs/erofs.ko: kernel/lib/libcrc32c.ko\nkernel/fs/ext4/ext4.ko:\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	softdep := []byte("# comment\nsoftdep ext4 pre: crypto-crc32c\nsoftdep libcrc32c pre: crc32c post: ext4\nsoftdep erofs pre: missing\n")
+	alias := []byte("alias crc32c crc32c_intel\nalias crc32c crc32c_generic\nalias crypto-crc32c crc32c_generic\n")
+	closure := []string{"kernel/crypto/crc32c_generic.ko", "kernel/lib/libcrc32c.ko", "kernel/fs/erofs/erofs.ko"}
+	got := string(db.Softdeps(closure, softdep, alias))
+	// ext4 is not in the closure; crc32c_intel is not either; "post:" and unresolved names drop out.
+	if want := "softdep libcrc32c pre: crc32c_generic\n"; got != want {
+		t.Errorf("Softdeps = %q, want %q", got, want)
+	}
+	if got := db.Softdeps(closure, nil, nil); len(got) != 0 {
+		t.Errorf("Softdeps without files = %q, want empty", got)
+	}
+}

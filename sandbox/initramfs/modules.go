@@ -105,3 +105,47 @@ func (db *DepDB) Subset(files []string) []byte {
 	}
 	return b.Bytes()
 }
+
+// Softdeps returns modules.softdep content (modprobe.d(5) "softdep MODULE pre: ...") for
+// the module files in closure, restricted to "pre" dependencies that resolve to modules
+// in closure: a name is taken as a module name first, then as an alias from
+// modules.alias (softdep, alias). brood-guest has no modprobe to load a soft
+// dependency on demand (libcrc32c needs "crc32c" registered first, LAB.md 2), and it
+// loads modules concurrently, so it waits for these before loading the module.
+func (db *DepDB) Softdeps(closure []string, softdep, alias []byte) []byte {
+	in := map[string]bool{}
+	for _, f := range closure {
+		in[ModName(f)] = true
+	}
+	aliases := map[string][]string{} // alias -> module names in closure
+	for _, line := range strings.Split(string(alias), "\n") {
+		w := strings.Fields(line)
+		if len(w) == 3 && w[0] == "alias" && in[ModName(w[2])] {
+			aliases[w[1]] = append(aliases[w[1]], ModName(w[2]))
+		}
+	}
+	var b bytes.Buffer
+	for _, line := range strings.Split(string(softdep), "\n") {
+		w := strings.Fields(line)
+		if len(w) < 3 || w[0] != "softdep" || !in[ModName(w[1])] {
+			continue
+		}
+		var pre []string
+		for i, inPre := 2, false; i < len(w); i++ {
+			switch {
+			case w[i] == "pre:":
+				inPre = true
+			case strings.HasSuffix(w[i], ":"):
+				inPre = false
+			case inPre && in[ModName(w[i])]:
+				pre = append(pre, ModName(w[i]))
+			case inPre:
+				pre = append(pre, aliases[w[i]]...)
+			}
+		}
+		if len(pre) > 0 {
+			fmt.Fprintf(&b, "softdep %s pre: %s\n", ModName(w[1]), strings.Join(pre, " "))
+		}
+	}
+	return b.Bytes()
+}
