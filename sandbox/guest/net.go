@@ -7,12 +7,14 @@ import (
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/sandbox/guestcfg"
 )
 
 // configureNet brings lo up and, when n is set, gives eth0 its address, a default
-// route via the gateway and /etc/resolv.conf. Without n the VM has no NIC at all.
+// route via the gateway, the same for IPv6 when n.Address6 is set, and /etc/resolv.conf.
+// Without n the VM has no NIC at all.
 func configureNet(n *guestcfg.Net) error {
 	lo, err := netlink.LinkByName("lo")
 	if err != nil {
@@ -37,6 +39,19 @@ func configureNet(n *guestcfg.Net) error {
 	}
 	if err := netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: n.Gateway.AsSlice()}); err != nil {
 		return fmt.Errorf("add default route via %s: %w", n.Gateway, err)
+	}
+	if n.Address6.IsValid() {
+		// No DAD: the /126 is the session's alone, and a tentative address could not be
+		// used for the first seconds.
+		a6 := &netlink.Addr{IPNet: &net.IPNet{IP: n.Address6.Addr().AsSlice(), Mask: net.CIDRMask(n.Address6.Bits(), 128)},
+			Flags: unix.IFA_F_NODAD}
+		if err := netlink.AddrAdd(eth, a6); err != nil {
+			return fmt.Errorf("add address %s to eth0: %w", n.Address6, err)
+		}
+		if err := netlink.RouteAdd(&netlink.Route{LinkIndex: eth.Attrs().Index, Gw: n.Gateway6.AsSlice(),
+			Dst: &net.IPNet{IP: net.IPv6zero, Mask: net.CIDRMask(0, 128)}}); err != nil {
+			return fmt.Errorf("add default route via %s: %w", n.Gateway6, err)
+		}
 	}
 	var rc strings.Builder
 	for _, d := range n.DNS {

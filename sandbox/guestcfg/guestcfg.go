@@ -66,11 +66,16 @@ type Config struct {
 	Net *Net `json:"net,omitempty"`
 }
 
-// Net is the guest's static IPv4 configuration on eth0.
+// Net is the guest's static configuration on eth0: IPv4, and IPv6 when Address6 is set
+// (without it the guest has no global IPv6 address and no IPv6 route).
 type Net struct {
 	Address netip.Prefix `json:"address"`       // guest address and prefix, e.g. 10.0.0.2/30
 	Gateway netip.Addr   `json:"gateway"`       // default route
-	DNS     []netip.Addr `json:"dns,omitempty"` // written to /etc/resolv.conf
+	DNS     []netip.Addr `json:"dns,omitempty"` // written to /etc/resolv.conf, in order
+	// Address6 and Gateway6 are the guest's IPv6 address (e.g. fd62:726f:6f64::2/126,
+	// added without duplicate address detection) and its default route; both or neither.
+	Address6 netip.Prefix `json:"address6,omitzero"`
+	Gateway6 netip.Addr   `json:"gateway6,omitzero"`
 }
 
 // Normalize fills defaults and checks the Config.
@@ -92,6 +97,11 @@ func (c Config) Normalize() (Config, error) {
 	}
 	if c.Net != nil && (!c.Net.Address.IsValid() || !c.Net.Gateway.IsValid()) {
 		return c, fmt.Errorf("guest config: net needs an address and a gateway")
+	}
+	if c.Net != nil && (c.Net.Address6.IsValid() || c.Net.Gateway6.IsValid()) &&
+		(!c.Net.Address6.IsValid() || !c.Net.Address6.Addr().Is6() || c.Net.Address6.Addr().Is4In6() ||
+			!c.Net.Gateway6.IsValid() || !c.Net.Gateway6.Is6() || c.Net.Gateway6.Is4In6()) {
+		return c, fmt.Errorf("guest config: net needs both an IPv6 address and an IPv6 gateway, or neither")
 	}
 	return c, nil
 }

@@ -15,7 +15,8 @@ func TestConfigRoundTrip(t *testing.T) {
 	}
 	c := k.Config()
 	c.Net = &Net{Address: netip.MustParsePrefix("10.0.0.2/30"), Gateway: netip.MustParseAddr("10.0.0.1"),
-		DNS: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}
+		DNS:      []netip.Addr{netip.MustParseAddr("10.0.0.1"), netip.MustParseAddr("fd00::1")},
+		Address6: netip.MustParsePrefix("fd00::2/126"), Gateway6: netip.MustParseAddr("fd00::1")}
 	b, err := c.Marshal()
 	if err != nil {
 		t.Fatal(err)
@@ -24,7 +25,8 @@ func TestConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.User != DefaultUser || got.UID != DefaultUID || got.GID != DefaultGID || got.Net.Address != c.Net.Address {
+	if got.User != DefaultUser || got.UID != DefaultUID || got.GID != DefaultGID || got.Net.Address != c.Net.Address ||
+		got.Net.Address6 != c.Net.Address6 || got.Net.Gateway6 != c.Net.Gateway6 || len(got.Net.DNS) != 2 {
 		t.Errorf("round trip = %+v", got)
 	}
 	signer, err := ssh.ParsePrivateKey(got.HostKey)
@@ -39,11 +41,14 @@ func TestConfigRoundTrip(t *testing.T) {
 
 func TestUnmarshalRejects(t *testing.T) {
 	for name, in := range map[string]string{
-		"unknown field": `{"host_key":"eA==","authorized_key":"k","shell":"/bin/bash"}`,
-		"no keys":       `{}`,
-		"negative uid":  `{"host_key":"eA==","authorized_key":"k","uid":-1}`,
-		"net sans gw":   `{"host_key":"eA==","authorized_key":"k","net":{"address":"10.0.0.2/30"}}`,
-		"not json":      `host_key=x`,
+		"unknown field":      `{"host_key":"eA==","authorized_key":"k","shell":"/bin/bash"}`,
+		"no keys":            `{}`,
+		"negative uid":       `{"host_key":"eA==","authorized_key":"k","uid":-1}`,
+		"net sans gw":        `{"host_key":"eA==","authorized_key":"k","net":{"address":"10.0.0.2/30"}}`,
+		"not json":           `host_key=x`,
+		"v6 sans gw":         `{"host_key":"eA==","authorized_key":"k","net":{"address":"10.0.0.2/30","gateway":"10.0.0.1","address6":"fd00::2/126"}}`,
+		"v6 gw sans address": `{"host_key":"eA==","authorized_key":"k","net":{"address":"10.0.0.2/30","gateway":"10.0.0.1","gateway6":"fd00::1"}}`,
+		"v4 as v6":           `{"host_key":"eA==","authorized_key":"k","net":{"address":"10.0.0.2/30","gateway":"10.0.0.1","address6":"10.0.0.6/30","gateway6":"10.0.0.5"}}`,
 	} {
 		if _, err := Unmarshal([]byte(in)); err == nil {
 			t.Errorf("%s: Unmarshal accepted %s", name, in)
