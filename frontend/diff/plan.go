@@ -36,6 +36,8 @@ type planner struct {
 	excluded         map[string]string        // path -> secret rule, for entries kept out of S
 	// deepS lists (sorted) the directories of S the walk did not fully list (maxPathLen).
 	deepS []string
+	// sn is the walk of S sorted by path (set by plan): symlink and git dir lookups.
+	sn []node
 	// prefetch, if set, may fill memo before classification (parallel hashing).
 	prefetch func(p *planner, candidates []item)
 }
@@ -59,6 +61,7 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 	p.memo = make(map[memoKey]Digest)
 	p.unhashed = make(map[string]manifest.Stat)
 	p.excluded = make(map[string]string)
+	p.sn = sn
 	for _, e := range entries {
 		if e.Excluded != "" {
 			p.excluded[e.Path] = e.Excluded
@@ -121,6 +124,7 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 	if p.caseFold {
 		markCaseCollisions(out, wn, sn)
 	}
+	p.refuseBelowRefused(out)
 	if err := p.findRenames(out); err != nil {
 		return nil, err
 	}
@@ -244,9 +248,19 @@ func (p *planner) classify(it item) (*Change, error) {
 		if why := symlinkTargetProblem(it.path, t); why != "" {
 			return refuse(c, "symlink "+Escape(it.path)+": "+why), nil
 		}
+		into, err := p.linkIntoGitDir(it.path, t)
+		if err != nil {
+			return nil, err
+		}
+		if into {
+			return refuse(c, "symlink "+Escape(it.path)+": target is inside a .git directory"), nil
+		}
 	}
 	if rule := protectedPath(it.path, p.protected); rule != "" {
 		return refuse(c, fmt.Sprintf("protected path (%s)", Escape(rule))), nil
+	}
+	if why := p.bareGitDirProblem(it.path); why != "" {
+		return refuse(c, why), nil
 	}
 
 	// 4. W changed too: a conflict, unless W now holds exactly what S holds.
@@ -537,6 +551,165 @@ func symlinkTargetProblem(path, t string) string {
 		}
 	}
 	return ""
+}
+
+// maxLinkHops bounds the symlinks linkIntoGitDir follows through S (the kernel's
+// MAXSYMLINKS, include/linux/namei.h).
+const maxLinkHops = 40
+
+// linkIntoGitDir reports whether the symlink at path with target t (already checked by
+// symlinkTargetProblem) resolves, lexically and through the symlinks S holds, to a path
+// with a ".git" component: ".git", ".git/hooks", "sub/.git/config". Such a link gives a
+// harmless-looking name to git's own files, a standing way around DefaultProtected for
+// any tool that writes through it. A link to a directory that merely contains a .git
+// (".", "..") is allowed: reaching git's files through it still spells ".git".
+func (p *planner) linkIntoGitDir(path, t string) (bool, error) {
+	dir := ""
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		dir = path[:i]
+	}
+	rest := strings.Split(t, "/")
+	var cur []string
+	if dir != "" {
+		cur = strings.Split(dir, "/")
+	}
+	for hops := 0; len(rest) > 0; {
+		c := rest[0]
+		rest = rest[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return false, nil // escapes W: refused elsewhere or outside brood's reach
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		case ".git":
+			return true, nil
+		}
+		cur = append(cur, c)
+		q := strings.Join(cur, "/")
+		if q == path || !p.sIsSymlink(q) {
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return false, nil // a loop: nothing can be reached through it
+		}
+		next, err := p.src.readlink(TreeS, q)
+		if err != nil {
+			return false, fmt.Errorf("classify %s: %w", Escape(path), err)
+		}
+		if next == "" || next[0] == '/' {
+			return false, nil
+		}
+		cur = cur[:len(cur)-1]
+		rest = append(strings.Split(next, "/"), rest...)
+	}
+	return false, nil
+}
+
+// LinkIntoGitDir reports whether a symlink at path (relative to the root) with target t
+// resolves lexically to a path with a ".git" component. Flush checks it again for every
+// link it writes; the diff also follows the symlinks S holds.
+func LinkIntoGitDir(path, t string) bool {
+	into, _ := (&planner{}).linkIntoGitDir(path, t) // no S: readlink is never called
+	return into
+}
+
+// sStat returns the stat of path in S's walk (TypeNone when absent).
+func (p *planner) sStat(path string) manifest.Stat {
+	i, ok := slices.BinarySearchFunc(p.sn, path, func(n node, q string) int { return strings.Compare(n.path, q) })
+	if !ok {
+		return manifest.Stat{}
+	}
+	return p.sn[i].st
+}
+
+func (p *planner) sIsSymlink(path string) bool {
+	return p.sStat(path).Type == manifest.TypeSymlink
+}
+
+// bareGitDirProblem says why path must be refused as part of a git directory that is not
+// named ".git" ("" when it need not be): git treats any directory holding HEAD (with
+// objects/ and refs/) as a bare repository when run inside it, and then reads its config
+// and hooks like .git's. In a directory of S holding HEAD, the DefaultProtected names
+// directly below it are refused; and so is a HEAD added beside a config, commondir or
+// hooks (which would turn existing files into git's). Names only count directly in that
+// directory, so an ordinary project with a file called HEAD keeps its src/hooks/.
+func (p *planner) bareGitDirProblem(path string) string {
+	dir, base := "", path
+	if i := strings.LastIndexByte(path, '/'); i >= 0 {
+		dir, base = path[:i], path[i+1:]
+	}
+	join := func(d, n string) string {
+		switch {
+		case d == "" && n == "":
+			return "."
+		case d == "":
+			return n
+		case n == "":
+			return d
+		}
+		return d + "/" + n
+	}
+	if base == "HEAD" {
+		for _, n := range []string{"config", "config.worktree", "commondir", "hooks"} {
+			if p.sStat(join(dir, n)).Type != manifest.TypeNone {
+				return fmt.Sprintf("makes %s a bare git repository holding %s", Escape(join(dir, "")), n)
+			}
+		}
+		return ""
+	}
+	// Each ancestor d of path: is path d's hooks/..., config, ... and does d hold HEAD?
+	comps := strings.Split(path, "/")
+	for i := len(comps) - 1; i >= 0; i-- {
+		d := strings.Join(comps[:i], "/")
+		rel := comps[i:]
+		var rule string
+		switch {
+		case rel[0] == "hooks":
+			rule = "hooks/"
+		case len(rel) == 1 && gitDirFiles[rel[0]]:
+			rule = rel[0]
+		case slices.Contains(gitDirSuffixes, strings.Join(rel, "/")):
+			rule = strings.Join(rel, "/")
+		default:
+			continue
+		}
+		if p.sStat(join(d, "HEAD")).Type != manifest.TypeNone {
+			return fmt.Sprintf("%s of a bare git repository (%s holds HEAD)", rule, Escape(join(d, "")))
+		}
+	}
+	return ""
+}
+
+// refuseBelowRefused refuses every change below a refused path: a directory S may not
+// create (evil/.git) must not appear in W as the parent of its applied children. A
+// directory refused only because it is nested too deep to list is the exception: it is
+// W's own directory, and the entries of it that were listed stand alone.
+func (p *planner) refuseBelowRefused(changes []Change) {
+	refused := make(map[string]bool)
+	for _, c := range changes {
+		if c.Kind == KindRefused && !p.isDeep(c.Path) {
+			refused[c.Path] = true
+		}
+	}
+	if len(refused) == 0 {
+		return
+	}
+	for i := range changes {
+		c := &changes[i]
+		if c.Kind == KindRefused {
+			continue
+		}
+		for j := strings.LastIndexByte(c.Path, '/'); j > 0; j = strings.LastIndexByte(c.Path[:j], '/') {
+			if refused[c.Path[:j]] {
+				refuse(c, "below "+Escape(c.Path[:j])+", which is refused")
+				break
+			}
+		}
+	}
 }
 
 // hashJob is one file digest the planner will need.

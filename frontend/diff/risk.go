@@ -2,42 +2,88 @@ package diff
 
 import "strings"
 
-// DefaultProtected lists the paths Compute always refuses for flush: writing them gives
-// the agent code execution on the host the next time git runs (hooks, core.fsmonitor,
-// core.hooksPath and friends in config, a .git file redirecting the git dir). Entries
-// ending in '/' are directory prefixes; others match the path exactly or as a directory.
-// The same rules apply inside nested repositories and .git/modules/ (see protectedPath).
-var DefaultProtected = []string{".git", ".git/hooks/", ".git/config"}
+// DefaultProtected lists the paths Compute always refuses for flush, relative to every
+// git directory (".git" at any depth, so nested repositories, submodules under
+// .git/modules/<name>/ and worktrees under .git/worktrees/<name>/ are covered too).
+// Writing them gives the agent code execution on the host the next time git runs, or
+// points git at a repository the agent controls:
+//
+//   - ".git" itself: a directory, or a file ("gitdir: <path>") redirecting the git dir;
+//   - "hooks/": anything below a hooks component inside a git directory;
+//   - "config", "config.worktree": core.fsmonitor, core.hooksPath, filter drivers, ...
+//     (git-config(1); config.worktree is read when extensions.worktreeConfig is set);
+//   - "commondir", "gitdir": a worktree's or linked git dir's pointer to another git
+//     directory (gitrepository-layout(5));
+//   - "objects/info/alternates", "objects/info/http-alternates": object stores borrowed
+//     from other repositories (gitrepository-layout(5));
+//   - "info/attributes": per-repository attributes select filter, diff and merge drivers
+//     by name. Unlike .gitattributes (only high-risk, see riskyRoot) it is neither tracked
+//     nor shown by git status, so a change there would never be seen again after review.
+//
+// The files are matched by name anywhere below a ".git" component (a branch named
+// "config" under refs/ is refused too: being over-strict there costs nothing). Entries
+// ending in '/' are directory prefixes; the others match the last path component(s).
+var DefaultProtected = []string{
+	".git", ".git/hooks/", ".git/config", ".git/config.worktree", ".git/commondir", ".git/gitdir",
+	".git/objects/info/alternates", ".git/objects/info/http-alternates", ".git/info/attributes",
+}
+
+// gitDirFiles are the file names git reads inside a git directory as configuration or
+// as a pointer to other git directories (see DefaultProtected).
+var gitDirFiles = map[string]bool{"config": true, "config.worktree": true, "commondir": true, "gitdir": true}
+
+// gitDirSuffixes are multi-component paths inside a git directory (see DefaultProtected).
+var gitDirSuffixes = []string{"objects/info/alternates", "objects/info/http-alternates", "info/attributes"}
+
+// ProtectedPath returns the DefaultProtected rule path matches ("" when none). Flush
+// calls it again for every path it writes and every directory it creates.
+func ProtectedPath(p string) string { return protectedPath(p, nil) }
 
 // protectedPath returns the rule a path matches ("" when none): DefaultProtected relative
-// to any ".git" component (so sub/.git/hooks/x and .git/modules/m/hooks/x match), then
-// extra as plain prefixes relative to the root.
+// to any ".git" component (see DefaultProtected), then extra as plain prefixes relative
+// to the root.
 func protectedPath(p string, extra []string) string {
 	comps := strings.Split(p, "/")
 	for i, c := range comps {
 		if c != ".git" {
 			continue
 		}
-		after := comps[i+1:]
-		switch {
-		case len(after) == 0:
-			return ".git"
-		case after[0] == "config" && len(after) == 1:
-			return ".git/config"
-		}
-		for j, a := range after {
-			if a == "hooks" {
-				return ".git/hooks/"
-			}
-			// .git/modules/<name>/config is a submodule's config.
-			if a == "config" && j == len(after)-1 && after[0] == "modules" {
-				return ".git/config"
-			}
+		if rule := gitDirRule(comps[i+1:]); rule != "" {
+			return rule
 		}
 	}
 	for _, e := range extra {
 		if matchPrefix(p, e) {
 			return e
+		}
+	}
+	return ""
+}
+
+// gitDirRule returns the DefaultProtected rule for the components after a ".git"
+// component ("" when none).
+func gitDirRule(after []string) string {
+	if len(after) == 0 {
+		return ".git"
+	}
+	for _, a := range after {
+		if a == "hooks" {
+			return ".git/hooks/"
+		}
+	}
+	return gitFileRule(after)
+}
+
+// gitFileRule returns the DefaultProtected rule whose file the components rel name,
+// matched by the last component(s) only ("" when none).
+func gitFileRule(rel []string) string {
+	if last := rel[len(rel)-1]; gitDirFiles[last] {
+		return ".git/" + last
+	}
+	joined := strings.Join(rel, "/")
+	for _, s := range gitDirSuffixes {
+		if joined == s || strings.HasSuffix(joined, "/"+s) {
+			return ".git/" + s
 		}
 	}
 	return ""

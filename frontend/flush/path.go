@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/diff"
 )
 
 // Limits of a path the flush writes, from <linux/limits.h>: PATH_MAX (4096 including the
@@ -52,7 +54,9 @@ func ValidatePath(p string) error {
 // checkLinkTarget returns nil when target, read from the symlink at linkPath (relative to
 // the root), stays inside the root lexically: not empty, not absolute, only leading ".."
 // components and no more of them than linkPath has parent directories, and no empty, "."
-// or ".." component after them. Targets are never printed: the error names linkPath and
+// or ".." component after them, and no ".git" component once resolved from linkPath's
+// directory (diff.LinkIntoGitDir: a link must not rename git's own files). Targets are
+// never printed: the error names linkPath and
 // the class of the target only, and wraps ErrSymlinkTarget.
 func checkLinkTarget(linkPath, target string) error {
 	bad := func(class string) error {
@@ -78,6 +82,9 @@ func checkLinkTarget(linkPath, target string) error {
 		if c == "" || c == "." || c == ".." {
 			return bad("not canonical (empty, . or .. component)")
 		}
+	}
+	if diff.LinkIntoGitDir(linkPath, target) {
+		return bad("inside a .git directory")
 	}
 	return nil
 }

@@ -45,7 +45,6 @@ func (a *applier) close() {
 	}
 }
 
-
 // statMatches reports whether the current lstat st is the entry recorded at snapshot time.
 func statMatches(st *unix.Stat_t, base *manifest.Stat) bool {
 	return st.Ino == base.Ino && st.Size == base.Size &&
@@ -139,6 +138,10 @@ func (a *applier) planParents(ops []*op, res *Result) []*op {
 			if dirs[p] {
 				continue
 			}
+			if rule := diff.ProtectedPath(p); rule != "" {
+				err = fmt.Errorf("apply %q: parent %q is a protected path (%s): %w", o.Path, p, rule, ErrRefused)
+				break
+			}
 			st, ok, lerr := a.w.lstat(p)
 			switch {
 			case lerr != nil:
@@ -177,6 +180,12 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 	switch c.Kind {
 	case diff.KindRefused:
 		return nil, fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrRefused)
+	}
+	if rule := diff.ProtectedPath(c.Path); rule != "" {
+		// The diff refuses these already; flush never trusts a Change to say so.
+		return nil, fmt.Errorf("apply %q: protected path (%s): %w", c.Path, rule, ErrRefused)
+	}
+	switch c.Kind {
 	case diff.KindConflict:
 		return nil, fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrConflict)
 	case diff.KindAdded, diff.KindModified, diff.KindDeleted, diff.KindMode, diff.KindSymlink, diff.KindType:

@@ -76,22 +76,33 @@ func lowerASCII(s string) string {
 
 // isGitConfig reports whether rel (a '/'-separated path) is a git config file that
 // Take sanitizes: "config" or "config.worktree" inside a ".git" directory at any depth,
-// including .git/modules/<name>/ and .git/worktrees/<name>/, but not under refs/, logs/
-// or objects/ (where such names are refs or data).
+// including .git/modules/<name>/ (names may hold '/') and .git/worktrees/<name>/. Only
+// refs/, logs/ and objects/ directly in .git or in .git/worktrees/<name>/ are skipped
+// (there such names are refs or data); below .git/modules/ every such name is sanitized,
+// because a submodule may itself be named "refs": a branch named "config" of a submodule
+// is then emptied in S, which costs far less than an unsanitized config.
 func isGitConfig(rel string) bool {
 	parts := strings.Split(rel, "/")
 	base := parts[len(parts)-1]
 	if base != "config" && base != "config.worktree" {
 		return false
 	}
-	inGit := false
-	for _, p := range parts[:len(parts)-1] {
-		switch {
-		case p == ".git":
-			inGit = true
-		case inGit && (p == "refs" || p == "logs" || p == "objects"):
-			return false
+	git := -1 // index of the last ".git" component
+	for i, p := range parts[:len(parts)-1] {
+		if p == ".git" {
+			git = i
 		}
 	}
-	return inGit
+	if git < 0 {
+		return false
+	}
+	after := parts[git+1 : len(parts)-1] // directories between .git and the file
+	data := func(p string) bool { return p == "refs" || p == "logs" || p == "objects" }
+	switch {
+	case len(after) > 0 && data(after[0]):
+		return false
+	case len(after) > 2 && after[0] == "worktrees" && data(after[2]):
+		return false
+	}
+	return true
 }

@@ -567,3 +567,31 @@ func TestUnknownDirentType(t *testing.T) {
 	}
 	checkManifestMatches(t, w, s, m)
 }
+
+// TestIsGitConfig: every config git reads inside a git directory is sanitized (also for
+// worktrees and for submodules with names like "refs"), refs and data are not.
+func TestIsGitConfig(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{".git/config", true},
+		{".git/config.worktree", true},
+		{".git/worktrees/wt/config.worktree", true},
+		{".git/modules/sub/config", true},
+		{".git/modules/refs/config", true},
+		{".git/modules/a/b/objects/config.worktree", true},
+		{"nested/.git/config.worktree", true},
+		{".git/modules/sub/.git/config", true},
+		{".git/refs/heads/config", false},
+		{".git/logs/refs/heads/config", false},
+		{".git/worktrees/wt/refs/config", false},
+		{"config", false},
+		{"app/config", false},
+		{".git/configs", false},
+	} {
+		if got := isGitConfig(tc.in); got != tc.want {
+			t.Errorf("isGitConfig(%q) = %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}

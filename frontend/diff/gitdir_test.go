@@ -1,0 +1,172 @@
+package diff
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestGitReadFilesRefused: every file git reads as configuration or as a pointer to
+// another git directory is refused wherever a git directory is (.git, nested
+// repositories, submodules under .git/modules, worktrees, bare repositories), and so is
+// a .git file (gitdir: pointer), whether S adds or changes them.
+func TestGitReadFilesRefused(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{
+		".git/HEAD":                   "ref: refs/heads/main\n",
+		".git/config":                 "[core]\n",
+		".git/worktrees/wt/gitdir":    "/tmp/wt/.git\n",
+		".git/worktrees/wt/commondir": "../..\n",
+		".git/modules/sub/HEAD":       "ref: refs/heads/main\n",
+		".git/modules/sub/config":     "[core]\n",
+		"nested/.git/HEAD":            "ref: refs/heads/main\n",
+		"bare.git/HEAD":               "ref: refs/heads/main\n",
+		"bare.git/refs/heads/main":    "0000\n",
+		"sub/.git":                    "gitdir: ../.git/modules/sub\n",
+		"src/hooks/useThing.ts":       "x\n",
+		"deploy/config":               "a=1\n",
+		"docs/HEAD":                   "just a file\n",
+		".git/refs/heads/main":        "0000\n",
+		".git/objects/info/packs":     "\n",
+	})
+	m := testSnapshot(t, w, s, true)
+	writeFiles(t, s, map[string]string{
+		".git/config.worktree":                 "[core]\n\tfsmonitor = touch /tmp/PWNED\n",
+		".git/worktrees/wt/config.worktree":    "[core]\n\tfsmonitor = touch /tmp/PWNED\n",
+		".git/worktrees/wt/gitdir":             "/tmp/evil/.git\n",
+		".git/worktrees/wt/commondir":          "/tmp/evil\n",
+		".git/commondir":                       "/tmp/evil\n",
+		".git/objects/info/alternates":         "/tmp/evil/objects\n",
+		".git/objects/info/http-alternates":    "http://127.0.0.1/x\n",
+		".git/info/attributes":                 "* filter=x\n",
+		".git/modules/sub/config":              "[core]\n\thooksPath = /tmp\n",
+		".git/modules/sub/config.worktree":     "[core]\n",
+		".git/modules/sub/hooks/post-checkout": "#!/bin/sh\n",
+		"nested/.git/config.worktree":          "[core]\n",
+		"nested/.git/objects/info/alternates":  "/tmp\n",
+		"sub/.git":                             "gitdir: /tmp/evil\n",
+		"other/.git":                           "gitdir: /tmp/evil\n",
+		"bare.git/config":                      "[core]\n\tfsmonitor = x\n",
+		"bare.git/hooks/pre-commit":            "#!/bin/sh\n",
+		"deploy/HEAD":                          "ref: refs/heads/main\n",
+		// Not refused: ordinary names outside git directories, and git data.
+		"src/hooks/useThing.ts":   "y\n",
+		"lib/config":              "a=2\n",
+		".git/refs/heads/feature": "1111\n",
+		".git/info/exclude":       "*.o\n",
+	})
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	gm := byPath(got)
+	allowed := map[string]bool{"src/hooks/useThing.ts": true, "lib/config": true, ".git/refs/heads/feature": true, ".git/info/exclude": true}
+	for _, p := range []string{
+		".git/config.worktree", ".git/worktrees/wt/config.worktree", ".git/worktrees/wt/gitdir",
+		".git/worktrees/wt/commondir", ".git/commondir", ".git/objects/info/alternates",
+		".git/objects/info/http-alternates", ".git/info/attributes", ".git/modules/sub/config",
+		".git/modules/sub/config.worktree", ".git/modules/sub/hooks/post-checkout",
+		"nested/.git/config.worktree", "nested/.git/objects/info/alternates", "sub/.git", "other/.git",
+		"bare.git/config", "bare.git/hooks/pre-commit", "deploy/HEAD",
+		"src/hooks/useThing.ts", "lib/config", ".git/refs/heads/feature", ".git/info/exclude",
+	} {
+		c, ok := gm[p]
+		if !ok {
+			t.Errorf("%s: no change", p)
+			continue
+		}
+		if refused := c.Kind == KindRefused; refused == allowed[p] {
+			t.Errorf("%s: %s %q, want refused=%v", p, c.Kind, c.Reason, !allowed[p])
+		}
+	}
+	if r := gm["bare.git/config"].Reason; r != "config of a bare git repository (bare.git holds HEAD)" {
+		t.Errorf("bare.git/config reason %q", r)
+	}
+}
+
+// TestSymlinksIntoGitRefused: a symlink S adds or retargets whose target resolves
+// (lexically, and through S's symlinks) into a .git directory is refused, and the reason
+// names the link, never its target.
+func TestSymlinksIntoGitRefused(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{".git/HEAD": "x", ".git/hooks/pre-commit.sample": "x", "sub/.git/config": "x", "a/f": "x"})
+	must(t, os.Symlink("a", filepath.Join(w, "retarget")))
+	must(t, os.Symlink("sub", filepath.Join(w, "subdir")))
+	m := testSnapshot(t, w, s, true)
+	links := map[string]string{
+		"myhooks":  ".git/hooks",
+		"gitlink":  ".git",
+		"x":        "sub/.git/config",
+		"a/up":     "../.git/hooks/pre-commit",
+		"a/dotdot": "../a/../.git",
+		"via":      "subdir/.git/config", // through a symlink S already holds
+		"chain1":   "chain2/hooks",       // through a symlink S adds
+		"chain2":   "gitlink",
+		"fine":     "a/f",
+		"root":     "..",
+		"a/parent": "..",
+		"notgit":   ".gitignore",
+	}
+	for l, tgt := range links {
+		if l == "root" {
+			continue // escapes W: refused for that reason
+		}
+		must(t, os.Symlink(tgt, filepath.Join(s, l)))
+	}
+	must(t, os.Remove(filepath.Join(s, "retarget")))
+	must(t, os.Symlink(".git/hooks", filepath.Join(s, "retarget")))
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	gm := byPath(got)
+	ok := map[string]bool{"fine": true, "a/parent": true, "notgit": true}
+	for l := range links {
+		if l == "root" {
+			continue
+		}
+		want := "symlink " + l + ": target is inside a .git directory"
+		c := gm[l]
+		if ok[l] {
+			if c.Kind != KindSymlink {
+				t.Errorf("%s: %s %q, want symlink", l, c.Kind, c.Reason)
+			}
+			continue
+		}
+		if c.Kind != KindRefused || c.Reason != want {
+			t.Errorf("%s: %s %q, want refused %q", l, c.Kind, c.Reason, want)
+		}
+	}
+	if c := gm["retarget"]; c.Kind != KindRefused || !strings.Contains(c.Reason, "inside a .git directory") {
+		t.Errorf("retarget: %s %q, want refused", c.Kind, c.Reason)
+	}
+}
+
+// TestBelowRefusedRefused: every change below a refused directory is refused too, so
+// applying the children can never create the refused directory (evil/.git).
+func TestBelowRefusedRefused(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{"a.txt": "a"})
+	m := testSnapshot(t, w, s, true)
+	writeFiles(t, s, map[string]string{
+		"evil/.git/HEAD":         "ref: refs/heads/main\n",
+		"evil/.git/objects/x":    "x",
+		"evil/.git/refs/heads/m": "0",
+		"evil/ok.txt":            "fine",
+		"evil-sibling/.gitkeep":  "",
+	})
+	got, err := Compute(context.Background(), w, s, m, Options{})
+	must(t, err)
+	gm := byPath(got)
+	for _, p := range []string{"evil/.git", "evil/.git/HEAD", "evil/.git/objects", "evil/.git/objects/x", "evil/.git/refs/heads/m"} {
+		if gm[p].Kind != KindRefused {
+			t.Errorf("%s: %s %q, want refused", p, gm[p].Kind, gm[p].Reason)
+		}
+	}
+	if r := gm["evil/.git/HEAD"].Reason; r != "below evil/.git, which is refused" {
+		t.Errorf("evil/.git/HEAD reason %q", r)
+	}
+	for _, p := range []string{"evil", "evil/ok.txt", "evil-sibling", "evil-sibling/.gitkeep"} {
+		if gm[p].Kind != KindAdded {
+			t.Errorf("%s: %s %q, want added", p, gm[p].Kind, gm[p].Reason)
+		}
+	}
+}

@@ -1,0 +1,51 @@
+package flush
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"brood.dev/brood/frontend/diff"
+)
+
+// TestGitDirNeverWritten: flush refuses git's configuration, pointer files and hooks
+// and symlinks into .git even when a caller hands them over with an applicable kind, and
+// never creates a refused directory (evil/.git) as the parent of an applied child, nor
+// writes through a W symlink into .git.
+func TestGitDirNeverWritten(t *testing.T) {
+	f := newFixture(t, map[string]string{".git/HEAD": "ref\n", ".git/hooks/x.sample": "x", "hk": "@.git/hooks", "a.txt": "a"})
+	put(t, f.S, ".git/config.worktree", "[core]\n\tfsmonitor = touch /tmp/PWNED\n", 0o644)
+	put(t, f.S, ".git/worktrees/wt/config.worktree", "[core]\n", 0o644)
+	put(t, f.S, "evil/.git/HEAD", "ref\n", 0o644)
+	put(t, f.S, "m/.git", "gitdir: /tmp\n", 0o644)
+	if err := os.Symlink(".git/hooks", filepath.Join(f.S, "myhooks")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("a/../.git", filepath.Join(f.S, "gitlink")); err != nil {
+		t.Fatal(err)
+	}
+	// S replaced its copy of the link by a directory; W still holds the link.
+	os.Remove(filepath.Join(f.S, "hk"))
+	put(t, f.S, "hk/pre-commit", "#!/bin/sh\n", 0o755)
+	before := treeState(t, f.W)
+	cases := []struct {
+		c    diff.Change
+		want error
+	}{
+		{f.change(diff.KindAdded, ".git/config.worktree"), ErrRefused},
+		{f.change(diff.KindAdded, ".git/worktrees/wt/config.worktree"), ErrRefused},
+		{f.change(diff.KindAdded, "evil/.git/HEAD"), ErrRefused},
+		{f.change(diff.KindAdded, "m/.git"), ErrRefused},
+		{f.change(diff.KindSymlink, "myhooks"), ErrSymlinkTarget},
+		{f.change(diff.KindSymlink, "gitlink"), ErrSymlinkTarget},
+		{f.change(diff.KindAdded, "hk/pre-commit"), nil}, // any error: never written
+	}
+	for _, tc := range cases {
+		_, err := Apply(ctx, f.sess, f.m, items(tc.c), Options{})
+		if err == nil || tc.want != nil && !errors.Is(err, tc.want) {
+			t.Errorf("apply %s: %v, want %v", tc.c.Path, err, tc.want)
+		}
+	}
+	sameTree(t, before, treeState(t, f.W))
+}
