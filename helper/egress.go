@@ -20,6 +20,10 @@ import (
 // (RFC 1035 4.2).
 const DNSPort = 53
 
+// ipv6ConfDir is the IPv6 per-interface sysctl directory of the helper's network namespace
+// (IPv6Conf; the Landlock rule in ConfinementRules).
+const ipv6ConfDir = "/proc/sys/net/ipv6/conf"
+
 // EgressConfig is the `[egress]` table of helper.toml.
 type EgressConfig struct {
 	// PolicyPath is the system egress policy (default netpolicy.SystemPolicyPath,

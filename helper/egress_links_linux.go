@@ -10,6 +10,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/netpolicy/nftrules"
 )
 
 var _ TapLinks = (*NetlinkLinks)(nil)
@@ -109,6 +111,61 @@ func (l *NetlinkLinks) EnableForwarding(name string) error {
 	req.AddData(spec)
 	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
 		return fmt.Errorf("enable forwarding on %q: %w", name, err)
+	}
+	return nil
+}
+
+// IPv6Conf writes per-interface IPv6 sysctls through a descriptor of
+// /proc/sys/net/ipv6/conf opened before Landlock confinement.
+//
+// Why a held descriptor: procfs sysctl dentries are dropped as soon as they are unused and
+// looked up again as new inodes, and Landlock rules hold inodes. Holding the conf
+// directory open pins the very dentry and inode ConfinementRules grants write access
+// under, so a tap created after confinement (brdX/force_forwarding, a new child of that
+// pinned directory) is still covered; the files are opened with openat relative to it.
+// There is no rtnetlink equivalent: IFLA_INET6_CONF is read-only (net/ipv6/addrconf.c
+// inet6_set_link_af accepts only the token and addr_gen_mode).
+type IPv6Conf struct{ dir *os.File }
+
+// forceForwarding is net.ipv6.conf.<if>.force_forwarding (Linux >= 6.17): forward IPv6
+// packets arriving on that interface even though the global forwarding switch is off
+// (net/ipv6/ip6_output.c ip6_forward). The per-interface `forwarding` entry does not do
+// that: it only changes host/router behaviour.
+const forceForwarding = "force_forwarding"
+
+// OpenIPv6Conf opens ipv6ConfDir (O_PATH). It fails with ErrNoIPv6Forwarding when the
+// kernel has no IPv6 or no force_forwarding (then guests get no IPv6). Call it before
+// Confine, in the helper's network namespace.
+func OpenIPv6Conf() (*IPv6Conf, error) {
+	fd, err := unix.Open(ipv6ConfDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w: %w", ipv6ConfDir, ErrNoIPv6Forwarding, err)
+	}
+	c := &IPv6Conf{dir: os.NewFile(uintptr(fd), ipv6ConfDir)}
+	if err := unix.Faccessat(fd, "default/"+forceForwarding, unix.F_OK, 0); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%s/default/%s: %w (Linux >= 6.17 needed): %w", ipv6ConfDir, forceForwarding, ErrNoIPv6Forwarding, err)
+	}
+	return c, nil
+}
+
+// Close releases the directory descriptor.
+func (c *IPv6Conf) Close() error { return c.dir.Close() }
+
+// EnableForwarding sets net.ipv6.conf.<name>.force_forwarding = 1, for interface name
+// only: "all" and "default" are refused (never the global switch), as is any name the
+// kernel would not accept for an interface.
+func (c *IPv6Conf) EnableForwarding(name string) error {
+	if err := nftrules.ValidateIfName(name); err != nil || name == "all" || name == "default" {
+		return fmt.Errorf("enable IPv6 forwarding on %q: not a single interface: %w", name, ErrConfig)
+	}
+	fd, err := unix.Openat(int(c.dir.Fd()), name+"/"+forceForwarding, unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, &os.PathError{Op: "openat", Path: ipv6ConfDir + "/" + name + "/" + forceForwarding, Err: err})
+	}
+	defer unix.Close(fd)
+	if _, err := unix.Write(fd, []byte("1\n")); err != nil {
+		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, os.NewSyscallError("write", err))
 	}
 	return nil
 }

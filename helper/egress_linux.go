@@ -35,6 +35,11 @@ type TapLinks interface {
 	EnableForwarding(name string) error
 }
 
+// IPv6Forwarder enables IPv6 forwarding on one interface (IPv6Conf; a stand-in in tests).
+type IPv6Forwarder interface {
+	EnableForwarding(name string) error
+}
+
 // EgressFirewall is the nft table the egress layer programs (nftrules.NFT, nftrules.Fake).
 type EgressFirewall interface {
 	nftrules.Firewall
@@ -58,6 +63,9 @@ type Egress struct {
 	// Discover returns the registries the host's own system configuration uses (for
 	// standard and permissive); nil means none.
 	Discover func() []netpolicy.Discovered
+	// IPv6 sets per-interface IPv6 forwarding (IPv6Conf); nil: guests get no IPv6 address
+	// or route (their proxy still answers AAAA, which they cannot use).
+	IPv6 IPv6Forwarder
 
 	closers []func() // OpenEgress's handles
 
@@ -70,6 +78,7 @@ type egressSession struct {
 	id, tap string
 	slot    int
 	addrs   slotAddrs
+	v6      bool     // the guest gets its IPv6 address and route (forwarding is on)
 	tapFile *os.File // the VMM's queue descriptor; handed to the runner, then closed
 	servers []*dnsproxy.Server
 	logPath string
@@ -137,15 +146,20 @@ func (e *Egress) uplinkForwarding() error {
 	return nil
 }
 
-// forwarding enables IPv4 forwarding on interface name only (over rtnetlink, see
-// NetlinkLinks.EnableForwarding). IPv6 is not forwarded: the guest gets no IPv6 route
-// (guestcfg.Net is IPv4), and per-interface IPv6 forwarding (force_forwarding, Linux
-// >= 6.17) exists only as a procfs sysctl the confined helper cannot write.
+// forwarding enables forwarding on interface name only: IPv4 over rtnetlink (see
+// NetlinkLinks.EnableForwarding) and, with e.IPv6, IPv6's force_forwarding through the
+// pre-confinement directory descriptor (IPv6Conf). Neither global switch is touched.
 func (e *Egress) forwarding(name string) error {
 	if err := nftrules.ValidateIfName(name); err != nil {
 		return err
 	}
-	return e.links.EnableForwarding(name)
+	if err := e.links.EnableForwarding(name); err != nil {
+		return err
+	}
+	if e.IPv6 != nil {
+		return e.IPv6.EnableForwarding(name)
+	}
+	return nil
 }
 
 // Start resolves the policy of a StartVM request and builds the session's network: tap
@@ -185,7 +199,11 @@ func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, erro
 	s.info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
 		GuestV4: netip.PrefixFrom(s.addrs.Guest4, 30).String(), DNS: s.addrs.Host4.String(),
 		Hosts: hostList(eff), Digest: digest}
-	e.log.Info("audit: egress up", "session", a.ID, "tap", tap, "guest", s.info.GuestV4,
+	if s.v6 {
+		s.info.GuestV6 = netip.PrefixFrom(s.addrs.Guest6, 126).String()
+		s.info.DNS6 = s.addrs.Host6.String()
+	}
+	e.log.Info("audit: egress up", "session", a.ID, "tap", tap, "guest", s.info.GuestV4, "guest_v6", s.info.GuestV6,
 		"profile", s.info.Profile, "hosts", s.info.Hosts, "policy_digest", digest)
 	return s, nil
 }
@@ -203,6 +221,7 @@ func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint
 	if err := e.forwarding(s.tap); err != nil {
 		return err
 	}
+	s.v6 = e.IPv6 != nil
 	if err := e.fw.AddSession(nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6, AnyPort: eff.AnyPort()}); err != nil {
 		return err
 	}
@@ -359,8 +378,9 @@ func (srv *Server) startEgress(s *session, a api.StartVMArgs) (*egressSession, e
 }
 
 // OpenEgress opens the egress layer in the helper's network namespace: its own nft and
-// conntrack netlink handles, taps through links, discovery of the host's system-wide
-// registries. It runs after the startup cleanup (which deletes the nft table). Close it
+// conntrack netlink handles, taps through links, the IPv6 sysctl directory (before
+// Confine; without per-interface IPv6 forwarding guests get IPv4 only), discovery of the
+// host's system-wide registries. It runs after the startup cleanup (which deletes the nft table). Close it
 // with Close after StopAll.
 func OpenEgress(cfg *Config, links *NetlinkLinks, log *slog.Logger) (*Egress, error) {
 	fw, err := nftrules.NewNFT()
@@ -379,6 +399,13 @@ func OpenEgress(cfg *Config, links *NetlinkLinks, log *slog.Logger) (*Egress, er
 		return nil, err
 	}
 	e.closers = []func(){ct.Close, func() { fw.Close() }}
+	// Before confinement: the descriptor that keeps IPv6 forwarding writable (IPv6Conf).
+	if v6, err := OpenIPv6Conf(); err != nil {
+		log.Warn("egress: guests get no IPv6", "err", err)
+	} else {
+		e.IPv6 = v6
+		e.closers = append(e.closers, func() { v6.Close() })
+	}
 	e.Discover = func() []netpolicy.Discovered {
 		ctx, cancel := context.WithTimeout(context.Background(), discoverTimeout)
 		defer cancel()

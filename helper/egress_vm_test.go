@@ -22,10 +22,13 @@ import (
 // helper test child does) whose uplink is a veth to an "internet" netns holding the fake
 // upstream DNS and TCP servers on documentation addresses; nothing leaves them.
 //
-// Inside the guest: the allowed name resolves through the session's DNS proxy and its
-// address accepts a TCP connect; a never-resolved address is refused; a denied name is
-// refused and never reaches the upstream. After the VM: wait_vm summarises the decisions
-// and the tap is gone.
+// Inside the guest, over IPv4 and IPv6 alike: the allowed name resolves (A and AAAA)
+// through the session's DNS proxy (both of its addresses are in resolv.conf, which has no
+// search line) and its addresses accept a TCP connect; never-resolved addresses
+// (192.0.2.20, [2001:db8::50]) are unreachable; a denied name and a TXT query are
+// refused and never reach the upstream; DNS to any other server (UDP 53, TCP 53, DoT 853,
+// UDP 5353) gets nowhere (the servers there see nothing). After the VM: wait_vm
+// summarises the decisions and the tap is gone.
 func TestVMEgress(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip")
@@ -33,7 +36,11 @@ func TestVMEgress(t *testing.T) {
 	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32"} {
 		ipRun(t, "-n", inet, "addr", "add", a, "dev", "lo")
 	}
-	up, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 192.0.2.10", "evil.pkg.test. 60 IN A 192.0.2.20"})
+	for _, a := range []string{"2001:db8::10/128", "2001:db8::50/128"} {
+		ipRun(t, "-n", inet, "addr", "add", a, "dev", "lo", "nodad")
+	}
+	up, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 192.0.2.10", "ok.pkg.test. 60 IN AAAA 2001:db8::10",
+		"evil.pkg.test. 60 IN A 192.0.2.20"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +49,18 @@ func TestVMEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { upSrv.Close(t.Context()) })
-	for _, a := range []string{"192.0.2.10:443", "192.0.2.20:443"} {
+	// DNS servers the guest must not reach: mDNS's port (UDP) and DoT's (TCP) on the
+	// upstream's address; the upstream itself is the "other server" for UDP and TCP 53.
+	other, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 192.0.2.10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var otherSrv *dnsproxy.Server
+	if err := inNetns(inet, func() (err error) { otherSrv, err = dnsproxy.Listen(other, "192.0.2.53:5353"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { otherSrv.Close(t.Context()) })
+	for _, a := range []string{"192.0.2.10:443", "192.0.2.20:443", "[2001:db8::10]:443", "[2001:db8::50]:443", "192.0.2.53:853"} {
 		var l net.Listener
 		if err := inNetns(inet, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
 			t.Fatal(err)
@@ -83,6 +101,9 @@ func TestVMEgress(t *testing.T) {
 	ipRun(t, "-n", hns, "route", "add", "default", "via", "172.31.255.2")
 	ipRun(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
 	ipRun(t, "-n", inet, "link", "set", "up0", "up")
+	ipRun(t, "-n", hns, "addr", "add", "2001:db8:ffff::1/64", "dev", "up0", "nodad")
+	ipRun(t, "-n", hns, "-6", "route", "add", "default", "via", "2001:db8:ffff::2")
+	ipRun(t, "-n", inet, "addr", "add", "2001:db8:ffff::2/64", "dev", "up0", "nodad")
 
 	work := publicTempDir(t)
 	share := ownedDir(t, ownedDir(t, work, "w", 4242, 4242), "snapshot", 4242, 4242)
@@ -90,17 +111,26 @@ func TestVMEgress(t *testing.T) {
 	id := a.must(vmCmd{Op: "create", Dir: share}).Session.ID
 	st := a.must(vmCmd{Op: "start", ID: id, Timeout: 180, Egress: "locked"})
 	eg := st.Info.Egress
-	if eg == nil || eg.Profile != "locked" || eg.Tap != TapPrefix+id || len(eg.Hosts) != 1 || !strings.HasPrefix(eg.Digest, "sha256:") {
+	if eg == nil || eg.Profile != "locked" || eg.Tap != TapPrefix+id || len(eg.Hosts) != 1 || !strings.HasPrefix(eg.Digest, "sha256:") ||
+		eg.GuestV6 == "" || eg.DNS6 == "" {
 		t.Fatalf("VMInfo.Egress = %+v", eg)
 	}
 	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "cat /etc/resolv.conf; " +
 		"busybox nslookup ok.pkg.test; " +
 		"busybox nc -w 5 192.0.2.10 443 </dev/null && echo CONNECT-ALLOWED-OK; " +
 		"busybox nc -w 3 192.0.2.20 443 </dev/null && echo CONNECT-UNRESOLVED-OPEN; " +
-		"busybox nslookup evil.pkg.test; busybox nslookup -type=txt ok.pkg.test; echo done"})
+		"busybox nslookup -type=aaaa ok.pkg.test " + eg.DNS6 + " && echo V6-PROXY-OK; " +
+		"busybox nc -w 5 2001:db8::10 443 </dev/null && echo CONNECT6-ALLOWED-OK; " +
+		"busybox nc -w 3 2001:db8::50 443 </dev/null && echo CONNECT6-UNRESOLVED-OPEN; " +
+		"busybox nslookup evil.pkg.test; busybox nslookup -type=txt ok.pkg.test; " +
+		"busybox nslookup ok.pkg.test 192.0.2.53 && echo OTHER-DNS-ANSWERED; " +
+		"busybox nslookup ok.pkg.test 192.0.2.53:5353 && echo MDNS-PORT-ANSWERED; " +
+		"busybox nc -w 3 192.0.2.53 53 </dev/null && echo TCP53-OPEN; " +
+		"busybox nc -w 3 192.0.2.53 853 </dev/null && echo DOT-OPEN; echo done"})
 	out := run.Stdout
 	t.Logf("guest:\n%s", out)
-	for _, want := range []string{"nameserver " + eg.DNS, "192.0.2.10", "hello from 192.0.2.10:443", "CONNECT-ALLOWED-OK", "done"} {
+	for _, want := range []string{"nameserver " + eg.DNS, "nameserver " + eg.DNS6, "192.0.2.10", "2001:db8::10",
+		"hello from 192.0.2.10:443", "CONNECT-ALLOWED-OK", "V6-PROXY-OK", "hello from [2001:db8::10]:443", "CONNECT6-ALLOWED-OK", "done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("guest output lacks %q", want)
 		}
@@ -108,8 +138,18 @@ func TestVMEgress(t *testing.T) {
 	if strings.Contains(out, "search") {
 		t.Error("guest resolv.conf has a search line")
 	}
-	if strings.Contains(out, "CONNECT-UNRESOLVED-OPEN") || strings.Contains(out, "hello from 192.0.2.20") {
-		t.Error("the guest reached a never-resolved address")
+	for _, bad := range []string{"CONNECT-UNRESOLVED-OPEN", "hello from 192.0.2.20", "CONNECT6-UNRESOLVED-OPEN", "hello from [2001:db8::50]"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the guest reached a never-resolved address (%q)", bad)
+		}
+	}
+	for _, bad := range []string{"OTHER-DNS-ANSWERED", "MDNS-PORT-ANSWERED", "TCP53-OPEN", "DOT-OPEN", "hello from 192.0.2.53:853"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("the guest reached a DNS server other than its proxy (%q)", bad)
+		}
+	}
+	if n := len(other.Queries()); n != 0 {
+		t.Errorf("the server on UDP 5353 got %d queries from the guest", n)
 	}
 	if up.Asked("evil.pkg.test") {
 		t.Error("a denied name reached the upstream")

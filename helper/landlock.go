@@ -45,8 +45,9 @@ var deviceFiles = []string{"/dev/null", "/dev/net/tun", "/dev/kvm"}
 //
 // Egress (egress_linux.go) adds: reading the system policy file's directory, binding TCP
 // DNSPort (each session's DNS proxy) and connecting to the upstream resolver's TCP port
-// (answers truncated over UDP). The proxies' UDP sockets are not restricted at ABI 7;
-// per-interface forwarding is set over rtnetlink, not procfs.
+// (answers truncated over UDP), and writing files under /proc/sys/net/ipv6/conf (IPv6
+// force_forwarding of taps, see IPv6Conf). The proxies' UDP sockets are not restricted at
+// ABI 7; per-interface IPv4 forwarding is set over rtnetlink, not procfs.
 func ConfinementRules(cfg *Config) []landlock.Rule {
 	rules := []landlock.Rule{
 		landlock.RODirs(systemRODirs...).IgnoreIfMissing(),
@@ -54,6 +55,9 @@ func ConfinementRules(cfg *Config) []landlock.Rule {
 		landlock.RWFiles(deviceFiles...).WithIoctlDev().IgnoreIfMissing(),
 		landlock.BindTCP(DNSPort),
 		landlock.ConnectTCP(upstreamTCPPort(cfg.Egress.Upstream)),
+		// Per-interface IPv6 forwarding of taps created later: IPv6Conf holds this
+		// directory open from before confinement, which keeps the rule's inode in use.
+		landlock.PathAccess(llsys.AccessFSWriteFile, ipv6ConfDir).IgnoreIfMissing(),
 	}
 	if cfg.Egress.PolicyPath != "" {
 		// netpolicy.LoadSystemPolicy opens the directory too (its owner and mode are checked).

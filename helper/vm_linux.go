@@ -117,6 +117,10 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	if eg != nil {
 		gcfg.Net = &guestcfg.Net{Address: netip.PrefixFrom(eg.addrs.Guest4, 30), Gateway: eg.addrs.Host4,
 			DNS: []netip.Addr{eg.addrs.Host4}}
+		if eg.v6 {
+			gcfg.Net.Address6, gcfg.Net.Gateway6 = netip.PrefixFrom(eg.addrs.Guest6, 126), eg.addrs.Host6
+			gcfg.Net.DNS = append(gcfg.Net.DNS, eg.addrs.Host6)
+		}
 	}
 	if gcfg, err = gcfg.Normalize(); err != nil {
 		return nil, api.VMInfo{}, fmt.Errorf("guest config of session %s: %w", s.ID, err)

@@ -229,11 +229,13 @@ type EgressLayerHost struct {
 type EgressInfo struct {
 	Profile string   `json:"profile"`
 	Tap     string   `json:"tap"`
-	GuestV4 string   `json:"guest_v4"`          // "10.213.0.2/30"
-	DNS     string   `json:"dns"`               // the session's DNS proxy (the tap's host address)
-	Hosts   []string `json:"hosts"`             // the allowed host entries ("pattern (443/tcp)")
-	Digest  string   `json:"policy_digest"`     // digest of the system policy applied
-	Warning string   `json:"warning,omitempty"` // degraded enforcement (e.g. no IPv6 forwarding)
+	GuestV4 string   `json:"guest_v4"`           // "10.213.0.2/30"
+	DNS     string   `json:"dns"`                // the session's DNS proxy (the tap's host address)
+	GuestV6 string   `json:"guest_v6,omitempty"` // "fd62:726f:6f64::2/126"; empty: the guest has no IPv6
+	DNS6    string   `json:"dns6,omitempty"`     // the proxy's IPv6 address, when GuestV6 is set
+	Hosts   []string `json:"hosts"`              // the allowed host entries ("pattern (443/tcp)")
+	Digest  string   `json:"policy_digest"`      // digest of the system policy applied
+	Warning string   `json:"warning,omitempty"`  // degraded enforcement (e.g. no IPv6 forwarding)
 }
 
 // EgressSummary condenses a session's egress decision log, returned by WaitVM.
