@@ -34,6 +34,7 @@ type planner struct {
 	memo             map[memoKey]Digest
 	unhashed         map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
 	excluded         map[string]string        // path -> secret rule, for entries kept out of S
+	skipped          map[string]string        // path -> reason, for other entries not copied
 	// deepS lists (sorted) the directories of S the walk did not fully list (maxPathLen).
 	deepS []string
 	// sn is the walk of S sorted by path (set by plan): symlink and git dir lookups.
@@ -61,10 +62,14 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 	p.memo = make(map[memoKey]Digest)
 	p.unhashed = make(map[string]manifest.Stat)
 	p.excluded = make(map[string]string)
+	p.skipped = make(map[string]string)
 	p.sn = sn
 	for _, e := range entries {
 		if e.Excluded != "" {
 			p.excluded[e.Path] = e.Excluded
+		}
+		if e.Skipped != "" && e.W.Type == manifest.TypeDir {
+			p.skipped[e.Path] = e.Skipped
 		}
 	}
 	var candidates []item // paths whose S stat changed: the only ones that can be changes
@@ -217,6 +222,9 @@ func (p *planner) classify(it item) (*Change, error) {
 	if dir, rule := p.excludedAncestor(it.path); dir != "" {
 		return refuse(c, fmt.Sprintf("below %s, excluded from the snapshot by secret rule %s", Escape(dir), Escape(rule))), nil
 	}
+	if dir, why := ancestorIn(p.skipped, it.path); dir != "" {
+		return refuse(c, fmt.Sprintf("below %s, which the snapshot did not copy (%s)", Escape(dir), why)), nil
+	}
 	if it.me != nil && it.me.Sanitized {
 		return refuse(c, "S holds a sanitized copy of this file (credentials and commands removed); its changes are never flushed"), nil
 	}
@@ -300,12 +308,18 @@ func (p *planner) isDeep(path string) bool {
 // as a secret, and its rule ("" when none): S must not write into the developer's
 // secret directories.
 func (p *planner) excludedAncestor(path string) (dir, rule string) {
-	if len(p.excluded) == 0 {
+	return ancestorIn(p.excluded, path)
+}
+
+// ancestorIn returns the nearest directory above path that is a key of m, and its value
+// ("" when none).
+func ancestorIn(m map[string]string, path string) (dir, val string) {
+	if len(m) == 0 {
 		return "", ""
 	}
 	for i := strings.LastIndexByte(path, '/'); i > 0; i = strings.LastIndexByte(path[:i], '/') {
-		if r, ok := p.excluded[path[:i]]; ok {
-			return path[:i], r
+		if v, ok := m[path[:i]]; ok {
+			return path[:i], v
 		}
 	}
 	return "", ""
@@ -734,6 +748,9 @@ func prefetchDigests(workers int) func(p *planner, candidates []item) {
 				continue
 			}
 			if d, _ := p.excludedAncestor(it.path); d != "" {
+				continue
+			}
+			if d, _ := ancestorIn(p.skipped, it.path); d != "" {
 				continue
 			}
 			jobs = append(jobs, hashJob{TreeS, it.path, it.s})

@@ -28,7 +28,6 @@ func readNames(fd int, names []string, _ []byte) ([]string, error) {
 	return append(names, more...), err
 }
 
-
 // foldsCase: APFS and HFS+ volumes are case-insensitive unless formatted otherwise;
 // without a cheap portable probe, assume they fold (collisions are then refused).
 func foldsCase(fd int) (bool, error) { return true, nil }

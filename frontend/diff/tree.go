@@ -143,4 +143,3 @@ func (r *root) digest(rel string, want manifest.Stat) (Digest, error) {
 	}
 	return d, nil
 }
-

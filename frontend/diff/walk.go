@@ -113,12 +113,22 @@ func (w *walker) run(ctx context.Context) []node {
 	}
 }
 
+// unreadable reports whether err is a permission error (EACCES, EPERM).
+func unreadable(err error) bool {
+	return errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)
+}
+
 // readDir lists dir, appends its entries to found and returns its subdirectories.
 func (w *walker) readDir(dir string, found []node, names []string, buf []byte) ([]node, []string, []string, error) {
 	fd, err := w.r.openBeneath(dir, unix.O_RDONLY|unix.O_DIRECTORY)
 	if dir != "" && (errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP)) {
 		// Removed or replaced since its parent was read (W being edited): its entries are
 		// gone from this walk; the parent's entry already records what it was.
+		return found, names, nil, nil
+	}
+	if dir != "" && w.r.name == "W" && unreadable(err) {
+		// The developer's own unreadable directory: the snapshot skipped it (manifest
+		// Skipped), so nothing below it is compared, and S can never write there.
 		return found, names, nil, nil
 	}
 	if err != nil {
@@ -145,6 +155,9 @@ func (w *walker) readDir(dir string, found []node, names []string, buf []byte) (
 		if err := unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 			if err == unix.ENOENT {
 				continue // removed since getdents (W being edited)
+			}
+			if w.r.name == "W" && unreadable(err) {
+				continue // a directory the developer can list but not search: skipped too
 			}
 			return found, names, nil, &os.PathError{Op: "fstatat", Path: w.r.name + ":" + Escape(prefix+name), Err: err}
 		}

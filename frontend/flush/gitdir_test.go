@@ -49,3 +49,20 @@ func TestGitDirNeverWritten(t *testing.T) {
 	}
 	sameTree(t, before, treeState(t, f.W))
 }
+
+// TestBelowSkippedNeverWritten: flush never writes below a directory the snapshot did
+// not copy (an unreadable directory of the developer's), even when S holds one there.
+func TestBelowSkippedNeverWritten(t *testing.T) {
+	f := newFixture(t, map[string]string{"locked/x": "mine", "a.txt": "a"})
+	for i := range f.m.Entries {
+		if f.m.Entries[i].Path == "locked" {
+			f.m.Entries[i].Skipped = "unreadable: permission denied"
+		}
+	}
+	put(t, f.S, "locked/new", "agent", 0o644)
+	before := treeState(t, f.W)
+	if _, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindAdded, "locked/new")), Options{}); !errors.Is(err, ErrRefused) {
+		t.Errorf("apply locked/new: %v, want ErrRefused", err)
+	}
+	sameTree(t, before, treeState(t, f.W))
+}

@@ -193,9 +193,12 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 		return nil, fmt.Errorf("apply %q: unknown change kind %q: %w", c.Path, c.Kind, ErrRefused)
 	}
 	if a.m != nil {
-		if e := a.m.Lookup(c.Path); e != nil && (e.Excluded != "" || e.Skipped != "") {
-			// Never copied into S (a secret or a special file): S cannot speak for it.
-			return nil, fmt.Errorf("apply %q: excluded from the snapshot: %w", c.Path, ErrRefused)
+		// Never copied into S (a secret, a special or unreadable file, or anything below
+		// such a directory): S cannot speak for it.
+		for p := c.Path; p != ""; p, _ = splitPath(p) {
+			if e := a.m.Lookup(p); e != nil && (e.Excluded != "" || e.Skipped != "") {
+				return nil, fmt.Errorf("apply %q: excluded from the snapshot: %w", c.Path, ErrRefused)
+			}
 		}
 	}
 	nw, err := a.newState(it)

@@ -43,7 +43,8 @@ type Entry struct {
 	Hash []byte `json:"hash,omitempty"`
 	// Excluded names the secret rule that kept this entry out of S ("" when copied).
 	Excluded string `json:"excluded,omitempty"`
-	// Skipped says why a special file (FIFO, socket, device) was not copied.
+	// Skipped says why an entry of W was not copied: a special file (FIFO, socket,
+	// device), or one the user cannot read ("unreadable: permission denied").
 	Skipped string `json:"skipped,omitempty"`
 	// Sanitized is true when S holds a rewritten version (e.g. .git/config with
 	// credentials removed); W's content is then the base and S's content is not a change.

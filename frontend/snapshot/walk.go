@@ -243,8 +243,15 @@ func (t *taker) enter(j job, r *result, buf []byte) error {
 	if err == unix.ELOOP || err == unix.ENOTDIR {
 		return t.changed(j.rel, "no longer a directory")
 	}
+	if unreadable(err) {
+		return t.skipUnreadable(d.src, j, r)
+	}
 	if err != nil {
 		return t.errf("open directory", j.rel, err)
+	}
+	if unreadable(unix.Faccessat(fd, ".", unix.R_OK|unix.X_OK, 0)) {
+		unix.Close(fd) // listable but not searchable (or the reverse): skip it whole
+		return t.skipUnreadable(d.src, j, r)
 	}
 	c := &dir{t: t, parent: d, rel: j.rel, name: j.name, src: fd, dst: -1, base: -1}
 	if err := unix.Fstat(fd, &c.wst); err != nil {
@@ -281,6 +288,24 @@ func (t *taker) enter(j job, r *result, buf []byte) error {
 	return nil
 }
 
+// SkipUnreadable is the manifest's Skipped reason for an entry of W the invoking user
+// cannot open (EACCES or EPERM, e.g. chmod 000).
+const SkipUnreadable = "unreadable: permission denied"
+
+func unreadable(err error) bool { return err == unix.EACCES || err == unix.EPERM }
+
+// skipUnreadable records j, which the user cannot open, as skipped: it is not copied,
+// the diff never proposes deleting it and flush never touches it or anything below it.
+func (t *taker) skipUnreadable(parent int, j job, r *result) error {
+	var st unix.Stat_t
+	if err := unix.Fstatat(parent, j.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return t.errf("stat", j.rel, err)
+	}
+	r.entries = append(r.entries, manifest.Entry{Path: j.rel, W: manifest.FromStat(&st), Skipped: SkipUnreadable})
+	r.rep.Skipped = append(r.rep.Skipped, Item{j.rel, SkipUnreadable})
+	return nil
+}
+
 // exclude records a secret-rule match. Excluded directories are listed (never their
 // files opened) only to learn the inodes of the secrets inside, so that other names of
 // those inodes are excluded too.
@@ -298,6 +323,9 @@ func (t *taker) exclude(d *dir, name, rel, rule string, r *result) error {
 		t.mu.Unlock()
 	case unix.S_IFDIR:
 		fd, err := unix.Openat(d.src, name, openDir, 0)
+		if unreadable(err) {
+			return nil // excluded anyway; no inode inside can be learned (or copied)
+		}
 		if err != nil {
 			return t.errf("open excluded directory", rel, err)
 		}
@@ -531,6 +559,8 @@ func (w *worker) file(j job) error {
 	}
 	src, err := unix.Openat(j.d.src, j.name, openFile, 0)
 	switch {
+	case unreadable(err):
+		return t.skipUnreadable(j.d.src, j, w.r)
 	case err == unix.ELOOP:
 		return t.changed(j.rel, "became a symlink")
 	case err == unix.ENXIO || err == unix.EISDIR:
