@@ -10,6 +10,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"unicode"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
@@ -169,7 +170,10 @@ func (p *addrPool) release(slot int) {
 // egressPolicy resolves the effective policy of a session from sources the helper trusts:
 // the system policy file, its own agent table and discovery of the host's own system
 // configuration; the user, workspace and flag layers come from the client and can only
-// tighten what the system allows (netpolicy.Resolve). Errors wrap api.ErrPolicy.
+// tighten what the system allows (netpolicy.Resolve). Registries the client discovered
+// in the user's own configuration (UserEgress.Discovered) are user-controlled whatever
+// the client says: the system's denials remove them and forbid_allow_host drops them,
+// as for user-added hosts. Errors wrap api.ErrPolicy.
 func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Discovered) (*netpolicy.Effective, string, error) {
 	fail := func(err error) (*netpolicy.Effective, string, error) {
 		return nil, "", fmt.Errorf("egress policy of session %s: %w: %w", a.ID, api.ErrPolicy, err)
@@ -203,12 +207,65 @@ func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Dis
 	if err != nil {
 		return fail(fmt.Errorf("workspace config: %w", err))
 	}
+	if a.WorkspaceEgress != nil && len(a.WorkspaceEgress.Discovered) > 0 {
+		return fail(fmt.Errorf("workspace config adds discovered host %q: %w", a.WorkspaceEgress.Discovered[0].Name, netpolicy.ErrLoosen))
+	}
+	userDisc, err := clientDiscovered(a.UserEgress)
+	if err != nil {
+		return fail(fmt.Errorf("user config: %w", err))
+	}
+	discovered = append(slices.Clip(discovered), userDisc...)
 	eff, err := netpolicy.Resolve(netpolicy.Inputs{System: sys, User: user, Workspace: ws, Flags: flags,
 		Agent: a.Agent, AgentHosts: agentHosts, Discovered: discovered})
 	if err != nil {
 		return fail(err)
 	}
 	return eff, digest, nil
+}
+
+// maxClientDiscovered bounds the registries one request may carry (a user's npm, pip,
+// cargo and go configuration name a handful).
+const maxClientDiscovered = 64
+
+// clientDiscovered validates the registries a client discovered in the user's
+// configuration and marks them user-controlled (nil layer: none).
+func clientDiscovered(l *api.EgressLayer) ([]netpolicy.Discovered, error) {
+	if l == nil {
+		return nil, nil
+	}
+	if len(l.Discovered) > maxClientDiscovered {
+		return nil, fmt.Errorf("%d discovered registries, at most %d: %w", len(l.Discovered), maxClientDiscovered, api.ErrBadRequest)
+	}
+	var out []netpolicy.Discovered
+	for _, d := range l.Discovered {
+		e, err := netpolicy.ParseEntry(d.Name, d.Ports...)
+		if err != nil {
+			return nil, fmt.Errorf("discovered registry %q: %w", d.Name, err)
+		}
+		if e.Pattern.Wildcard {
+			return nil, fmt.Errorf("discovered registry %q: not an exact host name", d.Name)
+		}
+		tool, from := d.Tool, d.From
+		if !printableShort(tool) || !printableShort(from) {
+			return nil, fmt.Errorf("discovered registry %q: tool or source is not short printable text: %w", d.Name, api.ErrBadRequest)
+		}
+		out = append(out, netpolicy.Discovered{Entry: e, Tool: tool, From: from, UserControlled: true})
+	}
+	return out, nil
+}
+
+// printableShort reports whether s is at most 256 bytes of printable text (it ends up
+// in logs and `brood policy show`).
+func printableShort(s string) bool {
+	if len(s) > 256 {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
 }
 
 // parseLayer validates a client-sent configuration layer (nil: empty).

@@ -2,6 +2,7 @@ package helper
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -137,4 +138,91 @@ func TestEgressPolicyFromTrustedSources(t *testing.T) {
 	if d := PolicyDigest(bad); !strings.HasPrefix(d, "invalid: ") {
 		t.Errorf("digest of a malformed policy = %q", d)
 	}
+}
+
+// TestEgressPolicyUserDiscovered: registries the client discovered in the user's own
+// configuration enter the standard profile with their source, and the system policy
+// filters them as it filters user-added hosts: its denials remove them, forbid_allow_host
+// drops them (while an explicit --allow-host is refused), and locked ignores them. A
+// workspace cannot send any; malformed or oversized lists are refused.
+func TestEgressPolicyUserDiscovered(t *testing.T) {
+	dir := t.TempDir()
+	c := DefaultEgressConfig()
+	c.PolicyPath = filepath.Join(dir, "policy.toml")
+	npm := api.EgressDiscovered{Name: "npm.corp.test", Tool: "npm", From: "/home/u/.npmrc"}
+	pip := api.EgressDiscovered{Name: "pypi.mirror.test", Ports: []string{"8443"}, Tool: "pip", From: "/home/u/.config/pip/pip.conf"}
+	user := &api.EgressLayer{Discovered: []api.EgressDiscovered{npm, pip}}
+	args := func(profile string, allow ...string) api.StartVMArgs {
+		return api.StartVMArgs{ID: "a", Egress: profile, Agent: "claude-code", UserEgress: user, AllowHosts: allow}
+	}
+	writePolicy := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(c.PolicyPath, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// No system policy: both are allowed under standard, on their ports, with their source.
+	eff, _, err := egressPolicy(&c, args("standard"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _, ok := eff.Check("npm.corp.test")
+	if !ok || g.Source.Layer != netpolicy.LayerDiscovered || !strings.Contains(g.Source.String(), "npm: /home/u/.npmrc") {
+		t.Errorf("npm.corp.test: %+v %v\n%s", g, ok, eff)
+	}
+	if g, _, ok := eff.Check("pypi.mirror.test"); !ok || !strings.Contains(g.Entry.String(), "8443/tcp") {
+		t.Errorf("pypi.mirror.test: %+v %v", g, ok)
+	}
+	if !strings.Contains(eff.String(), "discovered (pip: /home/u/.config/pip/pip.conf)") {
+		t.Errorf("policy text lacks the pip source:\n%s", eff)
+	}
+	// Locked: the agent's provider only.
+	if eff, _, err := egressPolicy(&c, args("locked"), nil); err != nil || eff.Allowed("npm.corp.test") {
+		t.Errorf("locked: %v\n%s", err, eff)
+	}
+	// System denial: removed (and said so).
+	writePolicy("deny_hosts = [\"*.corp.test\"]\n")
+	if eff, _, err := egressPolicy(&c, args("standard"), nil); err != nil || eff.Allowed("npm.corp.test") || !eff.Allowed("pypi.mirror.test") ||
+		!strings.Contains(eff.String(), "dropped\tnpm.corp.test") {
+		t.Errorf("system deny: %v\n%s", err, eff)
+	}
+	// forbid_allow_host: user discoveries dropped even if the client calls them system
+	// files; system-wide ones the helper found itself stay; --allow-host is refused.
+	writePolicy("forbid_allow_host = true\n")
+	sysDisc := []netpolicy.Discovered{{Entry: mustEntry(t, "deb.corp.test"), Tool: "apt", From: "/etc/apt/sources.list"}}
+	eff, _, err = egressPolicy(&c, args("standard"), sysDisc)
+	if err != nil || eff.Allowed("npm.corp.test") || eff.Allowed("pypi.mirror.test") || !eff.Allowed("deb.corp.test") {
+		t.Errorf("forbid_allow_host: %v\n%s", err, eff)
+	}
+	if _, _, err := egressPolicy(&c, args("standard", "npm.corp.test"), nil); !errors.Is(err, netpolicy.ErrAllowHostForbidden) {
+		t.Errorf("--allow-host under forbid_allow_host = %v", err)
+	}
+	os.Remove(c.PolicyPath)
+
+	many := &api.EgressLayer{}
+	for i := range maxClientDiscovered + 1 {
+		many.Discovered = append(many.Discovered, api.EgressDiscovered{Name: fmt.Sprintf("r%d.test", i), Tool: "npm", From: "x"})
+	}
+	for name, a := range map[string]api.StartVMArgs{
+		"workspace": {ID: "a", Egress: "standard", WorkspaceEgress: &api.EgressLayer{Discovered: []api.EgressDiscovered{npm}}},
+		"wildcard":  {ID: "a", Egress: "standard", UserEgress: &api.EgressLayer{Discovered: []api.EgressDiscovered{{Name: "*.corp.test", Tool: "npm", From: "x"}}}},
+		"cidr":      {ID: "a", Egress: "standard", UserEgress: &api.EgressLayer{Discovered: []api.EgressDiscovered{{Name: "0.0.0.0/0", Tool: "npm", From: "x"}}}},
+		"bad port":  {ID: "a", Egress: "standard", UserEgress: &api.EgressLayer{Discovered: []api.EgressDiscovered{{Name: "a.test", Ports: []string{"0"}, Tool: "npm", From: "x"}}}},
+		"control":   {ID: "a", Egress: "standard", UserEgress: &api.EgressLayer{Discovered: []api.EgressDiscovered{{Name: "a.test", Tool: "npm", From: "x\n\x1b[2J"}}}},
+		"too many":  {ID: "a", Egress: "standard", UserEgress: many},
+	} {
+		if _, _, err := egressPolicy(&c, a, nil); !errors.Is(err, api.ErrPolicy) {
+			t.Errorf("%s: egressPolicy = %v, want ErrPolicy", name, err)
+		}
+	}
+}
+
+func mustEntry(t *testing.T, name string, ports ...string) netpolicy.Entry {
+	t.Helper()
+	e, err := netpolicy.ParseEntry(name, ports...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }

@@ -216,6 +216,19 @@ type EgressLayer struct {
 	AllowHosts []string          `json:"allow_hosts,omitempty"`
 	DenyHosts  []string          `json:"deny_hosts,omitempty"`
 	Hosts      []EgressLayerHost `json:"hosts,omitempty"`
+	// Discovered are package registries found in the user's own tool configuration
+	// (~/.npmrc, pip.conf, ~/.cargo/config.toml, environment; netpolicy.Discoverer) — user
+	// layer only. The helper treats them as user-controlled: used from the standard
+	// profile up, removed by any denial, dropped when the system forbids adding hosts.
+	Discovered []EgressDiscovered `json:"discovered,omitempty"`
+}
+
+// EgressDiscovered is one registry host discovered in the user's tool configuration.
+type EgressDiscovered struct {
+	Name  string   `json:"name"`            // exact host name
+	Ports []string `json:"ports,omitempty"` // "443/tcp"; empty: 443/tcp
+	Tool  string   `json:"tool"`            // "npm", "pip", "cargo", "go"
+	From  string   `json:"from"`            // the file or command it came from
 }
 
 // EgressLayerHost is one [[egress.host]] entry: a pattern and its ports ("443", "22/tcp").
