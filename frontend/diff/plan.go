@@ -2,6 +2,7 @@ package diff
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -406,7 +407,16 @@ func (p *planner) sChange(it item, c *Change, baseS, baseW, sNow, wNow manifest.
 	case sNow.Type == manifest.TypeDir:
 		c.Kind = KindMode // statChanged on a directory means its mode changed
 	case sNow.Type == manifest.TypeSymlink:
-		if baseW.Type == manifest.TypeSymlink && !statChanged(baseW, wNow) {
+		if len(it.me.LinkHash) == sha256.Size {
+			// The agent recreated the link with the text it had: no change.
+			ts, err := p.src.readlink(TreeS, it.path)
+			if err != nil {
+				return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
+			}
+			if sum := sha256.Sum256([]byte(ts)); bytes.Equal(sum[:], it.me.LinkHash) {
+				return false, nil
+			}
+		} else if baseW.Type == manifest.TypeSymlink && !statChanged(baseW, wNow) {
 			ts, err := p.src.readlink(TreeS, it.path)
 			if err != nil {
 				return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
@@ -467,6 +477,17 @@ func (p *planner) wChange(it item, baseW, wNow manifest.Stat) (string, error) {
 		return typeName(baseW.Type) + " became " + typeName(wNow.Type), nil
 	case baseW.Mode != wNow.Mode:
 		return "mode", nil
+	case wNow.Type == manifest.TypeSymlink && len(it.me.LinkHash) == sha256.Size:
+		// Recreated with the same link text (brood undo, a tool rewriting links): no
+		// change. Only the text is compared; the target is never followed.
+		tw, err := p.src.readlink(TreeW, it.path)
+		if err != nil {
+			return "content", nil // changing under the walk: treat W as changed
+		}
+		if sum := sha256.Sum256([]byte(tw)); bytes.Equal(sum[:], it.me.LinkHash) {
+			return "", nil
+		}
+		return "link target", nil
 	case wNow.Type == manifest.TypeRegular && it.me.Hash != nil && !it.me.Sanitized:
 		d, ok, err := p.digestW(it.path, wNow)
 		if err != nil {

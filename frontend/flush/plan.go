@@ -324,10 +324,10 @@ func (a *applier) newState(it Item) (entryState, error) {
 func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
 	var old entryState
 	var base manifest.Stat
-	var baseHash []byte
+	var baseHash, baseLink []byte
 	if a.m != nil {
 		if e := a.m.Lookup(c.Path); e != nil {
-			base, baseHash = e.W, e.Hash
+			base, baseHash, baseLink = e.W, e.Hash, e.LinkHash
 		}
 	}
 	if c.OldHash != nil {
@@ -384,11 +384,15 @@ func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
 		}
 		old.Hash = h
 	case manifest.TypeSymlink:
-		if !same {
+		if !same && len(baseLink) != sha256.Size {
 			return conflict("symlink changed in the workspace since the snapshot")
 		}
 		if old.Link, err = a.w.readlink(c.Path); err != nil {
 			return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
+		}
+		// Recreated (new inode, ctime) but with the same link text: unchanged.
+		if sum := sha256.Sum256([]byte(old.Link)); !same && !bytes.Equal(sum[:], baseLink) {
+			return conflict("symlink changed in the workspace since the snapshot")
 		}
 	case manifest.TypeDir:
 	default:

@@ -39,8 +39,13 @@ type Entry struct {
 	W    Stat   `json:"w"`    // W's entry at snapshot time
 	S    Stat   `json:"s"`    // S's entry right after the copy (Type None when not copied)
 	// Hash is the SHA-256 of the file's bytes at snapshot time (32 bytes), or nil when it
-	// was not cheap to take. For symlinks it is nil: a target is never hashed or printed.
+	// was not cheap to take. For symlinks it is nil: a target file is never read.
 	Hash []byte `json:"hash,omitempty"`
+	// LinkHash is, for a symlink, the SHA-256 of its link text (the target path as
+	// readlink returns it, never the file it points to; 32 bytes), so that a link
+	// recreated with the same text (new inode and ctime, e.g. by brood undo) is known
+	// unchanged. nil for other types and in manifests written before it existed.
+	LinkHash []byte `json:"link_hash,omitempty"`
 	// Excluded names the secret rule that kept this entry out of S ("" when copied).
 	Excluded string `json:"excluded,omitempty"`
 	// Skipped says why an entry of W was not copied: a special file (FIFO, socket,

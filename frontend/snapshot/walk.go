@@ -513,7 +513,8 @@ func (w *worker) symlink(j job) error {
 	if err != nil {
 		return t.errf("read symlink", j.rel, err)
 	}
-	e := manifest.Entry{Path: j.rel, W: manifest.FromStat(j.st)}
+	sum := sha256.Sum256([]byte(target))
+	e := manifest.Entry{Path: j.rel, W: manifest.FromStat(j.st), LinkHash: sum[:]}
 	w.r.rep.Symlinks++
 	if j.d.dst >= 0 {
 		if err := unix.Symlinkat(target, j.d.dst, j.name); err != nil {
