@@ -1,10 +1,8 @@
 package frontend
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -12,9 +10,6 @@ import (
 )
 
 func init() { commands = append(commands, newPolicyCommand) }
-
-// discoverTimeout bounds registry discovery for `brood policy show`.
-const discoverTimeout = 5 * time.Second
 
 func newPolicyCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -35,16 +30,17 @@ func newPolicyCommand() *cobra.Command {
 (` + netpolicy.SystemPolicyPath + `, set by IT), your config ($XDG_CONFIG_HOME/brood/config.toml,
 [egress] table), the workspace's .brood.toml ([egress]; it may remove hosts, never add them)
 and the flags, plus the agent's LLM provider hosts and the package registries this host is
-configured to use. Each line names the layer that set it.`,
+configured to use: system-wide (apt sources, /etc/npmrc) and your own (npm, pip, cargo, go
+configuration), which counts as hosts you added (a system policy that forbids --allow-host
+drops them). Each line names the layer that set it; a discovered registry names its file or
+command.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			userPath, err := userConfigPath()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), discoverTimeout)
-			defer cancel()
-			disc, _ := netpolicy.Discoverer{SystemOnly: true}.Discover(ctx)
+			disc := discoverAll(cmd.Context())
 			eff, err := effectivePolicy(systemPath, userPath, workspace, agent, &flags, disc)
 			if err != nil {
 				if errors.Is(err, netpolicy.ErrLoosen) || errors.Is(err, netpolicy.ErrAllowHostForbidden) {

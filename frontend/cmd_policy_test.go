@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -119,6 +120,60 @@ func TestPolicyShowSystemForbidsAllowHost(t *testing.T) {
 		}
 		if code != c.code || !strings.Contains(out.String(), c.out) {
 			t.Errorf("policy show %v: code %d (%v), output %q; want code %d containing %q", c.args, code, err, out.String(), c.code, c.out)
+		}
+	}
+}
+
+// TestUserRegistries: registries in the user's own tool configuration (here ~/.npmrc and
+// PIP_INDEX_URL, no tools installed) go to the helper in the user layer and appear in
+// `brood policy show` under standard with the file or variable they came from; locked
+// leaves them out.
+func TestUserRegistries(t *testing.T) {
+	home := t.TempDir()
+	writeFile(t, home, ".npmrc", "registry=https://npm.corp.test/\n@acme:registry=https://acme.corp.test:8443/npm/\n")
+	env := map[string]string{"HOME": home, "PIP_INDEX_URL": "https://pypi.corp.test/simple"}
+	old := userDiscoverer
+	t.Cleanup(func() { userDiscoverer = old })
+	userDiscoverer = func() netpolicy.Discoverer {
+		return netpolicy.Discoverer{Root: t.TempDir(), Home: home, Getenv: func(k string) string { return env[k] },
+			Run: func(context.Context, string, ...string) ([]byte, error) { return nil, errors.New("no such tool") }}
+	}
+
+	l := withUserDiscovered(context.Background(), &api.EgressLayer{Profile: "standard"})
+	got := map[string]api.EgressDiscovered{}
+	for _, d := range l.Discovered {
+		got[d.Name] = d
+	}
+	if d := got["npm.corp.test"]; d.Tool != "npm" || d.From != filepath.Join(home, ".npmrc") {
+		t.Errorf("npm.corp.test = %+v (all: %+v)", d, l.Discovered)
+	}
+	if d := got["acme.corp.test"]; len(d.Ports) != 1 || d.Ports[0] != "8443/tcp" {
+		t.Errorf("acme.corp.test = %+v", d)
+	}
+	if d := got["pypi.corp.test"]; d.Tool != "pip" || !strings.Contains(d.From, "PIP_INDEX_URL") {
+		t.Errorf("pypi.corp.test = %+v", d)
+	}
+	if l.Profile != "standard" {
+		t.Errorf("the user layer's own fields were lost: %+v", l)
+	}
+
+	dir := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	for _, c := range []struct {
+		profile string
+		want    bool
+	}{{"standard", true}, {"locked", false}} {
+		var out bytes.Buffer
+		root := NewRootCommand()
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs([]string{"policy", "show", "--system-policy", filepath.Join(dir, "none.toml"), "--workspace", dir, "--egress", c.profile})
+		if err := root.Execute(); err != nil {
+			t.Fatalf("policy show --egress %s: %v\n%s", c.profile, err, out.String())
+		}
+		line := "npm.corp.test (443/tcp)\t(discovered (npm: " + filepath.Join(home, ".npmrc") + "))"
+		if strings.Contains(out.String(), line) != c.want || strings.Contains(out.String(), "pypi.corp.test") != c.want {
+			t.Errorf("policy show --egress %s (want registries: %v):\n%s", c.profile, c.want, out.String())
 		}
 	}
 }

@@ -267,6 +267,10 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	if startArgs.UserEgress, startArgs.WorkspaceEgress, err = egressLayers(cfgPath, f.workspace); err != nil {
 		return usageErr("run: %v", err)
 	}
+	if startArgs.Egress != "" {
+		// Registries of the user's own npm/pip/cargo/go configuration (standard profile).
+		startArgs.UserEgress = withUserDiscovered(cmd.Context(), startArgs.UserEgress)
+	}
 	base := cmd.Context()
 	if base == nil {
 		base = context.Background()

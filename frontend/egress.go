@@ -2,10 +2,12 @@ package frontend
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
@@ -120,8 +122,8 @@ const workspaceConfigName = ".brood.toml"
 
 // effectivePolicy merges the layers as the helper will (netpolicy.Resolve): the system
 // policy at systemPath, the user config, the workspace's .brood.toml, the flags, the
-// agent's provider hosts and the registries discovered from the host's system-wide
-// configuration.
+// agent's provider hosts and the discovered registries (discoverAll: the host's
+// system-wide configuration and the user's own, which the helper treats as user-added).
 func effectivePolicy(systemPath, userPath, workspace, agent string, flags *egressFlags, disc []netpolicy.Discovered) (*netpolicy.Effective, error) {
 	sys, err := netpolicy.LoadSystemPolicy(systemPath)
 	if err != nil {
@@ -150,4 +152,50 @@ func effectivePolicy(systemPath, userPath, workspace, agent string, flags *egres
 		}
 	}
 	return netpolicy.Resolve(in)
+}
+
+// userDiscoverer discovers the registries of the user's own tool configuration (a
+// variable so tests can point it at a fake home and tools).
+var userDiscoverer = func() netpolicy.Discoverer { return netpolicy.Discoverer{} }
+
+// discoverTimeout bounds registry discovery (each tool also has its own bound).
+const discoverTimeout = 5 * time.Second
+
+// discoverAll returns the registries of the host's system-wide configuration and of the
+// user's own (netpolicy.Discoverer), the latter marked UserControlled.
+func discoverAll(ctx context.Context) []netpolicy.Discovered {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
+	defer cancel()
+	d, _ := userDiscoverer().Discover(ctx)
+	return d
+}
+
+// withUserDiscovered adds the registries discovered in the user's own configuration
+// (npm, pip, cargo, go: UserControlled ones; the helper rediscovers system-wide ones
+// itself) to the user layer sent to the helper, which treats them as user-added: used from
+// the standard profile up, removed by denials, dropped when the system forbids adding
+// hosts. It returns user unchanged when nothing was discovered.
+func withUserDiscovered(ctx context.Context, user *api.EgressLayer) *api.EgressLayer {
+	var out []api.EgressDiscovered
+	for _, d := range discoverAll(ctx) {
+		if !d.UserControlled || d.Entry.Pattern.Wildcard {
+			continue
+		}
+		ed := api.EgressDiscovered{Name: d.Entry.Pattern.Name, Tool: d.Tool, From: d.From}
+		for _, p := range d.Entry.Ports {
+			ed.Ports = append(ed.Ports, p.String())
+		}
+		out = append(out, ed)
+	}
+	if len(out) == 0 {
+		return user
+	}
+	if user == nil {
+		user = &api.EgressLayer{}
+	}
+	user.Discovered = append(user.Discovered, out...)
+	return user
 }
