@@ -385,6 +385,12 @@ func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 	if !bytes.Equal(h.Sum(nil), o.New.Hash) {
 		return fail(fmt.Errorf("write %q: %w", o.Path, ErrHashMismatch))
 	}
+	if o.Action == actReplace && manifest.TypeFromMode(o.seen.Mode) == manifest.TypeRegular {
+		// Before fchmod: chown(2) may clear mode bits.
+		if err := keepOwner(fd, &o.seen); err != nil {
+			return fail(fmt.Errorf("write %q: %w", o.Path, err))
+		}
+	}
 	if err := unix.Fchmod(fd, o.New.Mode&0o777); err != nil {
 		return fail(fmt.Errorf("write %q: fchmod: %w", o.Path, err))
 	}
@@ -439,6 +445,34 @@ func (a *applier) chmod(o *op) error {
 		return err
 	}
 	return fchmodEntry(pfd, name, o.Old.Type, o.New.Mode&0o777)
+}
+
+// keepOwner gives the temp file fd the group of the file it replaces (old, its lstat
+// when checked), and its owner too when running as root: a modified file keeps its owner
+// and group, whatever group brood runs with (sg, newgrp). A user may only give a file a
+// group they are a member of (chown(2)); when the kernel says EPERM the file keeps the
+// group any new file gets there (the directory's setgid group, else the user's), as with
+// cp. New files are never chowned.
+func keepOwner(fd int, old *unix.Stat_t) error {
+	var cur unix.Stat_t
+	if err := unix.Fstat(fd, &cur); err != nil {
+		return fmt.Errorf("fstat temp file: %w", err)
+	}
+	uid := -1
+	if os.Geteuid() == 0 && cur.Uid != old.Uid {
+		uid = int(old.Uid)
+	}
+	if uid < 0 && cur.Gid == old.Gid {
+		return nil
+	}
+	err := unix.Fchown(fd, uid, int(old.Gid))
+	if err == unix.EPERM {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("fchown temp file to %d:%d: %w", uid, old.Gid, err)
+	}
+	return nil
 }
 
 // fchmodEntry sets mode on the regular file or directory name in pfd without following

@@ -20,8 +20,9 @@
 //
 // Every W path is resolved from W's root fd with openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS), so a directory swapped for a symlink makes the write fail with
-// ErrUnsafePath instead of leaving W. New files belong to the invoking user; nothing is
-// ever chowned. A kill at any point leaves every path old or new (rename is atomic);
+// ErrUnsafePath instead of leaving W. New files belong to the invoking user, with the
+// group a new file gets in their directory (as with cp); a modified file keeps its group
+// when the user may set it (and its owner under root), see keepOwner. A kill at any point leaves every path old or new (rename is atomic);
 // Recover (or Undo) rolls an interrupted apply back from the journal.
 package flush
 
