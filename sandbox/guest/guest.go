@@ -6,14 +6,16 @@
 //  2. set the clock from brood.time on the kernel command line;
 //  3. read the session config (guestcfg.SessionPath) and delete it;
 //  4. load the kernel modules listed in guestcfg.ModulesLoadPath (finit_module, concurrently
-//     where modules.dep and modules.softdep allow);
+//     where modules.dep and modules.softdep allow): first those of the SSH port, whose
+//     handshake then runs while the others load and steps 5-6 run (step 7);
 //  5. mount the rootfs disk /dev/vda read-only under a tmpfs overlay (writes outside
 //     /workspace live in RAM and die with the VM), the 9p share at /workspace, and
 //     /tmp, /dev/pts, /dev/shm; then switch root into it;
 //  6. configure lo, and eth0 only when the config has a network;
 //  7. serve SSH on the virtio-serial port guestcfg/sandbox call "brood.ssh": one
 //     connection, authenticated by the session's client key only, each session channel
-//     running its command as the unprivileged agent user in /workspace;
+//     running its command as the unprivileged agent user in /workspace once steps 5-6
+//     are done;
 //  8. when that connection ends: kill what is left, sync, power off.
 //
 // Any failure logs to the console and powers off: PID 1 never exits (that would panic
@@ -62,6 +64,8 @@ type guest struct {
 	cfg     guestcfg.Config
 	reaper  *reaper
 	cmdline map[string]string
+	mods    *modLoader
+	ready   chan struct{} // closed once root, reaper and network are set up
 }
 
 // logf writes one line to the console (fd 2 is /dev/console for init), stamped with
@@ -113,8 +117,20 @@ func (g *guest) boot() error {
 	}
 	g.debugf("session config read")
 
-	// 4. Modules.
-	if err := g.loadModules(); err != nil {
+	// 4. Modules: first those the SSH channel needs, then (while the host and guest
+	// run the SSH handshake) the rest.
+	if err := g.loadModules(true); err != nil {
+		return err
+	}
+	g.debugf("ssh modules loaded")
+	port, err := openPort()
+	if err != nil {
+		return err
+	}
+	sshDone := make(chan error, 1)
+	g.ready = make(chan struct{})
+	go func() { sshDone <- g.serveSSH(port) }()
+	if err := g.loadModules(false); err != nil {
 		return err
 	}
 	g.debugf("modules loaded")
@@ -131,9 +147,10 @@ func (g *guest) boot() error {
 		return err
 	}
 	_ = unix.Sethostname([]byte("brood"))
+	close(g.ready) // sessions may run commands now
 
 	// 7. SSH until the session ends (8. is shutdown, in Run).
-	return g.serveSSH()
+	return <-sshDone
 }
 
 // parseCmdline splits /proc/cmdline into key=value words (bare words map to "").
@@ -167,18 +184,27 @@ func setClock(v string) error {
 	return os.NewSyscallError("settimeofday", unix.Settimeofday(&tv))
 }
 
-func (g *guest) loadModules() error {
-	var uts unix.Utsname
-	if err := unix.Uname(&uts); err != nil {
-		return os.NewSyscallError("uname", err)
-	}
-	rel := unix.ByteSliceToString(uts.Release[:])
-	l, err := newModLoader(filepath.Join("/lib/modules", rel))
-	if err != nil {
-		return err
-	}
-	if g.debug {
-		l.logf = g.logf
+// sshModules are the modules the SSH channel needs (virtio-mmio transport, the
+// virtio-serial port, entropy for the handshake); brood-guest loads them first.
+var sshModules = map[string]bool{"virtio_mmio": true, "virtio_console": true, "virtio_rng": true}
+
+// loadModules loads the modules of guestcfg.ModulesLoadPath that are in sshModules
+// (ssh true) or the others (ssh false), skipping optional ones the session does not need.
+func (g *guest) loadModules(ssh bool) error {
+	if g.mods == nil {
+		var uts unix.Utsname
+		if err := unix.Uname(&uts); err != nil {
+			return os.NewSyscallError("uname", err)
+		}
+		rel := unix.ByteSliceToString(uts.Release[:])
+		l, err := newModLoader(filepath.Join("/lib/modules", rel))
+		if err != nil {
+			return err
+		}
+		if g.debug {
+			l.logf = g.logf
+		}
+		g.mods = l
 	}
 	list, err := os.ReadFile("/" + guestcfg.ModulesLoadPath)
 	if err != nil {
@@ -189,9 +215,11 @@ func (g *guest) loadModules() error {
 		if guestcfg.OptionalModules[name] && !(name == "virtio_net" && g.cfg.Net != nil) {
 			continue
 		}
-		names = append(names, name)
+		if sshModules[modName(name)] == ssh {
+			names = append(names, name)
+		}
 	}
-	return l.load(names)
+	return g.mods.load(names)
 }
 
 // mount is unix.Mount with the directory created and an error naming both.

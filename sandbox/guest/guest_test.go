@@ -74,6 +74,7 @@ func TestModLoaderOrder(t *testing.T) {
 
 	// Every module is loaded once, after its modules.dep closure and soft dependencies.
 	for range 20 { // goroutine scheduling varies between runs
+		l.loaded = map[string]bool{}
 		var mu sync.Mutex
 		var order []string
 		l.insmod = func(file string) error {
@@ -103,7 +104,23 @@ func TestModLoaderOrder(t *testing.T) {
 		}
 	}
 
+	// A second call loads only what the first did not.
+	l.loaded = map[string]bool{}
+	var second []string
+	l.insmod = func(file string) error { second = append(second, modName(file)); return nil }
+	if err := l.load([]string{"netfs"}); err != nil {
+		t.Fatal(err)
+	}
+	second = nil
+	if err := l.load([]string{"9p"}); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Sort(second); !slices.Equal(second, []string{"9p", "9pnet"}) {
+		t.Errorf("second load loaded %v, want [9p 9pnet]", second)
+	}
+
 	// A failed module fails its dependents without trying them.
+	l.loaded = map[string]bool{}
 	var tried []string
 	var mu sync.Mutex
 	l.insmod = func(file string) error {

@@ -29,10 +29,11 @@ type modLoader struct {
 	byName  map[string]string    // module name -> file
 	builtin map[string]bool
 	insmod  func(file string) error // finitModule; tests replace it
+	loaded  map[string]bool         // module files loaded by earlier load calls
 }
 
 func newModLoader(dir string) (*modLoader, error) {
-	l := &modLoader{dir: dir, deps: map[string][]string{}, softPre: map[string][]string{}, byName: map[string]string{}, builtin: map[string]bool{}}
+	l := &modLoader{dir: dir, deps: map[string][]string{}, softPre: map[string][]string{}, byName: map[string]string{}, builtin: map[string]bool{}, loaded: map[string]bool{}}
 	l.insmod = l.finitModule
 	dep, err := os.ReadFile(filepath.Join(dir, "modules.dep"))
 	if err != nil {
@@ -81,10 +82,17 @@ func (l *modLoader) plan(names []string) (map[string][]string, error) {
 	p := map[string][]string{}
 	var add func(file string)
 	add = func(file string) {
-		if _, ok := p[file]; ok {
+		if _, ok := p[file]; ok || l.loaded[file] {
 			return
 		}
-		p[file] = append([]string(nil), l.deps[file]...)
+		for _, d := range l.deps[file] {
+			if !l.loaded[d] {
+				p[file] = append(p[file], d)
+			}
+		}
+		if p[file] == nil {
+			p[file] = []string{}
+		}
 		for _, d := range l.deps[file] {
 			add(d)
 		}
@@ -113,8 +121,8 @@ func (l *modLoader) plan(names []string) (map[string][]string, error) {
 	return p, nil
 }
 
-// load loads the modules called names and their dependencies, one goroutine per
-// module file, each starting once its dependencies are loaded. Modules depending on a
+// load loads the modules called names and their dependencies not loaded by an earlier
+// call, one goroutine per module file, each starting once its dependencies are loaded. Modules depending on a
 // failed one are not tried; the error returned is a failed finit_module (of the first
 // failed file in name order when several failed).
 func (l *modLoader) load(names []string) error {
@@ -153,6 +161,11 @@ func (l *modLoader) load(names []string) error {
 		}()
 	}
 	wg.Wait()
+	for file := range p {
+		if !failed[file] {
+			l.loaded[file] = true
+		}
+	}
 	files := make([]string, 0, len(errs))
 	for f := range errs {
 		files = append(files, f)

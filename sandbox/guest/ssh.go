@@ -132,10 +132,25 @@ func waitHost(f *os.File) error {
 	return perr
 }
 
-// serveSSH serves the session's one SSH connection on the port and returns when it
+// openPort finds and opens the SSH virtio-serial port. It must run before the switch
+// root moves /sys and /dev; the open file stays valid after it.
+func openPort() (*os.File, error) {
+	dev, err := findPort(sshPortName, 5*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dev, Err: err}
+	}
+	return os.NewFile(uintptr(fd), dev), nil
+}
+
+// serveSSH serves the session's one SSH connection on the port f and returns when it
 // ends, or with an error when its handshake fails (wrong client key, or the client
-// refused the host key).
-func (g *guest) serveSSH() error {
+// refused the host key). The handshake does not wait for the root filesystem;
+// session channels do (g.ready).
+func (g *guest) serveSSH(f *os.File) error {
 	signer, err := ssh.ParsePrivateKey(g.cfg.HostKey)
 	if err != nil {
 		return fmt.Errorf("parse host key: %w", err)
@@ -156,15 +171,7 @@ func (g *guest) serveSSH() error {
 	}
 	cfg.AddHostKey(signer)
 
-	dev, err := findPort(sshPortName, 5*time.Second)
-	if err != nil {
-		return err
-	}
-	fd, err := unix.Open(dev, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK|unix.O_NOCTTY, 0)
-	if err != nil {
-		return &os.PathError{Op: "open", Path: dev, Err: err}
-	}
-	f := os.NewFile(uintptr(fd), dev)
+	dev := f.Name()
 	g.debugf("ssh: waiting on %s", dev)
 	if err := waitHost(f); err != nil {
 		return fmt.Errorf("wait for host on %s: %w", dev, err)
@@ -228,6 +235,7 @@ var signals = map[string]syscall.Signal{
 // exec or shell runs exactly one command and reports its exit status.
 func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
+	<-g.ready // requests queue in the channel meanwhile
 	s := &session{}
 	started := false
 	var done chan struct{}
