@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -299,6 +300,56 @@ func egressScenario(t *testing.T, names []string) {
 		}
 	})
 
+	// Values from requests that are not exactly one name, port or profile are refused before
+	// anything is created: the nft ruleset and the links are unchanged by them.
+	t.Run("request values never reach a rule", func(t *testing.T) {
+		before, err := exec.Command("nft", "list", "ruleset").CombinedOutput()
+		if err != nil {
+			t.Fatalf("nft list ruleset: %v\n%s", err, before)
+		}
+		linksBefore, _ := links.h.LinkList()
+		id := "bad00003"
+		withUser := func(l api.EgressLayer) api.StartVMArgs {
+			return api.StartVMArgs{ID: id, Egress: "standard", UserEgress: &l}
+		}
+		for name, a := range map[string]api.StartVMArgs{
+			"cidr allow-host":      {ID: id, Egress: "locked", AllowHosts: []string{"0.0.0.0/0"}},
+			"brace allow-host":     {ID: id, Egress: "locked", AllowHosts: []string{"a.test }; flush ruleset"}},
+			"fullwidth allow-host": {ID: id, Egress: "locked", AllowHosts: []string{"１９２.０.２.１"}},
+			"port range":           {ID: id, Egress: "locked", AllowHosts: []string{"a.test:1-65535"}},
+			"profile text":         {ID: id, Egress: "permissive }"},
+			"session id":           {ID: "x}; flush ruleset", Egress: "locked"},
+			"user host port":       withUser(api.EgressLayer{Hosts: []api.EgressLayerHost{{Name: "a.test", Ports: []string{"443 }"}}}}),
+			"user deny":            withUser(api.EgressLayer{DenyHosts: []string{"*"}}),
+			"user discovered cidr": withUser(api.EgressLayer{Discovered: []api.EgressDiscovered{{Name: "0.0.0.0/0", Tool: "npm", From: "x"}}}),
+		} {
+			if _, err := e.Start(a, 1000, 1000); err == nil {
+				t.Errorf("%s: Start(%+v) accepted", name, a)
+			}
+		}
+		after, _ := exec.Command("nft", "list", "ruleset").CombinedOutput()
+		if string(after) != string(before) {
+			t.Errorf("ruleset changed by refused requests:\n%s\n---\n%s", before, after)
+		}
+		if linksAfter, _ := links.h.LinkList(); len(linksAfter) != len(linksBefore) {
+			t.Errorf("links %d -> %d after refused requests", len(linksBefore), len(linksAfter))
+		}
+	})
+	t.Run("unreadable or insecure policy refuses start", func(t *testing.T) {
+		good := e.cfg.PolicyPath
+		defer func() { e.cfg.PolicyPath = good }()
+		ww := writeRootPolicy(t, "[[host]]\nname = \"ok.pkg.test\"\n")
+		if err := os.Chmod(ww, 0o666); err != nil {
+			t.Fatal(err)
+		}
+		for name, path := range map[string]string{"world-writable": ww, "a directory": t.TempDir()} {
+			e.cfg.PolicyPath = path
+			if _, err := e.Start(api.StartVMArgs{ID: "bad00004", Egress: "locked"}, 1000, 1000); !errors.Is(err, api.ErrPolicy) {
+				t.Errorf("Start with a %s policy = %v, want ErrPolicy", name, err)
+			}
+		}
+	})
+
 	t0 := time.Now()
 	sa, err := e.Start(api.StartVMArgs{ID: "aaaa0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
 	if err != nil {
@@ -331,6 +382,11 @@ func egressScenario(t *testing.T, names []string) {
 		}
 		if err := connectIn(g1, "192.0.2.10:443", 3*time.Second); err != nil {
 			t.Fatalf("connect to the resolved address: %v", err)
+		}
+		// The pin carries the answer's TTL (60 s) as its timeout, and counts down.
+		out, err := exec.Command("nft", "list", "table", "inet", "brood").CombinedOutput()
+		if err != nil || !regexp.MustCompile(`192\.0\.2\.10 \. tcp \. 443 timeout 1m expires [0-9]+s`).Match(out) {
+			t.Errorf("pin with its timeout not visible (%v):\n%s", err, out)
 		}
 	})
 	t.Run("never-resolved address unreachable", func(t *testing.T) {
