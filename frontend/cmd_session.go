@@ -3,6 +3,7 @@ package frontend
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,11 +13,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/snapshot"
+	"brood.dev/brood/helper/api"
 )
 
 func init() { commands = append(commands, newSessionCommand) }
@@ -33,7 +36,7 @@ func newSessionCommand() *cobra.Command {
 		Use:   "session",
 		Short: "Create, list and remove sessions (snapshots of a workspace)",
 	}
-	c.AddCommand(newSessionNewCommand(), newSessionListCommand(), newSessionRmCommand())
+	c.AddCommand(newSessionNewCommand(), newSessionListCommand(), newSessionRmCommand(), newSessionStopCommand())
 	return c
 }
 
@@ -57,7 +60,7 @@ Each is listed on stderr (or in --json). --dry-run lists them and creates nothin
 	c.Flags().StringVar(&o.workspace, "workspace", ".", "workspace directory to snapshot")
 	c.Flags().BoolVar(&o.asJSON, "json", false, "print the result as JSON on stdout")
 	c.Flags().BoolVar(&o.dryRun, "dry-run", false, "list exclusions, skips and sanitized files; create nothing")
-	c.Flags().BoolVar(&o.keepBase, "keep-base", defaultKeepBase, "also keep reflinked base copies for three-way merges (reflink filesystems only)")
+	c.Flags().BoolVar(&o.keepBase, "keep-base", defaultKeepBase, "also keep reflinked base copies for three-way merges (btrfs/xfs only: nothing is kept on ext4, and it says so)")
 	return c
 }
 
@@ -77,6 +80,8 @@ type sessionNewJSON struct {
 	Skipped   []snapshot.Item          `json:"skipped"`
 	Sanitized []snapshot.SanitizedFile `json:"sanitized"`
 	Stats     sessionStats             `json:"stats"`
+	// BaseNote says why --keep-base kept fewer base copies than files ("" otherwise).
+	BaseNote string `json:"base_note,omitempty"`
 }
 
 type sessionStats struct {
@@ -140,7 +145,8 @@ func printSessionNew(out, errw io.Writer, o sessionNewOpts, id, snap string, m *
 		Reflinked: rep.Reflinked, Copied: rep.Copied, BaseFiles: rep.BaseFiles, Seconds: rep.Elapsed.Seconds()}
 	if o.asJSON {
 		j := sessionNewJSON{ID: id, Snapshot: snap, Workspace: m.Workspace, DryRun: o.dryRun,
-			Excluded: nonNil(rep.Excluded), Skipped: nonNil(rep.Skipped), Sanitized: nonNil(rep.Sanitized), Stats: stats}
+			Excluded: nonNil(rep.Excluded), Skipped: nonNil(rep.Skipped), Sanitized: nonNil(rep.Sanitized), Stats: stats,
+			BaseNote: baseNote(o, rep)}
 		enc := json.NewEncoder(out)
 		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
@@ -149,23 +155,14 @@ func printSessionNew(out, errw io.Writer, o sessionNewOpts, id, snap string, m *
 	// Text: the result on stdout; the report on stderr (on stdout for a dry run, where it
 	// is the result).
 	rw := errw
-	verb := map[bool][3]string{false: {"excluded", "skipped", "sanitized"}, true: {"would exclude", "would skip", "would sanitize"}}[o.dryRun]
 	if o.dryRun {
 		rw = out
 	}
-	for _, it := range rep.Excluded {
-		fmt.Fprintf(rw, "%s %s (%s)\n", verb[0], diff.Escape(it.Path), it.Why)
+	for _, l := range snapshotReport(rep, o.dryRun) {
+		fmt.Fprintln(rw, l)
 	}
-	for _, it := range rep.Skipped {
-		fmt.Fprintf(rw, "%s %s (%s)\n", verb[1], diff.Escape(it.Path), it.Why)
-	}
-	for _, sf := range rep.Sanitized {
-		if sf.Note != "" {
-			fmt.Fprintf(rw, "%s %s: %s\n", verb[2], diff.Escape(sf.Path), sf.Note)
-		}
-		for _, r := range sf.Removed {
-			fmt.Fprintf(rw, "%s %s: removed %s (%s)\n", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason)
-		}
+	if n := baseNote(o, rep); n != "" {
+		fmt.Fprintln(errw, n)
 	}
 	if o.dryRun {
 		fmt.Fprintf(out, "dry run: nothing created; would copy %d files, %d dirs, %d symlinks, %d bytes\n",
@@ -176,6 +173,47 @@ func printSessionNew(out, errw io.Writer, o sessionNewOpts, id, snap string, m *
 		stats.Files, stats.Reflinked, stats.Copied, stats.Dirs, stats.Symlinks, stats.Bytes, rep.Elapsed.Round(time.Millisecond))
 	fmt.Fprintf(out, "id %s\nsnapshot %s\n", id, diff.Escape(snap))
 	return nil
+}
+
+// baseNote explains, for --keep-base, why fewer base copies than copied files were kept
+// ("" when all were, or without --keep-base): base copies are reflinks (FICLONE), never
+// full copies, so on ext4 or tmpfs there are none and review offers no three-way merge.
+func baseNote(o sessionNewOpts, rep *snapshot.Report) string {
+	if !o.keepBase || o.dryRun || rep.Copied == 0 {
+		return ""
+	}
+	if rep.BaseFiles == 0 {
+		return "--keep-base: no base copies kept: the filesystem cannot reflink (FICLONE) and brood keeps no full copies;\n" +
+			"  brood review offers no three-way merge (m) for this session. Use btrfs or xfs (reflink) for the workspace and the state dir."
+	}
+	return fmt.Sprintf("--keep-base: base copies kept for %d files; %d files could not be reflinked and have none (no three-way merge for them)",
+		rep.BaseFiles, rep.Copied)
+}
+
+// snapshotReport is the report of what a snapshot left out or changed, one line per
+// excluded file, skipped file and sanitized key (.git/config credentials, includes and
+// hooks), names escaped: `brood session new` and `brood run` print the same lines.
+func snapshotReport(rep *snapshot.Report, dryRun bool) []string {
+	verb := [3]string{"excluded", "skipped", "sanitized"}
+	if dryRun {
+		verb = [3]string{"would exclude", "would skip", "would sanitize"}
+	}
+	var out []string
+	for _, it := range rep.Excluded {
+		out = append(out, fmt.Sprintf("%s %s (%s)", verb[0], diff.Escape(it.Path), it.Why))
+	}
+	for _, it := range rep.Skipped {
+		out = append(out, fmt.Sprintf("%s %s (%s)", verb[1], diff.Escape(it.Path), it.Why))
+	}
+	for _, sf := range rep.Sanitized {
+		if sf.Note != "" {
+			out = append(out, fmt.Sprintf("%s %s: %s", verb[2], diff.Escape(sf.Path), sf.Note))
+		}
+		for _, r := range sf.Removed {
+			out = append(out, fmt.Sprintf("%s %s: removed %s (%s)", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason))
+		}
+	}
+	return out
 }
 
 func nonNil[T any](s []T) []T {
@@ -228,17 +266,18 @@ func newSessionRmCommand() *cobra.Command {
 		Use:   "rm ID...",
 		Short: "Remove sessions and their snapshots",
 		Long: `Remove each session ID: its snapshot, manifest, base copies and journal.
-A session whose VM is running is refused (exit 3) unless --force.`,
+A session whose VM is running is refused (exit 3) unless --force, which stops the VM
+through the helper first. A session marked running whose VM is gone is removed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runSessionRm(cmd.OutOrStdout(), args, force)
+			return runSessionRm(cmd.Context(), cmd.OutOrStdout(), args, force)
 		},
 	}
-	c.Flags().BoolVar(&force, "force", false, "remove even a session marked running")
+	c.Flags().BoolVar(&force, "force", false, "remove even a session whose VM is running (the VM is stopped first)")
 	return c
 }
 
-func runSessionRm(out io.Writer, ids []string, force bool) error {
+func runSessionRm(ctx context.Context, out io.Writer, ids []string, force bool) error {
 	for _, id := range ids {
 		if !session.ValidID(id) {
 			return usageErr("session rm: %q is not a session id", id)
@@ -249,13 +288,155 @@ func runSessionRm(out io.Writer, ids []string, force bool) error {
 		if err != nil {
 			return fmt.Errorf("session rm: %w", err)
 		}
-		if s.State == session.StateRunning && !force {
-			return refusedErr(fmt.Errorf("session rm %s: its VM is running (stop it, or use --force)", id))
+		if s.State == session.StateRunning {
+			if err := settleRunning(ctx, s, "session rm", force); err != nil {
+				return err
+			}
+			if s.State == session.StateRunning { // --force: the VM is running
+				if err := stopSessionVM(ctx, s); err != nil {
+					return fmt.Errorf("session rm %s: %w; the session is kept", id, err)
+				}
+				fmt.Fprintf(out, "stopped the VM of %s\n", id)
+			}
 		}
 		if err := session.Remove(id); err != nil {
 			return fmt.Errorf("session rm: %w", err)
 		}
 		fmt.Fprintf(out, "removed %s\n", id)
+	}
+	return nil
+}
+
+func newSessionStopCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "stop ID",
+		Short: "Stop the VM of a session (its brood run then goes on to the review)",
+		Long: `Ask the helper to stop the VM using session ID's snapshot and mark the session
+stopped, so that brood diff, review and apply can read it. A session marked running
+whose VM is already gone (brood was killed) is only marked stopped.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runSessionStop(cmd.Context(), cmd.OutOrStdout(), args[0])
+		},
+	}
+}
+
+func runSessionStop(ctx context.Context, out io.Writer, id string) error {
+	if !session.ValidID(id) {
+		return usageErr("session stop: %q is not a session id", id)
+	}
+	s, err := session.Open(id)
+	if err != nil {
+		return fmt.Errorf("session stop: %w", err)
+	}
+	if s.State != session.StateRunning {
+		fmt.Fprintf(out, "session %s has no running VM (state %s)\n", id, s.State)
+		return nil
+	}
+	if err := settleRunning(ctx, s, "session stop", true); err != nil {
+		return err
+	}
+	if s.State == session.StateRunning {
+		if err := stopSessionVM(ctx, s); err != nil {
+			return fmt.Errorf("session stop %s: %w", id, err)
+		}
+		if err := s.SetState(session.StateStopped); err != nil {
+			return fmt.Errorf("session stop: %w", err)
+		}
+	}
+	fmt.Fprintf(out, "session %s stopped; brood review %s reviews it\n", id, id)
+	return nil
+}
+
+// helperQueryTimeout bounds the helper calls of settleRunning and stopSessionVM (the
+// helper's StopVM waits for the VMM to exit: graceful, then SIGKILL).
+const helperQueryTimeout = 60 * time.Second
+
+// settleRunning resolves a session recorded as running (state running in session.json)
+// for the command op. It asks the helper whether the VM of s.HelperSession still
+// exists: when it does not (the helper does not know the session, lists it stopped, or
+// is not running at all — VMs never outlive the helper), s is marked stopped and nil is
+// returned. When the VM is alive, nil is returned with s still running if allowRunning,
+// else a refusal naming `brood session stop`. A helper that cannot be asked is an error:
+// the VM may be running.
+func settleRunning(ctx context.Context, s *session.Session, op string, allowRunning bool) error {
+	if s.State != session.StateRunning {
+		return nil
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, helperQueryTimeout)
+	defer cancel()
+	alive, err := vmAlive(ctx, s)
+	if err != nil {
+		return fmt.Errorf("%s %s: the session is marked running and the helper cannot say whether its VM is: %w", op, s.ID, err)
+	}
+	if !alive {
+		if err := s.SetState(session.StateStopped); err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		return nil
+	}
+	if allowRunning {
+		return nil
+	}
+	return refusedErr(fmt.Errorf("%s %s: its VM is running (helper session %s); stop it first: brood session stop %s", op, s.ID, s.HelperSession, s.ID))
+}
+
+// vmAlive asks the helper whether the VM of s still runs. An absent helper means no VM.
+func vmAlive(ctx context.Context, s *session.Session) (bool, error) {
+	socket := api.SocketPath()
+	c, err := api.Dial(ctx, socket)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+		return false, nil // no helper, so no VM: VMs end with the helper (helper/cleanup)
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w\n%s", err, helperHint(err, socket))
+	}
+	defer c.Close()
+	list, err := c.ListSessions(ctx)
+	if err != nil {
+		return false, fmt.Errorf("list helper sessions: %w", err)
+	}
+	for _, hs := range list {
+		if hs.State == helperStateStopped {
+			continue
+		}
+		// A session.json from before HelperSession was recorded cannot be matched:
+		// any live VM of the user may be its own.
+		if hs.ID == s.HelperSession || s.HelperSession == "" {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// helperStateStopped is the helper's api.Session.State of a session whose VMM is gone.
+const helperStateStopped = "stopped"
+
+// stopSessionVM asks the helper to stop the VM of s; a helper that no longer knows the
+// session (or is not running) has no VM to stop.
+func stopSessionVM(ctx context.Context, s *session.Session) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, helperQueryTimeout)
+	defer cancel()
+	if !api.ValidSessionID(s.HelperSession) {
+		return fmt.Errorf("stop VM: session.json records no helper session id (session from an older brood): %w", ErrNoHelperSession)
+	}
+	socket := api.SocketPath()
+	c, err := api.Dial(ctx, socket)
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, helperHint(err, socket))
+	}
+	defer c.Close()
+	if err := c.StopVM(ctx, s.HelperSession); err != nil && !api.IsCode(err, api.CodeNotFound) {
+		return fmt.Errorf("stop VM of helper session %s: %w", s.HelperSession, err)
 	}
 	return nil
 }

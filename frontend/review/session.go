@@ -147,7 +147,7 @@ func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
 		if _, err := s.Trees.BaseCopy(c.Path, c.OldHash); err == nil {
 			p.printf("  A three-way merge is available (m).\n")
 		} else {
-			p.printf("  No three-way merge: %s. Pick w (keep yours) or t (take the agent's).\n", EscapeLine(err.Error()))
+			p.printf("  No three-way merge: %s. Pick w (keep yours) or t (take the agent's).\n%s", EscapeLine(err.Error()), baseHint(err))
 		}
 	}
 	if errors.Is(e.oldErr, ErrNotRegular) || errors.Is(e.newErr, ErrNotRegular) {
@@ -404,12 +404,23 @@ func (s *Session) selectHunks(p *printer, k *keys, e *entry) (Decision, bool, er
 	return d, true, nil
 }
 
+// baseHint tells how to get a base copy when err is ErrNoBase ("" otherwise): base copies
+// are only kept by `brood session new --keep-base`, and only for files the snapshot could
+// reflink (FICLONE: btrfs, xfs; not ext4).
+func baseHint(err error) string {
+	if !errors.Is(err, ErrNoBase) {
+		return ""
+	}
+	return "  (Base copies are kept only by `brood session new --keep-base` on a filesystem that can\n" +
+		"  reflink, such as btrfs or xfs with reflink=1; ext4 and tmpfs cannot.)\n"
+}
+
 // merge runs the three-way merge of a conflict. A clean result can be accepted after it
 // was shown; a conflicted one is shown with markers and never accepted.
 func (s *Session) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
 	base, err := s.Trees.BaseCopy(e.c.Path, e.c.OldHash)
 	if err != nil {
-		p.printf("  three-way merge unavailable: %s\n  Pick w (keep yours) or t (take the agent's); v shows both sides.\n", EscapeLine(err.Error()))
+		p.printf("  three-way merge unavailable: %s\n%s  Pick w (keep yours) or t (take the agent's); v shows both sides.\n", EscapeLine(err.Error()), baseHint(err))
 		return Decision{}, false, nil
 	}
 	if e.binary || e.becameBinary || isBinary(base) || !e.haveOld || !e.haveNew {

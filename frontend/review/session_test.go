@@ -239,7 +239,7 @@ func TestSessionConflictNoBase(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("Run: %v %v\n%s", err, ok, screen)
 	}
-	if !strings.Contains(screen, "three-way merge unavailable") || !strings.Contains(screen, "-mine e") ||
+	if !strings.Contains(screen, "three-way merge unavailable") || !strings.Contains(screen, "--keep-base") || !strings.Contains(screen, "-mine e") ||
 		!strings.Contains(screen, "+theirs e") {
 		t.Errorf("screen:\n%s", screen)
 	}
