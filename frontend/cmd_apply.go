@@ -44,7 +44,7 @@ at snapshot time. An apply interrupted earlier is rolled back first.
 On a terminal the selection is shown and confirmed; otherwise add --yes. Exit status 3
 when a change was left out (refused, conflict, high-risk) or could not be applied; each
 such path is printed with the reason.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: idArgs("apply", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runApply(cmd, args[0], args[1:], f)
 		},
@@ -56,18 +56,26 @@ such path is printed with the reason.`,
 }
 
 func newUndoCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "undo ID",
+	var except []string
+	c := &cobra.Command{
+		Use:   "undo ID [--except PATH]...",
 		Short: "Revert the last apply of a session from its journal",
 		Long: `Revert the last apply of session ID that is not undone yet: files get their prior
-bytes and modes back, files it created are removed, deleted files come back. If you
-changed a path after the apply, nothing is reverted and the exit status is 3 (each such
-path is printed). An interrupted apply or undo is completed by running brood undo again.`,
-		Args: cobra.ExactArgs(1),
+bytes and modes back, files it created are removed, deleted files come back.
+
+All or nothing by default: if you changed a path after the apply, nothing is reverted,
+each such path is printed and the exit status is 3. To revert the rest and keep those
+paths as they are now, name them with --except (repeatable; a directory covers everything
+below it; relative to the current directory when it is inside the workspace). The apply
+then counts as undone. An interrupted apply or undo is completed by running brood undo
+again. When no apply remains in effect the session is no longer "applied".`,
+		Args: idArgs("undo", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUndo(cmd.Context(), cmd.OutOrStdout(), args[0])
+			return runUndo(cmd.Context(), cmd.OutOrStdout(), args[0], except)
 		},
 	}
+	c.Flags().StringArrayVar(&except, "except", nil, "leave this path (and everything below it) as it is now; revert the rest")
+	return c
 }
 
 // applySelection splits the changes `brood apply` was asked for.
@@ -139,15 +147,21 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	case !f.yes && !tty:
 		return usageErr("apply: stdin is not a terminal, so nothing can be confirmed: add --yes to apply without confirmation")
 	}
-	sess, err := session.Open(id)
+	sess, err := openSession(id)
 	if err != nil {
+		return err
+	}
+	if paths, err = workspacePaths("apply", sess.Workspace, paths); err != nil {
 		return err
 	}
 	switch sess.State {
 	case session.StateSnapshotting:
 		return fmt.Errorf("apply session %s: the snapshot is incomplete (state %s)", id, sess.State)
 	case session.StateRunning:
-		return fmt.Errorf("apply session %s: its VM is still running; stop it first", id)
+		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
+		if err := settleRunning(ctx, sess, "apply", false); err != nil {
+			return err
+		}
 	}
 	if err := recoverInterrupted(ctx, sess, out); err != nil {
 		return fmt.Errorf("apply session %s: %w", id, err)
@@ -258,26 +272,38 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 	return false, nil
 }
 
-func runUndo(ctx context.Context, out io.Writer, id string) error {
+func runUndo(ctx context.Context, out io.Writer, id string, except []string) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	sess, err := session.Open(id)
+	sess, err := openSession(id)
 	if err != nil {
 		return err
 	}
-	res, err := flush.Undo(ctx, sess)
+	if except, err = workspacePaths("undo --except", sess.Workspace, except); err != nil {
+		return err
+	}
+	res, err := flush.UndoExcept(ctx, sess, except)
 	if errors.Is(err, flush.ErrNothingToUndo) {
 		fmt.Fprintf(out, "nothing to undo in session %s\n", id)
 		return nil
 	}
+	if errors.Is(err, flush.ErrNotInApply) {
+		return usageErr("undo: %v", err)
+	}
 	if errors.Is(err, flush.ErrChangedSinceApply) {
+		var args []string
 		for _, p := range res.Problems {
 			fmt.Fprintf(out, "changed since the apply: %s\n", diff.Escape(p.Path))
+			args = append(args, "--except "+argQuote(p.Path))
 		}
-		return refusedErr(fmt.Errorf("undo session %s: %d path(s) changed since apply %s; nothing reverted", id, len(res.Problems), res.Tx))
+		fmt.Fprintf(out, "to revert everything else and keep these as they are: brood undo %s %s\n", id, strings.Join(args, " "))
+		return refusedErr(fmt.Errorf("undo session %s: %d path(s) changed since apply %s; nothing reverted (undo is all or nothing unless --except)", id, len(res.Problems), res.Tx))
 	}
 	fmt.Fprintf(out, "reverted %d change(s) of apply %s in %s\n", len(res.Applied), res.Tx, diff.Escape(sess.Workspace))
+	for _, p := range res.Kept {
+		fmt.Fprintf(out, "kept as is (--except): %s\n", diff.Escape(p))
+	}
 	for _, p := range res.Problems {
 		fmt.Fprintf(out, "left as is %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 	}
@@ -285,6 +311,15 @@ func runUndo(ctx context.Context, out io.Writer, id string) error {
 		return fmt.Errorf("undo session %s: %w", id, err)
 	}
 	return nil
+}
+
+// argQuote quotes a workspace path for a shell command line shown to the user; a name
+// with control bytes is shown escaped (diff.Escape), never raw.
+func argQuote(p string) string {
+	if diff.CheckPath(p) != nil {
+		return diff.Escape(p)
+	}
+	return shellQuote([]string{p})
 }
 
 // recoverInterrupted rolls back an apply that was killed before its completion record was

@@ -33,7 +33,7 @@ control characters escaped, and the risk or reason.
 
 --json prints {"changes":[...]}; a path that is not valid UTF-8 also carries its exact
 bytes in path_b64 (base64). Exit status 3 when any change is refused or in conflict.`,
-		Args: cobra.ExactArgs(1),
+		Args: idArgs("diff", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if asJSON && stat {
 				return usageErr("diff: --json and --stat cannot be combined")
@@ -50,7 +50,7 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	sess, err := session.Open(id)
+	sess, err := openSession(id)
 	if err != nil {
 		return err
 	}
@@ -58,7 +58,10 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	case session.StateSnapshotting:
 		return fmt.Errorf("diff session %s: the snapshot is incomplete (state %s)", id, sess.State)
 	case session.StateRunning:
-		return fmt.Errorf("diff session %s: its VM is still running; stop it first", id)
+		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
+		if err := settleRunning(ctx, sess, "diff", false); err != nil {
+			return err
+		}
 	}
 	changes, err := diff.ComputeLoad(ctx, sess.Workspace, sess.SnapshotDir(),
 		func() (*manifest.Manifest, error) { return manifest.Read(sess.ManifestPath()) }, diff.Options{})

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"runtime"
 	"strings"
 	"time"
 
@@ -78,9 +79,19 @@ func runDoctor(ctx context.Context, w io.Writer, socket string) error {
 		fmt.Fprintf(w, "  [%s] %-14s %s\n", mark, ch.Name, ch.Detail)
 	}
 	if failed > 0 {
-		fmt.Fprintf(w, "%d check(s) failed; brood may run degraded (see above)\n", failed)
+		return fmt.Errorf("doctor: %d check(s) failed: %w (see above)", failed, ErrDoctorFailed)
 	}
 	return nil
+}
+
+// systemdRunDir exists when systemd is the init system (sd_booted(3)).
+const systemdRunDir = "/run/systemd/system"
+
+// systemdBooted reports whether systemd is PID 1 (sd_booted(3): systemdRunDir exists);
+// a variable for tests.
+var systemdBooted = func() bool {
+	fi, err := os.Stat(systemdRunDir)
+	return err == nil && fi.IsDir()
 }
 
 // helperHint turns a helper connection error into advice (the only place that gives it).
@@ -92,10 +103,22 @@ func helperHint(err error, socket string) string {
 	}
 	switch {
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ECONNREFUSED):
-		return fmt.Sprintf("hint: the helper is not listening at %s. Enable its socket unit:\n"+
-			"  sudo systemctl enable --now broodd-helper.socket\n"+
-			"(macOS: sudo launchctl bootstrap system /Library/LaunchDaemons/dev.brood.helper.plist;\n"+
-			" development: broodd-helper --listen PATH and %s=PATH)", socket, api.SocketEnv)
+		switch {
+		case runtime.GOOS == "darwin":
+			return fmt.Sprintf("hint: the helper is not listening at %s. Load its launchd job:\n"+
+				"  sudo launchctl bootstrap system /Library/LaunchDaemons/dev.brood.helper.plist\n"+
+				"(development: broodd-helper --listen PATH and %s=PATH)", socket, api.SocketEnv)
+		case systemdBooted():
+			return fmt.Sprintf("hint: the helper is not listening at %s. Enable its socket unit:\n"+
+				"  sudo systemctl enable --now broodd-helper.socket\n"+
+				"(development: broodd-helper --listen PATH and %s=PATH)", socket, api.SocketEnv)
+		}
+		// No systemd as PID 1 (a container, WSL without systemd): install.sh starts the
+		// helper in the background, which does not survive a reboot or a crash.
+		return fmt.Sprintf("hint: the helper is not listening at %s, and this system does not run systemd\n"+
+			"(no %s), so nothing starts it on demand. Start it again with\n"+
+			"  sudo ./scripts/install.sh\n"+
+			"or directly: sudo broodd-helper --listen %s &", socket, systemdRunDir, socket)
 	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM), api.IsCode(err, api.CodePermissionDenied):
 		return fmt.Sprintf("hint: you may not use the helper. Join the group %q and log in again:\n"+
 			"  sudo usermod -aG %s %s", group, group, name)

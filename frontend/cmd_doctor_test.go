@@ -81,8 +81,8 @@ func doctorOutput(t *testing.T, sock string) (string, error) {
 
 func TestDoctorReportsHelper(t *testing.T) {
 	out, err := doctorOutput(t, fakeHelper(t, ""))
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, ErrDoctorFailed) || !strings.Contains(err.Error(), "1 check(s) failed") {
+		t.Errorf("a FAIL check: err = %v, want ErrDoctorFailed", err) // doctor exits 1
 	}
 	for _, want := range []string{"fake-1", "protocol 1", "qemu (accel tcg)", "landlock:       enforced (kernel ABI 7, pinned ABI 7)",
 		"(as seen by the helper via SO_PEERCRED)", "[FAIL] kvm", "/dev/kvm missing"} {
@@ -92,7 +92,15 @@ func TestDoctorReportsHelper(t *testing.T) {
 	}
 }
 
+// withSystemd makes helperHint see systemd as PID 1 or not.
+func withSystemd(t *testing.T, booted bool) {
+	old := systemdBooted
+	systemdBooted = func() bool { return booted }
+	t.Cleanup(func() { systemdBooted = old })
+}
+
 func TestDoctorHints(t *testing.T) {
+	withSystemd(t, true)
 	for _, tc := range []struct {
 		name string
 		sock string
@@ -117,6 +125,7 @@ func TestDoctorHints(t *testing.T) {
 }
 
 func TestHelperHint(t *testing.T) {
+	withSystemd(t, true)
 	dial := func(errno error) error {
 		return &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", errno)}
 	}
@@ -134,5 +143,21 @@ func TestHelperHint(t *testing.T) {
 		if got := helperHint(tc.err, "/run/brood/helper.sock"); !strings.Contains(got, tc.want) {
 			t.Errorf("helperHint(%v) = %q, want %q", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestHelperHintWithoutSystemd: where systemd is not PID 1 the hint does not send the
+// developer to systemctl but to install.sh or a background helper.
+func TestHelperHintWithoutSystemd(t *testing.T) {
+	withSystemd(t, false)
+	err := &net.OpError{Op: "dial", Net: "unix", Err: os.NewSyscallError("connect", unix.ECONNREFUSED)}
+	got := helperHint(err, "/run/brood/helper.sock")
+	for _, want := range []string{"sudo ./scripts/install.sh", "sudo broodd-helper --listen /run/brood/helper.sock &", "/run/systemd/system"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("hint lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "systemctl") {
+		t.Errorf("hint names systemctl without systemd:\n%s", got)
 	}
 }

@@ -44,7 +44,7 @@ or --reject-all (record a rejection of everything and change nothing). A high-ri
 is taken when its path is named exactly, or with --include-risky; a refused change or a
 conflict never is. Exit status 3 when a change was left out because it is refused, in
 conflict or high-risk, or could not be applied.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: idArgs("review", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runReview(cmd, args[0], args[1:], f)
 		},
@@ -73,15 +73,21 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 		return usageErr("review: not a terminal: choose with --all, --reject-all or PATH... (see brood review --help)")
 	}
 
-	sess, err := session.Open(id)
+	sess, err := openSession(id)
 	if err != nil {
+		return err
+	}
+	if paths, err = workspacePaths("review", sess.Workspace, paths); err != nil {
 		return err
 	}
 	switch sess.State {
 	case session.StateSnapshotting:
 		return fmt.Errorf("review session %s: the snapshot is incomplete (state %s)", id, sess.State)
 	case session.StateRunning:
-		return fmt.Errorf("review session %s: its VM is still running; stop it first", id)
+		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
+		if err := settleRunning(ctx, sess, "review", false); err != nil {
+			return err
+		}
 	}
 	if err := recoverInterrupted(ctx, sess, out); err != nil {
 		return fmt.Errorf("review session %s: %w", id, err)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -32,9 +33,6 @@ func init() { commands = append(commands, newRunCommand, newRunImageCommand) }
 
 // Timing of a VM session.
 const (
-	// poweroffWait is how long the guest gets to power off by itself after the SSH
-	// connection ends before the frontend asks the helper to stop it.
-	poweroffWait = 15 * time.Second
 	// stopWait bounds StopVM plus the WaitVM that confirms the VMM is gone.
 	stopWait = 60 * time.Second
 	// maxHandshake bounds boot plus SSH handshake when the VM has a longer lifetime;
@@ -51,6 +49,11 @@ const (
 	// helper's own default applies to the VM).
 	defaultLifetime = 24 * time.Hour
 )
+
+// poweroffWait is how long the guest gets to power off by itself after the SSH
+// connection ends before the frontend asks the helper to stop it (a variable so that
+// tests of the stop path need not wait for it).
+var poweroffWait = 15 * time.Second
 
 // Files the run writes into the session directory.
 const (
@@ -210,22 +213,74 @@ type vmWaiter struct {
 	err  error
 }
 
+// startWaiter calls WaitVM on a connection of its own; when that connection breaks
+// before the answer (the helper closed it), it redials and waits once more.
 func startWaiter(socket, id string, lifetime time.Duration) (*vmWaiter, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c, err := api.Dial(ctx, socket)
-	cancel()
+	hc, err := dialHelper(context.Background(), socket)
 	if err != nil {
 		return nil, err
 	}
 	w := &vmWaiter{done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		defer c.Close()
+		defer hc.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), lifetime+waitSlack)
 		defer cancel()
-		w.exit, w.err = c.WaitVM(ctx, id)
+		w.err = hc.do(ctx, func(c *api.Client) (err error) {
+			w.exit, err = c.WaitVM(ctx, id)
+			return err
+		})
 	}()
 	return w, nil
+}
+
+// helperConn is a helper connection that survives being closed under it: a call that
+// fails because the connection broke (not with a helper *api.Error) is retried once on
+// a new connection. Calls that matter after a long wait (Attach, StopVM, WaitVM,
+// DestroySession) go through it; issue 4 saw a VM orphaned when StopVM met a
+// connection the helper had closed during a slow boot.
+type helperConn struct {
+	socket string
+	c      *api.Client
+}
+
+// dialHelper connects to the helper at socket (bounded by 30 s when ctx has no deadline).
+func dialHelper(ctx context.Context, socket string) (*helperConn, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, api.DefaultCallTimeout)
+		defer cancel()
+	}
+	c, err := api.Dial(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	return &helperConn{socket: socket, c: c}, nil
+}
+
+// do runs call on the connection, and once more on a fresh one when the connection broke.
+func (h *helperConn) do(ctx context.Context, call func(*api.Client) error) error {
+	err := call(h.c)
+	if err == nil || !connBroken(ctx, err) {
+		return err
+	}
+	nh, derr := dialHelper(ctx, h.socket)
+	if derr != nil {
+		return fmt.Errorf("%w (and reconnecting failed: %v)", err, derr)
+	}
+	h.c.Close()
+	h.c = nh.c
+	return call(h.c)
+}
+
+// Close closes the current connection.
+func (h *helperConn) Close() error { return h.c.Close() }
+
+// connBroken reports whether err is the connection failing (EOF, EPIPE, ECONNRESET, a
+// closed socket) rather than the helper's answer or the caller's own cancellation.
+func connBroken(ctx context.Context, err error) bool {
+	var e *api.Error
+	return !errors.As(err, &e) && ctx.Err() == nil && !errors.Is(err, os.ErrDeadlineExceeded)
 }
 
 // gone reports whether the waiter saw the VMM exit within d.
@@ -294,12 +349,17 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	// 1. The helper: fail before snapshotting when it is not there.
 	socket := api.SocketPath()
 	prog.Start("connect to helper")
-	hc, err := api.Dial(ctx, socket)
+	h, err := dialHelper(ctx, socket)
 	if err != nil {
 		return fmt.Errorf("%w\n%s", err, helperHint(err, socket))
 	}
-	defer hc.Close()
+	defer h.Close()
+	hc := h.c
 	prog.Done(hc.Caps.Accel)
+	// What the helper can tell before anything is snapshotted: the image and the sizes.
+	if err := checkBootable(hc.Caps, r, f); err != nil {
+		return err
+	}
 
 	// 2. The snapshot S, in a new session directory.
 	sess, err := takeSnapshot(ctx, prog, r.flags.workspace, r.agent.Name)
@@ -320,7 +380,8 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	destroy := func() {
 		dctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		_ = hc.DestroySession(dctx, hs.ID) // best effort: the helper also releases it on exit
+		// Best effort: the helper also destroys it when this connection ends.
+		_ = h.do(dctx, func(c *api.Client) error { return c.DestroySession(dctx, hs.ID) })
 	}
 	rec := vmRecord{HelperSession: hs.ID, Agent: r.agent.Name, Image: r.image}
 
@@ -337,13 +398,18 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	if err != nil {
 		destroy()
 		hint := ""
-		if api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image") {
-			hint = imageHint(r.image)
+		switch {
+		case api.IsCode(err, api.CodeHostResources):
+			hint = resourcesHint(hc.Caps)
+		case api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image"):
+			hint = imageHint(r, hc.Caps.Images)
 		}
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
 	}
 	rec.Accel, rec.Backend, rec.Network = info.Accel, info.Backend, info.Egress
 	prog.Done(info.Backend + ", " + info.Accel)
+	// The helper session id lets later commands ask whether this VM still runs.
+	sess.HelperSession = hs.ID
 	if err := sess.SetState(session.StateRunning); err != nil {
 		prog.Warn("%v", err)
 	}
@@ -367,7 +433,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 
 	// From here on the VM is running: every path stops it and waits for it to be gone
 	// before the snapshot is looked at (DESIGN.md review gate step 2).
-	vm := &vmSession{r: r, hc: hc, id: hs.ID, sess: sess, waiter: waiter, prog: prog, rec: &rec, bootStart: bootStart}
+	vm := &vmSession{r: r, hc: h, id: hs.ID, sess: sess, waiter: waiter, prog: prog, rec: &rec, bootStart: bootStart}
 	var runErr error
 	if werr != nil {
 		runErr = fmt.Errorf("watch VM: %w", werr)
@@ -421,13 +487,53 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	return reviewErr
 }
 
-// imageHint says how to get the image a StartVM refused.
-func imageHint(name string) string {
-	if _, ok := image.Recipes[name]; ok {
-		return fmt.Sprintf("\nhint: is the image built? sudo brood image build %s (brood image list shows the built ones)", name)
+// checkBootable refuses a run the helper's capabilities already show cannot boot, before
+// anything is snapshotted: an image the helper has not built, more vCPUs or memory than
+// the host has. A helper that does not report these (nil Images, zero limits) is left
+// to StartVM.
+func checkBootable(caps api.Capabilities, r runRequest, f runFlags) error {
+	if caps.Images != nil && !slices.Contains(caps.Images, r.image) {
+		return fmt.Errorf("%w: %q%s", ErrNoImage, r.image, imageHint(r, caps.Images))
 	}
-	return fmt.Sprintf("\nhint: brood has no recipe for an image %q yet (recipes: %s): pass --image NAME of a built image\n"+
-		"(brood image list), or define the agent with its image in the user config (brood run --help)", name, strings.Join(recipeNames(), ", "))
+	if (caps.HostCPUs > 0 && f.cpus > caps.HostCPUs) || (caps.HostMemoryMiB > 0 && f.memory > caps.HostMemoryMiB) {
+		return usageErr("run: --cpus %d --memory %d asks for more than the host has%s", f.cpus, f.memory, resourcesHint(caps))
+	}
+	return nil
+}
+
+// resourcesHint says what the host allows (StartVM's api.CodeHostResources).
+func resourcesHint(caps api.Capabilities) string {
+	if caps.HostCPUs == 0 {
+		return "\nhint: lower --cpus and --memory (0 takes the helper's defaults)"
+	}
+	return fmt.Sprintf("\nhint: this host has %d CPU(s) and %d MiB of memory: pass --cpus 1..%d and --memory up to %d\n"+
+		"(a VM with more vCPUs than host CPUs boots very slowly; 0 takes the helper's defaults)",
+		caps.HostCPUs, caps.HostMemoryMiB, caps.HostCPUs, caps.HostMemoryMiB)
+}
+
+// imageHint says how to get the image r cannot boot. built lists the helper's built
+// images (nil: unknown). --image is suggested only to `brood run` without it (the image
+// was the agent's default), never when it was given or to run-image, which has none.
+func imageHint(r runRequest, built []string) string {
+	name := r.image
+	var b strings.Builder
+	if _, ok := image.Recipes[name]; ok {
+		fmt.Fprintf(&b, "\nhint: is the image built? sudo brood image build %s", name)
+	} else {
+		fmt.Fprintf(&b, "\nhint: brood has no recipe for an image %q (recipes: %s)", name, strings.Join(recipeNames(), ", "))
+	}
+	switch {
+	case built == nil:
+		b.WriteString("\nbrood image list shows the built images")
+	case len(built) == 0:
+		b.WriteString("\nno image is built yet (brood image list)")
+	default:
+		fmt.Fprintf(&b, "\nbuilt images: %s", strings.Join(built, ", "))
+	}
+	if r.agent.Name != "run-image" && r.flags.image == "" {
+		b.WriteString("\nor pass --image NAME of a built image, or define the agent with its image in the user config (brood run --help)")
+	}
+	return b.String()
 }
 
 func describeAgent(r runRequest) string {
@@ -470,9 +576,10 @@ func takeSnapshot(ctx context.Context, prog *progress, workspace, agent string) 
 	if err := sess.SetState(session.StateReady); err != nil {
 		return nil, fail(err)
 	}
-	prog.Done(fmt.Sprintf("%d files, %d bytes; %d excluded, %d skipped", rep.Files, rep.Bytes, len(rep.Excluded), len(rep.Skipped)))
-	for _, it := range rep.Excluded {
-		prog.Printf("excluded %s (%s)", diff.Escape(it.Path), it.Why)
+	prog.Done(fmt.Sprintf("%d files, %d bytes; %d excluded, %d skipped, %d sanitized", rep.Files, rep.Bytes,
+		len(rep.Excluded), len(rep.Skipped), len(rep.Sanitized)))
+	for _, l := range snapshotReport(rep, false) { // the report `brood session new` prints
+		prog.Printf("%s", l)
 	}
 	return sess, nil
 }
@@ -480,7 +587,7 @@ func takeSnapshot(ctx context.Context, prog *progress, workspace, agent string) 
 // vmSession is one running VM of a run.
 type vmSession struct {
 	r         runRequest
-	hc        *api.Client
+	hc        *helperConn
 	id        string // helper session id
 	sess      *session.Session
 	waiter    *vmWaiter
@@ -523,7 +630,11 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 		case <-runCtx.Done():
 		}
 	}()
-	f, err := v.hc.Attach(runCtx, v.id)
+	var f *os.File
+	err = v.hc.do(runCtx, func(c *api.Client) (err error) {
+		f, err = c.Attach(runCtx, v.id)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("attach to VM: %w", err)
 	}
@@ -603,7 +714,11 @@ func (v *vmSession) stop() error {
 	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), stopWait)
 		defer cancel()
-		if err := v.hc.StopVM(ctx, v.id); err != nil {
+		err := v.hc.do(ctx, func(c *api.Client) error { return c.StopVM(ctx, v.id) })
+		if api.IsCode(err, api.CodeNotFound) {
+			err = nil // the helper destroyed the session (and its VM) already
+		}
+		if err != nil {
 			return fmt.Errorf("stop VM of session %s: %w (the session is kept; brood doctor checks the helper)", v.sess.ID, err)
 		}
 		if v.waiter != nil && v.waiter.gone(stopWait) {
@@ -710,7 +825,7 @@ func printLater(w io.Writer, id string, failed bool) {
 		fmt.Fprintf(w, "the session is kept: brood session list shows it\n")
 	}
 	fmt.Fprintf(w, "review:  brood review %s\n", id)
-	fmt.Fprintf(w, "apply:   brood apply %s --all\n", id)
+	fmt.Fprintf(w, "apply:   brood apply %s --all --yes\n", id)
 	fmt.Fprintf(w, "diff:    brood diff %s\n", id)
 	fmt.Fprintf(w, "discard: brood session rm %s\n", id)
 }

@@ -14,6 +14,7 @@ import (
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/helper/api"
 	"golang.org/x/sys/unix"
 )
 
@@ -220,7 +221,11 @@ func TestSessionListRm(t *testing.T) {
 	if err != nil || json.Unmarshal([]byte(out), &metas) != nil || len(metas) != 2 || metas[0].Workspace != w {
 		t.Fatalf("list --json: %v\n%s", err, out)
 	}
+	// A session whose VM the helper reports alive is refused without --force.
+	f := newFakeHelper(t)
+	f.list = []api.Session{{ID: "0000abcd", State: "running"}}
 	s, _ := session.Open(ids[1])
+	s.HelperSession = "0000abcd"
 	s.SetState(session.StateRunning)
 	if _, _, err := runSessionCmd(t, "session", "rm", ids[1]); sessExitCode(err) != ExitRefused {
 		t.Fatalf("rm of a running session: %v", err)

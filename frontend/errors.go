@@ -14,4 +14,12 @@ var (
 	ErrVMOutcome = errors.New("VM ended abnormally")
 	// ErrDetached: the developer pressed the detach key (Ctrl-]); the VM was stopped.
 	ErrDetached = errors.New("detached")
+	// ErrNoImage reports a run whose image the helper has not built (checked before the
+	// snapshot is taken).
+	ErrNoImage = errors.New("image not built")
+	// ErrNoHelperSession: a session marked running records no helper session id, so its
+	// VM cannot be named to the helper.
+	ErrNoHelperSession = errors.New("no helper session recorded")
+	// ErrDoctorFailed: brood doctor found a failing check (the command exits 1).
+	ErrDoctorFailed = errors.New("doctor checks failed")
 )

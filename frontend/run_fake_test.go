@@ -27,9 +27,18 @@ import (
 type fakeVMHelper struct {
 	t        *testing.T
 	sock     string
-	startErr *api.Error // StartVM's answer when set
-	hostKey  ssh.Signer // the key StartVM reports (what brood pins)
-	guestKey ssh.Signer // the key the fake guest presents
+	startErr *api.Error       // StartVM's answer when set
+	hostKey  ssh.Signer       // the key StartVM reports (what brood pins)
+	guestKey ssh.Signer       // the key the fake guest presents
+	caps     api.Capabilities // Hello's answer (Version is set by serve)
+	// dropAfter: after answering this call the fake closes the connection (the real
+	// helper closing an idle connection, issue 4); once.
+	dropAfter string
+	// dropWait: the first wait_vm is answered by closing the connection.
+	dropWait bool
+	// lingers: the fake guest does not power off after the command; only StopVM ends it.
+	lingers bool
+	list    []api.Session // ListSessions' answer
 
 	mu       sync.Mutex
 	calls    []string
@@ -44,7 +53,8 @@ type fakeVMHelper struct {
 func newFakeHelper(t *testing.T) *fakeVMHelper {
 	t.Helper()
 	host := mustKey(t)
-	f := &fakeVMHelper{t: t, sock: filepath.Join(t.TempDir(), "helper.sock"), hostKey: host, guestKey: host, gone: make(chan struct{})}
+	f := &fakeVMHelper{t: t, sock: filepath.Join(t.TempDir(), "helper.sock"), hostKey: host, guestKey: host, gone: make(chan struct{}),
+		caps: api.Capabilities{Accel: "tcg", Backends: []string{"qemu"}}}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: f.sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +118,15 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 		var out []*os.File
 		switch req.Call {
 		case api.CallHello:
-			result = api.Capabilities{Version: api.Version, Accel: "tcg", Backends: []string{"qemu"}}
+			f.mu.Lock()
+			caps := f.caps
+			f.mu.Unlock()
+			caps.Version = api.Version
+			result = caps
+		case api.CallListSessions:
+			f.mu.Lock()
+			result = api.SessionList{Sessions: f.list}
+			f.mu.Unlock()
 		case api.CallCreateSession:
 			result = api.Session{ID: "0000abcd", State: "created"}
 		case api.CallStartVM:
@@ -141,6 +159,13 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 		case api.CallStopVM:
 			f.end("stopped")
 		case api.CallWaitVM:
+			f.mu.Lock()
+			drop := f.dropWait
+			f.dropWait = false
+			f.mu.Unlock()
+			if drop {
+				return
+			}
 			<-f.gone
 			f.mu.Lock()
 			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n", Egress: f.egress}
@@ -162,16 +187,27 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 		if err != nil {
 			return
 		}
+		f.mu.Lock()
+		drop := f.dropAfter == req.Call
+		if drop {
+			f.dropAfter = ""
+		}
+		f.mu.Unlock()
+		if drop {
+			return
+		}
 	}
 }
 
 // guest is the fake guest's SSH server: it authorizes the client key StartVM carried.
 func (f *fakeVMHelper) guest(c net.Conn) {
-	defer f.end("poweroff")
-	defer c.Close()
 	f.mu.Lock()
-	want := f.startArg.ClientKey
+	want, lingers := f.startArg.ClientKey, f.lingers
 	f.mu.Unlock()
+	if !lingers {
+		defer f.end("poweroff")
+	}
+	defer c.Close()
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
 		if strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) != want {
 			return nil, fmt.Errorf("key not authorized")
@@ -328,11 +364,19 @@ func TestRunAgentCommandAndEnv(t *testing.T) {
 }
 
 func TestImageHint(t *testing.T) {
-	if h := imageHint("test"); !strings.Contains(h, "sudo brood image build test") {
+	agent := func(name, image, flag string) runRequest {
+		return runRequest{agent: Agent{Name: name, Image: image}, image: image, flags: runFlags{image: flag}}
+	}
+	if h := imageHint(agent("run-image", "test", ""), nil); !strings.Contains(h, "sudo brood image build test") || strings.Contains(h, "--image") {
 		t.Errorf("recipe hint %q", h)
 	}
-	if h := imageHint("claude-code"); !strings.Contains(h, "no recipe") || !strings.Contains(h, "--image") || strings.Contains(h, "image build claude-code") {
+	if h := imageHint(agent("claude-code", "claude-code", ""), []string{"test"}); !strings.Contains(h, "no recipe") ||
+		!strings.Contains(h, "--image") || strings.Contains(h, "image build claude-code") || !strings.Contains(h, "built images: test") {
 		t.Errorf("no-recipe hint %q", h)
+	}
+	// --image was given: the hint does not tell the developer to pass it.
+	if h := imageHint(agent("shell", "nosuch", "nosuch"), []string{}); strings.Contains(h, "--image") || !strings.Contains(h, "no image is built yet") {
+		t.Errorf("--image hint %q", h)
 	}
 }
 

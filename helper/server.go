@@ -143,6 +143,9 @@ type connState struct {
 	decision Decision
 	hello    bool
 	uc       *net.UnixConn // nil in fuzz tests
+	// vms are the sessions whose VM was started on this connection (server_vm.go): the
+	// connection is their lease, never closed for idleness, and its end destroys them.
+	vms []string
 }
 
 func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
@@ -159,12 +162,13 @@ func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
 	conn := api.NewConn(uc)
 	stop := context.AfterFunc(ctx, func() { uc.SetReadDeadline(time.Now()) })
 	defer stop()
+	defer s.releaseLeases(st)
 	for {
 		if ctx.Err() != nil {
 			return
 		}
 		// 2. One request, bounded in time and size.
-		if err := uc.SetReadDeadline(time.Now().Add(s.cfg.ReadTimeout())); err != nil {
+		if err := uc.SetReadDeadline(s.readDeadline(st)); err != nil {
 			return
 		}
 		body, files, err := conn.ReadFrame()
@@ -317,6 +321,7 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 	st.hello = true
 	caps := s.caps
 	caps.Peer = st.cred.Peer
+	s.vmCaps(&caps)
 	if s.egress != nil {
 		caps.Policy = PolicyDigest(s.cfg.Egress.PolicyPath)
 	}

@@ -37,6 +37,7 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (a
 		if err != nil {
 			return nil, nil, err
 		}
+		st.vms = append(st.vms, a.ID)
 		return info, nil, nil
 	}
 	var a api.SessionArgs
@@ -108,4 +109,47 @@ func hangupContext(ctx context.Context, uc *net.UnixConn) (context.Context, func
 		<-done
 		cancel()
 	}
+}
+
+// The connection that started a VM holds it as a lease. While the VM runs the connection
+// is never closed for idleness (the client is legitimately silent during boot and while
+// the agent runs: issue 4, a 30 s read timeout orphaned a slow-booting VM), and when the
+// connection ends for any reason (client exit, SIGKILL, helper shutdown) its sessions
+// are destroyed: a running VM is stopped, its tap and share released. A VM thus never
+// outlives the frontend that started it.
+
+// readDeadline is the read deadline for the next request on st's connection: none while
+// a VM it started is alive, else cfg.ReadTimeout from now.
+func (s *Server) readDeadline(st *connState) time.Time {
+	for _, id := range st.vms {
+		if sess, err := s.sessions.Get(id, st.cred.UID); err == nil && sess.State != StateStopped {
+			return time.Time{}
+		}
+	}
+	return time.Now().Add(s.cfg.ReadTimeout())
+}
+
+// releaseLeases destroys the sessions whose VM was started on st's connection and that
+// still exist; it runs when the connection ends.
+func (s *Server) releaseLeases(st *connState) {
+	for _, id := range st.vms {
+		err := s.sessions.Destroy(id, st.cred.UID)
+		if errors.Is(err, api.ErrNotFound) {
+			continue // destroyed by the client already
+		}
+		s.lastBusy.Store(time.Now().UnixNano())
+		s.log.Info("audit: connection that started the VM closed: session destroyed", "uid", st.cred.UID, "session", id, "err", err)
+	}
+	st.vms = nil
+}
+
+// vmCaps adds to Hello's capabilities what a client checks before it snapshots: the
+// bootable images and the host's vCPU and memory limits (nil/0 without a VM backend).
+func (s *Server) vmCaps(c *api.Capabilities) {
+	if s.vmHost == nil {
+		return
+	}
+	c.Images = builtImages(s.cfg)
+	h := hostLimits()
+	c.HostCPUs, c.HostMemoryMiB = h.CPUs, h.MemoryMiB
 }

@@ -16,6 +16,9 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,6 +30,7 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/image"
 	"brood.dev/brood/sandbox/initramfs"
 )
 
@@ -84,7 +88,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	if err != nil {
 		return nil, api.VMInfo{}, err
 	}
-	cpus, mem, timeout, err := vmLimits(a)
+	cpus, mem, timeout, err := vmLimits(a, hostLimits())
 	if err != nil {
 		return nil, api.VMInfo{}, err
 	}
@@ -456,11 +460,16 @@ func parseClientKey(k string) (string, error) {
 	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(pub))), nil
 }
 
-// vmLimits applies the defaults and the sandbox.Spec limits to a's sizes.
-func vmLimits(a api.StartVMArgs) (cpus, memMiB int, timeout time.Duration, err error) {
+// vmLimits applies the defaults, the sandbox.Spec limits and the host's limits to a's
+// sizes. Sizes outside the sandbox limits wrap api.ErrBadRequest; sizes within them but
+// above what the host has (host, from hostLimits) wrap api.ErrHostResources.
+func vmLimits(a api.StartVMArgs, host hostResources) (cpus, memMiB int, timeout time.Duration, err error) {
 	cpus, memMiB, timeout = a.CPUs, a.MemoryMiB, time.Duration(a.TimeoutSec)*time.Second
 	if cpus == 0 {
 		cpus = sandbox.DefaultCPUs
+		if host.CPUs > 0 {
+			cpus = min(cpus, host.CPUs)
+		}
 	}
 	if memMiB == 0 {
 		memMiB = sandbox.DefaultMemoryMiB
@@ -475,9 +484,61 @@ func vmLimits(a api.StartVMArgs) (cpus, memMiB int, timeout time.Duration, err e
 		err = fmt.Errorf("memory %d MiB not in %d..%d: %w", memMiB, sandbox.MinMemoryMiB, sandbox.MaxMemoryMiB, api.ErrBadRequest)
 	case a.TimeoutSec < 0 || timeout > sandbox.DefaultTimeout:
 		err = fmt.Errorf("timeout %d s not in 1..%d: %w", a.TimeoutSec, int(sandbox.DefaultTimeout/time.Second), api.ErrBadRequest)
+	case host.CPUs > 0 && cpus > host.CPUs:
+		err = fmt.Errorf("cpus %d: the host has %d: %w", cpus, host.CPUs, api.ErrHostResources)
+	case host.MemoryMiB > 0 && memMiB > host.MemoryMiB:
+		err = fmt.Errorf("memory %d MiB: the host has %d MiB: %w", memMiB, host.MemoryMiB, api.ErrHostResources)
 	}
 	return cpus, memMiB, timeout, err
 }
+
+// hostResources is what one VM may use at most on this host; 0 means unknown (no cap).
+type hostResources struct {
+	CPUs      int // runtime.NumCPU(): the CPUs this process may run on
+	MemoryMiB int // physical memory in MiB (sysinfo(2) totalram × mem_unit)
+}
+
+// hostLimits reads the host's CPU count and physical memory. A VM with more vCPUs than
+// host CPUs boots very slowly under TCG (each vCPU is a thread; the report in issue 4
+// was a 64-vCPU guest taking minutes on 2 cores), and more memory than the host has
+// ends in the OOM killer.
+func hostLimits() hostResources {
+	h := hostResources{CPUs: runtime.NumCPU()}
+	var si unix.Sysinfo_t
+	if unix.Sysinfo(&si) == nil {
+		h.MemoryMiB = int(uint64(si.Totalram) * uint64(si.Unit) >> 20)
+	}
+	return h
+}
+
+// builtImages lists the names of the images under the state directory that openArtifacts
+// would find ("<name>-<hex32><image.Ext>"), sorted and without duplicates; an empty list
+// when there are none or the directory cannot be read safely.
+func builtImages(cfg *Config) []string {
+	out := []string{}
+	root, err := openTrustedDir(-1, cfg.StateDir)
+	if err != nil {
+		return out
+	}
+	defer root.Close()
+	d, err := openTrustedDir(int(root.Fd()), imagesDir)
+	if err != nil {
+		return out
+	}
+	defer d.Close()
+	names, _ := readNames(d)
+	for _, n := range names {
+		m := builtImageRe.FindStringSubmatch(n)
+		if m != nil && api.ValidImageName(m[1]) && !slices.Contains(out, m[1]) {
+			out = append(out, m[1])
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// builtImageRe matches an image file name and captures the image name.
+var builtImageRe = regexp.MustCompile(`^(.+)-[0-9a-f]{32}` + regexp.QuoteMeta(image.Ext) + `$`)
 
 // newHostKey generates the guest's per-session ed25519 SSH host key: the private key as
 // OpenSSH PEM for the guest config, the public key for VMInfo.

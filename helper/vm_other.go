@@ -22,6 +22,14 @@ func (*vmHandle) attach(context.Context) (*os.File, error) { return nil, errNoVM
 
 func (*vmHandle) wait(context.Context) (api.VMExit, error) { return api.VMExit{}, errNoVMs }
 
+// hostResources: no VMs, no caps to report.
+type hostResources struct{ CPUs, MemoryMiB int }
+
+func hostLimits() hostResources { return hostResources{} }
+
+// builtImages: no VMs, so no bootable image (nil: "cannot tell").
+func builtImages(*Config) []string { return nil }
+
 var errNoVMs = fmt.Errorf("VMs are not supported on this OS: %w", api.ErrUnavailable)
 
 func (srv *Server) startVM(*session, api.StartVMArgs, func(api.VMExit)) (*vmHandle, api.VMInfo, error) {

@@ -547,6 +547,33 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 		t.Errorf("run dirs left: %v", ents)
 	}
 
+	// The connection that started a VM is its lease (issue 4): silent for longer than
+	// read_timeout_seconds while the VM boots or runs, it stays open; when the client
+	// dies (SIGKILL) the helper stops the VM and destroys the session.
+	lease := startVMClient(t, h.sock, 4242)
+	lid := lease.must(vmCmd{Op: "create", Dir: ownedDir(t, work, "lease", 4242, 4242)}).Session.ID
+	lease.must(vmCmd{Op: "start", ID: lid, Timeout: 120})
+	leaseRunner, leaseVMM := findVMM(t, h.runtime, lid)
+	time.Sleep(2500 * time.Millisecond) // read_timeout_seconds = 1
+	lease.must(vmCmd{Op: "list"})
+	lease.cmd.Process.Kill()
+	lease.cmd.Wait()
+	deadline = time.Now().Add(10 * time.Second)
+	for (alive(leaseVMM) || alive(leaseRunner)) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(leaseVMM) || alive(leaseRunner) {
+		t.Errorf("VMM %d / runner %d survive the client that started them", leaseVMM, leaseRunner)
+	}
+	// a's VMs are gone, so its connection was closed for idleness meanwhile (taking its
+	// stopped sessions with it): a new client.
+	a = startVMClient(t, h.sock, 4242)
+	for _, s := range a.must(vmCmd{Op: "list"}).Sessions {
+		if s.ID == lid {
+			t.Errorf("session %s of the killed client still listed (%s)", lid, s.State)
+		}
+	}
+
 	// The helper crashes with a VM running: its spawner, the runner and QEMU follow it
 	// (socket EOF, then Pdeathsig); the next helper removes the run dir left behind.
 	crash := a.must(vmCmd{Op: "create", Dir: ownedDir(t, work, "crash", 4242, 4242)}).Session.ID

@@ -122,7 +122,7 @@ func TestParseClientKey(t *testing.T) {
 }
 
 func TestVMLimits(t *testing.T) {
-	cpus, mem, timeout, err := vmLimits(api.StartVMArgs{})
+	cpus, mem, timeout, err := vmLimits(api.StartVMArgs{}, hostResources{})
 	if err != nil || cpus != sandbox.DefaultCPUs || mem != sandbox.DefaultMemoryMiB || timeout != sandbox.DefaultTimeout {
 		t.Errorf("defaults = %d %d %v %v", cpus, mem, timeout, err)
 	}
@@ -130,9 +130,26 @@ func TestVMLimits(t *testing.T) {
 		{CPUs: -1}, {CPUs: sandbox.MaxCPUs + 1}, {MemoryMiB: 64}, {TimeoutSec: -1},
 		{TimeoutSec: int(sandbox.DefaultTimeout.Seconds()) + 1},
 	} {
-		if _, _, _, err := vmLimits(a); !errors.Is(err, api.ErrBadRequest) {
+		if _, _, _, err := vmLimits(a, hostResources{CPUs: 2, MemoryMiB: 4096}); !errors.Is(err, api.ErrBadRequest) {
 			t.Errorf("vmLimits(%+v) = %v, want bad_request", a, err)
 		}
+	}
+	// Within the sandbox limits but above the host's: a typed host_resources error.
+	host := hostResources{CPUs: 2, MemoryMiB: 4096}
+	for _, a := range []api.StartVMArgs{{CPUs: 3}, {CPUs: sandbox.MaxCPUs}, {MemoryMiB: 4097}} {
+		if _, _, _, err := vmLimits(a, host); !errors.Is(err, api.ErrHostResources) {
+			t.Errorf("vmLimits(%+v, %+v) = %v, want host_resources", a, host, err)
+		}
+	}
+	if cpus, mem, _, err := vmLimits(api.StartVMArgs{CPUs: 2, MemoryMiB: 4096}, host); err != nil || cpus != 2 || mem != 4096 {
+		t.Errorf("at the host's limits: %d %d %v", cpus, mem, err)
+	}
+	// The default never asks for more vCPUs than the host has.
+	if cpus, _, _, err := vmLimits(api.StartVMArgs{}, hostResources{CPUs: 1}); err != nil || cpus != min(sandbox.DefaultCPUs, 1) {
+		t.Errorf("default on a 1-CPU host: %d %v", cpus, err)
+	}
+	if h := hostLimits(); h.CPUs < 1 || h.MemoryMiB < 64 {
+		t.Errorf("hostLimits() = %+v", h)
 	}
 }
 

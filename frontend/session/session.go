@@ -49,6 +49,10 @@ type Meta struct {
 	State     State     `json:"state"`
 	Agent     string    `json:"agent,omitempty"`
 	Note      string    `json:"note,omitempty"`
+	// HelperSession is the helper's id of the session whose VM uses the snapshot (8 hex
+	// digits, api.ValidSessionID), recorded when the VM starts: a command that finds the
+	// state "running" asks the helper whether that VM still exists.
+	HelperSession string `json:"helper_session,omitempty"`
 }
 
 // Session is an open session directory.

@@ -127,6 +127,14 @@ type Capabilities struct {
 	Landlock Landlock `json:"landlock"`
 	Peer     Peer     `json:"peer"`          // who the helper thinks you are
 	Policy   string   `json:"policy_digest"` // digest of the system egress policy ("none" until netpolicy lands)
+	// Images lists the names of the built images the helper can boot (ValidImageName
+	// names), so a client can refuse an unknown image before it snapshots anything.
+	// Nil from a helper older than this field: the client cannot tell and asks StartVM.
+	Images []string `json:"images"`
+	// HostCPUs and HostMemoryMiB are the largest StartVMArgs.CPUs and MemoryMiB the
+	// helper accepts on this host (runtime.NumCPU(), physical memory in MiB); 0: unknown.
+	HostCPUs      int `json:"host_cpus,omitempty"`
+	HostMemoryMiB int `json:"host_memory_mib,omitempty"`
 }
 
 // CreateSessionArgs creates a session. The workspace share is the single descriptor

@@ -20,6 +20,9 @@ const (
 	CodeUnavailable      Code = "unavailable"       // a VM artifact (kernel, initramfs, image) or backend is missing
 	CodeInternal         Code = "internal"          // the helper failed; see its log
 	CodePolicy           Code = "policy"            // the egress policy refused the request, or cannot be read
+	// CodeHostResources: StartVM asked for more vCPUs or memory than the host has
+	// (HostLimits in the message); added in protocol 1 without a version change.
+	CodeHostResources Code = "host_resources"
 )
 
 // Error is a typed protocol error (code + message). It matches the sentinel of its code
@@ -60,6 +63,7 @@ var (
 	ErrUnavailable      = &Error{Code: CodeUnavailable, Message: "VM artifact or backend unavailable"}
 	ErrInternal         = &Error{Code: CodeInternal, Message: "internal error"}
 	ErrPolicy           = &Error{Code: CodePolicy, Message: "egress policy refused"}
+	ErrHostResources    = &Error{Code: CodeHostResources, Message: "more vCPUs or memory than the host has"}
 )
 
 // ErrTruncated reports a frame cut short by the end of the stream.
