@@ -192,11 +192,11 @@ func TestEgress(t *testing.T) {
 	inet.ip(t, "addr", "add", "172.31.255.2/30", "dev", "up0")
 	inet.ip(t, "-6", "addr", "add", "fd21::2/126", "dev", "up0", "nodad")
 	inet.ip(t, "link", "set", "up0", "up")
-	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32", "10.0.0.5/32", "100.64.0.1/32"} {
+	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32", "10.0.0.5/32", "100.64.0.1/32", "169.254.169.254/32"} {
 		inet.ip(t, "addr", "add", a, "dev", "lo")
 		host.ip(t, "route", "add", a, "via", "172.31.255.2")
 	}
-	for _, a := range []string{"2001:db8::10/128", "2001:db8::20/128"} {
+	for _, a := range []string{"2001:db8::10/128", "2001:db8::20/128", "fd00::1/128", "64:ff9b::a9fe:a9fe/128"} {
 		inet.ip(t, "-6", "addr", "add", a, "dev", "lo", "nodad")
 		host.ip(t, "-6", "route", "add", a, "via", "fd21::2")
 	}
@@ -223,6 +223,12 @@ func TestEgress(t *testing.T) {
 		"internal.pkg.test. 300 IN A 10.0.0.5",
 		"cgnat.pkg.test. 300 IN A 100.64.0.1",
 		"mapped.pkg.test. 300 IN AAAA ::ffff:192.0.2.20",
+		"loop.pkg.test. 300 IN A 127.0.0.1",
+		"metadata.pkg.test. 300 IN A 169.254.169.254",
+		"loop6.pkg.test. 300 IN AAAA ::1",
+		"ula.pkg.test. 300 IN AAAA fd00::1",
+		"mappedloop.pkg.test. 300 IN AAAA ::ffff:127.0.0.1",
+		"nat64.pkg.test. 300 IN AAAA 64:ff9b::a9fe:a9fe",
 		"evil.attacker.test. 300 IN A 192.0.2.20",
 		"git.allowed.test. 300 IN A 192.0.2.20",
 	})
@@ -259,7 +265,7 @@ func TestEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Controls: from the host itself (not filtered) the servers answer.
-	for _, a := range []string{"192.0.2.20:443", "10.0.0.5:443", "100.64.0.1:443", "[2001:db8::20]:443", "192.0.2.10:8443", "192.0.2.10:853"} {
+	for _, a := range []string{"192.0.2.20:443", "10.0.0.5:443", "100.64.0.1:443", "169.254.169.254:443", "[fd00::1]:443", "[64:ff9b::a9fe:a9fe]:443", "[2001:db8::20]:443", "192.0.2.10:8443", "192.0.2.10:853"} {
 		if err := host.connect(a, patience); err != nil {
 			t.Fatalf("control: host cannot reach %s: %v", a, err)
 		}
@@ -407,12 +413,28 @@ func TestEgress(t *testing.T) {
 		name  string
 		qtype uint16
 		addr  string
-	}{{"internal.pkg.test.", dns.TypeA, "10.0.0.5:443"}, {"cgnat.pkg.test.", dns.TypeA, "100.64.0.1:443"}, {"mapped.pkg.test.", dns.TypeAAAA, "192.0.2.20:443"}} {
+	}{{"internal.pkg.test.", dns.TypeA, "10.0.0.5:443"}, {"cgnat.pkg.test.", dns.TypeA, "100.64.0.1:443"}, {"mapped.pkg.test.", dns.TypeAAAA, "192.0.2.20:443"},
+		{"metadata.pkg.test.", dns.TypeA, "169.254.169.254:443"}, {"ula.pkg.test.", dns.TypeAAAA, "[fd00::1]:443"},
+		{"nat64.pkg.test.", dns.TypeAAAA, "[64:ff9b::a9fe:a9fe]:443"},
+		// Loopback answers: the guest's own loopback is not the host's, nothing to connect to.
+		{"loop.pkg.test.", dns.TypeA, ""}, {"loop6.pkg.test.", dns.TypeAAAA, ""}, {"mappedloop.pkg.test.", dns.TypeAAAA, ""}} {
 		r, err := g1.query("udp", "10.200.0.1:53", q.name, q.qtype, patience)
 		if err != nil || len(addrs(r)) != 0 {
 			t.Errorf("%s: %v %v; want no addresses", q.name, r, err)
 		}
-		mustFail(g1, q.addr, q.name+" answered a refused address")
+		if q.addr != "" {
+			mustFail(g1, q.addr, q.name+" answered a refused address")
+		}
+	}
+	// Nothing of those answers was pinned (elements read "ADDR . PROTO . PORT").
+	sets := host.exec(t, "nft", "list", "set", "inet", "brood", "sg1_v4") + host.exec(t, "nft", "list", "set", "inet", "brood", "sg1_v6")
+	if !strings.Contains(sets, " 192.0.2.10 . tcp . 443 ") || !strings.Contains(sets, " 2001:db8::10 . tcp . 443 ") {
+		t.Errorf("control: the allowed name's pins are not listed as expected:\n%s", sets)
+	}
+	for _, a := range []string{"127.0.0.1", "10.0.0.5", "100.64.0.1", "169.254.169.254", "::1", "fd00::1", "::ffff:127.0.0.1", "::ffff:192.0.2.20", "64:ff9b::a9fe:a9fe"} {
+		if strings.Contains(sets, " "+a+" . ") {
+			t.Errorf("refused address %s was pinned:\n%s", a, sets)
+		}
 	}
 
 	// The static deny comes before the set: a refused address that got into the set anyway
