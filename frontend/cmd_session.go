@@ -48,9 +48,11 @@ func newSessionNewCommand() *cobra.Command {
 		Long: `Snapshot the workspace (default: the current directory) into a new session
 directory and print the session id and the snapshot path.
 
-Secrets (.env, .env.*, *.pem, *.key, id_rsa*, id_ed25519*, .ssh/, .aws/, .gnupg/,
-.netrc, .git-credentials, at any depth) are never copied; FIFOs, sockets and devices are
-skipped; .git/config is copied without credentials, includes or host command hooks.
+Secrets (.env, .env.*, *.pem, *.key, *.p12, *.pfx, *.ppk, id_rsa*, id_ed25519*,
+id_ecdsa*, id_dsa*, .ssh/, .aws/, .gnupg/, .netrc, .git-credentials, .npmrc, .pypirc,
+.docker/config.json, .kube/config, at any depth) are never copied; FIFOs, sockets, devices,
+files you cannot read and brood's own state directory are skipped; git config files are
+copied without credentials, includes or host command hooks.
 Each is listed on stderr (or in --json). --dry-run lists them and creates nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -110,7 +112,7 @@ func runSessionNew(ctx context.Context, out, errw io.Writer, o sessionNewOpts) e
 		return usageErr("session new: workspace %q is not a directory", o.workspace)
 	}
 	if o.dryRun {
-		m, rep, err := snapshot.Take(ctx, o.workspace, "", snapshot.Options{DryRun: true})
+		m, rep, err := snapshot.Take(ctx, o.workspace, "", snapshot.Options{DryRun: true, SkipDirs: stateDirs()})
 		if err != nil {
 			return fmt.Errorf("session new (dry run): %w", err)
 		}
@@ -127,7 +129,7 @@ func runSessionNew(ctx context.Context, out, errw io.Writer, o sessionNewOpts) e
 		return fmt.Errorf("session new: %w", err)
 	}
 	m, rep, err := snapshot.Take(ctx, sess.Workspace, sess.SnapshotDir(),
-		snapshot.Options{KeepBase: o.keepBase, BaseDir: sess.BaseDir()})
+		snapshot.Options{KeepBase: o.keepBase, BaseDir: sess.BaseDir(), SkipDirs: stateDirs()})
 	if err != nil {
 		return fail(err)
 	}

@@ -12,22 +12,37 @@ import (
 type Rule struct {
 	Name  string // shown to the user, e.g. "*.pem" or ".ssh/"
 	match func(lowerName string) bool
+	// parent, when set, is the (lower-case) name the entry's directory must have too:
+	// ".docker/config.json" excludes config.json only inside a directory named .docker.
+	parent string
 }
 
 // BuiltinRules are the secret rules no configuration can negate (DESIGN.md, "Review gate").
 // ".git-credentials" (git's credential store file) is added to the list in the brief.
 var BuiltinRules = []Rule{
-	{".env", func(n string) bool { return n == ".env" }},
-	{".env.*", func(n string) bool { return strings.HasPrefix(n, ".env.") }},
-	{"*.pem", func(n string) bool { return strings.HasSuffix(n, ".pem") }},
-	{"*.key", func(n string) bool { return strings.HasSuffix(n, ".key") }},
-	{"id_rsa*", func(n string) bool { return strings.HasPrefix(n, "id_rsa") }},
-	{"id_ed25519*", func(n string) bool { return strings.HasPrefix(n, "id_ed25519") }},
-	{".ssh/", func(n string) bool { return n == ".ssh" }},
-	{".aws/", func(n string) bool { return n == ".aws" }},
-	{".gnupg/", func(n string) bool { return n == ".gnupg" }},
-	{".netrc", func(n string) bool { return n == ".netrc" }},
-	{".git-credentials", func(n string) bool { return n == ".git-credentials" }},
+	{".env", func(n string) bool { return n == ".env" }, ""},
+	{".env.*", func(n string) bool { return strings.HasPrefix(n, ".env.") }, ""},
+	{"*.pem", func(n string) bool { return strings.HasSuffix(n, ".pem") }, ""},
+	{"*.key", func(n string) bool { return strings.HasSuffix(n, ".key") }, ""},
+	{"id_rsa*", func(n string) bool { return strings.HasPrefix(n, "id_rsa") }, ""},
+	{"id_ed25519*", func(n string) bool { return strings.HasPrefix(n, "id_ed25519") }, ""},
+	{".ssh/", func(n string) bool { return n == ".ssh" }, ""},
+	{".aws/", func(n string) bool { return n == ".aws" }, ""},
+	{".gnupg/", func(n string) bool { return n == ".gnupg" }, ""},
+	{".netrc", func(n string) bool { return n == ".netrc" }, ""},
+	{".git-credentials", func(n string) bool { return n == ".git-credentials" }, ""},
+	// SSH keys of the other algorithms, package-registry and cluster credentials, and
+	// PKCS#12 / PuTTY key files. Names match exactly (or by the given prefix or suffix):
+	// npmrc.go and kube/config.go are ordinary files.
+	{"id_ecdsa*", func(n string) bool { return strings.HasPrefix(n, "id_ecdsa") }, ""},
+	{"id_dsa*", func(n string) bool { return strings.HasPrefix(n, "id_dsa") }, ""},
+	{".npmrc", func(n string) bool { return n == ".npmrc" }, ""},
+	{".pypirc", func(n string) bool { return n == ".pypirc" }, ""},
+	{".docker/config.json", func(n string) bool { return n == "config.json" }, ".docker"},
+	{".kube/config", func(n string) bool { return n == "config" }, ".kube"},
+	{"*.p12", func(n string) bool { return strings.HasSuffix(n, ".p12") }, ""},
+	{"*.pfx", func(n string) bool { return strings.HasSuffix(n, ".pfx") }, ""},
+	{"*.ppk", func(n string) bool { return strings.HasSuffix(n, ".ppk") }, ""},
 }
 
 // rules is the effective rule list: BuiltinRules then the extra patterns.
@@ -43,16 +58,17 @@ func newRules(extra []string) (rules, error) {
 		if _, err := path.Match(lp, ""); err != nil || p == "" || strings.Contains(p, "/") {
 			return nil, fmt.Errorf("secret rule %q: %w", p, ErrBadRule)
 		}
-		rs = append(rs, Rule{p, func(n string) bool { ok, _ := path.Match(lp, n); return ok }})
+		rs = append(rs, Rule{p, func(n string) bool { ok, _ := path.Match(lp, n); return ok }, ""})
 	}
 	return rs, nil
 }
 
-// match returns the name of the first rule name matches, or "".
-func (rs rules) match(name string) string {
+// match returns the name of the first rule that name, in a directory named parent
+// ("" for the root), matches, or "".
+func (rs rules) match(parent, name string) string {
 	ln := lowerASCII(name)
 	for _, r := range rs {
-		if r.match(ln) {
+		if r.match(ln) && (r.parent == "" || r.parent == lowerASCII(parent)) {
 			return r.Name
 		}
 	}

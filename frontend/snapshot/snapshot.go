@@ -51,6 +51,11 @@ type Options struct {
 	// ExtraRules are additional secret rules: path.Match patterns matched against each
 	// entry name (lower-cased). They can only add exclusions.
 	ExtraRules []string
+	// SkipDirs are directories never copied wherever they appear in W (compared by
+	// device and inode, so any name of them counts), recorded as skipped: brood's own
+	// state directory when W contains it (brood session new --workspace ~). Paths that do
+	// not exist are ignored.
+	SkipDirs []string
 }
 
 // Item is one excluded or skipped path (relative to W, raw bytes) and why.
@@ -154,7 +159,9 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 			}
 		}
 	}
-	if !opts.DryRun {
+	if opts.DryRun {
+		t.addSkipDirs()
+	} else {
 		if err := t.ownDirs(root); err != nil {
 			closeFd(root.dst)
 			closeFd(root.base)
@@ -183,6 +190,19 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 	return m, rep, nil
 }
 
+// addSkipDirs records Options.SkipDirs that exist as never walked.
+func (t *taker) addSkipDirs() {
+	if t.own == nil {
+		t.own = map[fileID]bool{}
+	}
+	for _, d := range t.opts.SkipDirs {
+		var st unix.Stat_t
+		if err := unix.Stat(d, &st); err == nil {
+			t.own[fileID{st.Dev, st.Ino}] = true
+		}
+	}
+}
+
 // ownDirs records S's root (and creates the base root when KeepBase) so that a walk of a
 // workspace that contains the session directory never copies S into itself.
 func (t *taker) ownDirs(root *dir) error {
@@ -190,7 +210,8 @@ func (t *taker) ownDirs(root *dir) error {
 	if err := unix.Fstat(root.dst, &st); err != nil {
 		return fmt.Errorf("stat snapshot dir %q: %w", t.s, err)
 	}
-	t.own = map[fileID]bool{{st.Dev, st.Ino}: true}
+	t.addSkipDirs()
+	t.own[fileID{st.Dev, st.Ino}] = true
 	if !t.opts.KeepBase {
 		return nil
 	}

@@ -201,12 +201,17 @@ func TestSecretRules(t *testing.T) {
 		"id_rsa": "id_rsa*", "home/id_rsa.pub": "id_rsa*", "x/id_ed25519": "id_ed25519*",
 		".ssh/config": ".ssh/", "deep/.aws/credentials": ".aws/", ".gnupg/pubring.kbx": ".gnupg/",
 		"y/.netrc": ".netrc", ".git-credentials": ".git-credentials",
+		"k/id_ecdsa": "id_ecdsa*", "id_dsa.pub": "id_dsa*", ".npmrc": ".npmrc", "py/.pypirc": ".pypirc",
+		".docker/config.json": ".docker/config.json", "home/.kube/config": ".kube/config",
+		"cert.p12": "*.p12", "x.PFX": "*.pfx", "putty.ppk": "*.ppk",
 	}
 	for p := range secret {
 		write(t, filepath.Join(w, p), canary, 0o600)
 	}
 	ordinary := []string{"internal/secrets/rotate.go", "docs/secret-handling.md", "pkg/credentials/x.go",
-		"key.pem.go", ".envrc", "env", "my.env", "keys/k.go", "ssh/config", ".aws.go", "id-rsa.txt", "pem", "netrc"}
+		"key.pem.go", ".envrc", "env", "my.env", "keys/k.go", "ssh/config", ".aws.go", "id-rsa.txt", "pem", "netrc",
+		"npmrc.go", "kube/config.go", "kube/config", ".kube/config.go", ".docker/other.json", "docker/config.json",
+		"npmrc", "p12.go", "pypirc.md"}
 	for _, p := range ordinary {
 		write(t, filepath.Join(w, p), "ordinary "+p, 0o644)
 	}
@@ -593,5 +598,25 @@ func TestIsGitConfig(t *testing.T) {
 		if got := isGitConfig(tc.in); got != tc.want {
 			t.Errorf("isGitConfig(%q) = %v, want %v", tc.in, got, tc.want)
 		}
+	}
+}
+
+// TestSkipDirs: brood's state directory inside W (session new --workspace ~) is never
+// copied, under any name, and is reported as skipped.
+func TestSkipDirs(t *testing.T) {
+	w := t.TempDir()
+	write(t, filepath.Join(w, "a.go"), "package a", 0o644)
+	write(t, filepath.Join(w, ".local/state/brood/sessions/x/snapshot/f"), canary, 0o644)
+	s, m, rep := take(t, w, Options{SkipDirs: []string{filepath.Join(w, ".local/state/brood"), "/nonexistent/brood"}})
+	grepTree(t, s, canary)
+	if e := m.Lookup(".local/state/brood"); e == nil || !strings.HasPrefix(e.Skipped, "brood's own state directory") {
+		t.Errorf("state dir: %+v (skipped %+v)", e, rep.Skipped)
+	}
+	if b, _ := os.ReadFile(filepath.Join(s, "a.go")); string(b) != "package a" {
+		t.Error("a.go not copied")
+	}
+	_, rep, err := Take(context.Background(), w, "", Options{DryRun: true, SkipDirs: []string{filepath.Join(w, ".local/state/brood")}})
+	if err != nil || len(rep.Skipped) != 1 {
+		t.Errorf("dry run: %v, skipped %+v", err, rep.Skipped)
 	}
 }

@@ -192,7 +192,7 @@ func (t *taker) walk(d *dir, r *result, buf []byte) {
 		if d.rel != "" {
 			rel = d.rel + "/" + e.name
 		}
-		if rule := t.rules.match(e.name); rule != "" {
+		if rule := t.rules.match(d.name, e.name); rule != "" {
 			if err := t.exclude(d, e.name, rel, rule, r); err != nil {
 				t.fail(err)
 				return
@@ -264,7 +264,7 @@ func (t *taker) enter(j job, r *result, buf []byte) error {
 	}
 	if t.own[fileID{c.wst.Dev, c.wst.Ino}] {
 		unix.Close(fd)
-		why := "brood's own snapshot directory (the session directory is inside the workspace)"
+		why := "brood's own state directory (sessions and snapshots)"
 		r.entries = append(r.entries, manifest.Entry{Path: j.rel, W: manifest.FromStat(&c.wst), Skipped: why})
 		r.rep.Skipped = append(r.rep.Skipped, Item{j.rel, why})
 		return nil
