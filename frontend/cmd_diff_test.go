@@ -13,6 +13,7 @@ import (
 	"brood.dev/brood/frontend/diff/difftest"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/helper/api"
 )
 
 // diffSession makes a session whose snapshot was taken from a workspace holding files,
@@ -168,8 +169,12 @@ func TestDiffCommandRefusesRunningSession(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Refused while the helper reports its VM alive (run_lifecycle_test.go has the rest).
+	f := newFakeHelper(t)
+	f.list = []api.Session{{ID: "0000abcd", State: "running"}}
+	sess.HelperSession = "0000abcd"
 	sess.SetState(session.StateRunning)
-	if _, msg, code := runBrood(t, "diff", id); code != ExitError || !strings.Contains(msg, "still running") {
+	if _, msg, code := runBrood(t, "diff", id); code != ExitRefused || !strings.Contains(msg, "its VM is running") {
 		t.Errorf("running session: exit %d, error %q", code, msg)
 	}
 	if _, _, code := runBrood(t, "diff", "--json", "--stat", id); code != ExitUsage {
