@@ -489,7 +489,8 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 		share := ownedDir(t, work, n, 4242, 4242)
 		ids[n] = a.must(vmCmd{Op: "create", Dir: share}).Session.ID
 	}
-	a.must(vmCmd{Op: "start", ID: ids["hang"], Timeout: 3})
+	// 6 s: under TCG on a loaded 2-core host the kernel may print nothing in the first 3 s.
+	a.must(vmCmd{Op: "start", ID: ids["hang"], Timeout: 6})
 	_, hangVMM := findVMM(t, h.runtime, ids["hang"])
 	a.must(vmCmd{Op: "start", ID: ids["stop"], Timeout: 120})
 	a.must(vmCmd{Op: "start", ID: ids["destroy"], Timeout: 120})
