@@ -495,8 +495,11 @@ func checkBootable(caps api.Capabilities, r runRequest, f runFlags) error {
 	if caps.Images != nil && !slices.Contains(caps.Images, r.image) {
 		return fmt.Errorf("%w: %q%s", ErrNoImage, r.image, imageHint(r, caps.Images))
 	}
-	if (caps.HostCPUs > 0 && f.cpus > caps.HostCPUs) || (caps.HostMemoryMiB > 0 && f.memory > caps.HostMemoryMiB) {
-		return usageErr("run: --cpus %d --memory %d asks for more than the host has%s", f.cpus, f.memory, resourcesHint(caps))
+	if caps.HostCPUs > 0 && f.cpus > caps.HostCPUs {
+		return usageErr("run: --cpus %d asks for more than the host has%s", f.cpus, resourcesHint(caps))
+	}
+	if caps.HostMemoryMiB > 0 && f.memory > caps.HostMemoryMiB {
+		return usageErr("run: --memory %d asks for more than the host has%s", f.memory, resourcesHint(caps))
 	}
 	return nil
 }

@@ -88,9 +88,9 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 		{"agent default", []string{"run", "claude-code"}, ExitError,
 			[]string{"image not built: \"claude-code\"", "pass --image NAME"}, ""},
 		{"cpus", []string{"run-image", "--cpus", "64", "test", "--", "true"}, ExitUsage,
-			[]string{"--cpus 64", "this host has 2 CPU(s) and 4096 MiB", "--cpus 1..2"}, ""},
+			[]string{"--cpus 64 asks for more than the host has", "this host has 2 CPU(s) and 4096 MiB", "--cpus 1..2"}, "--memory 0"},
 		{"memory", []string{"run-image", "--memory", "5000", "test", "--", "true"}, ExitUsage,
-			[]string{"more than the host has"}, ""},
+			[]string{"--memory 5000 asks for more than the host has"}, "--cpus 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeHelper(t)
