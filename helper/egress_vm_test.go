@@ -89,6 +89,11 @@ func TestVMEgress(t *testing.T) {
 	if sum := sha256.Sum256(data); hello.Caps.Policy != "sha256:"+hex.EncodeToString(sum[:]) {
 		t.Errorf("hello policy_digest = %q, want the policy file's sha256", hello.Caps.Policy)
 	}
+	// The helper is confined: IPv6 forwarding on the tap (created later) is written under
+	// Landlock (IPv6Conf's held directory), as in production.
+	if !hello.Caps.Landlock.Enforced {
+		t.Errorf("helper not confined by Landlock: %+v", hello.Caps.Landlock)
+	}
 	hello.Close()
 
 	// The helper's uplink: a veth from its netns to the internet, with the default route.
