@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
@@ -141,7 +143,10 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 	var b strings.Builder
 	var files, ins, del int
 	for _, c := range changes {
-		files++
+		dir := isDirChange(sess, c)
+		if !dir {
+			files++
+		}
 		fmt.Fprintf(&b, " %s | ", diff.Escape(c.Path))
 		a, d, ok := lineStat(sess, c)
 		switch {
@@ -155,6 +160,8 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 			fmt.Fprintf(&b, "mode %04o -> %04o", c.OldMode, c.NewMode)
 		case c.Kind == diff.KindSymlink || c.Kind == diff.KindType:
 			fmt.Fprintf(&b, "%s: %s", c.Kind, diff.Escape(c.Reason))
+		case dir:
+			fmt.Fprintf(&b, "%s directory", c.Kind)
 		case c.Binary:
 			fmt.Fprintf(&b, "Bin %d -> %d bytes", c.OldSize, c.NewSize)
 		default:
@@ -165,6 +172,21 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 	fmt.Fprintf(&b, " %d file(s) changed, %d insertion(s)(+), %d deletion(s)(-)\n", files, ins, del)
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// isDirChange reports whether an added or deleted change is a directory (S's entry for
+// an addition, W's for a deletion; lstat, never followed).
+func isDirChange(sess *session.Session, c diff.Change) bool {
+	root := sess.SnapshotDir()
+	switch c.Kind {
+	case diff.KindAdded:
+	case diff.KindDeleted:
+		root = sess.Workspace
+	default:
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(c.Path)))
+	return err == nil && fi.IsDir()
 }
 
 // lineStat counts the lines added and deleted by a text change; ok is false when the

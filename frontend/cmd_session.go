@@ -212,6 +212,10 @@ func snapshotReport(rep *snapshot.Report, dryRun bool) []string {
 			out = append(out, fmt.Sprintf("%s %s: %s", verb[2], diff.Escape(sf.Path), sf.Note))
 		}
 		for _, r := range sf.Removed {
+			if r.Rewritten {
+				out = append(out, fmt.Sprintf("%s %s: %s: credentials removed (the URL is kept)", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key)))
+				continue
+			}
 			out = append(out, fmt.Sprintf("%s %s: removed %s (%s)", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason))
 		}
 	}

@@ -120,7 +120,7 @@ func TestSessionNewCanary(t *testing.T) {
 					snap = v
 				}
 			}
-			for _, want := range []string{"excluded .env (secret rule .env)", "excluded .ssh (secret rule .ssh/)", "skipped pipe (fifo:", "sanitized .git/config: removed remote.origin.url (credentials in URL)", "removed include ("} {
+			for _, want := range []string{"excluded .env (secret rule .env)", "excluded .ssh (secret rule .ssh/)", "skipped pipe (fifo:", "sanitized .git/config: remote.origin.url: credentials removed (the URL is kept)", "removed include ("} {
 				if !strings.Contains(errOut, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, errOut)
 				}

@@ -24,6 +24,8 @@ var (
 	// ErrChangedSinceApply: undo found a workspace path that is neither what the apply
 	// wrote nor what it replaced; nothing is reverted.
 	ErrChangedSinceApply = errors.New("workspace changed since the apply")
+	// ErrNotInApply: a path given to UndoExcept was not changed by the apply being undone.
+	ErrNotInApply = errors.New("path not changed by this apply")
 	// ErrNothingToUndo: the session has no apply that is not already undone.
 	ErrNothingToUndo = errors.New("nothing to undo")
 	// ErrInterrupted: an earlier apply of this session was interrupted; call Recover first.

@@ -65,6 +65,7 @@ func (p Problem) Error() string { return p.Err.Error() }
 type Result struct {
 	Tx       string    // journal transaction ("000001", …); "" when nothing was journaled
 	Applied  []string  // paths changed in W (reverted, for Undo and Recover), in order
+	Kept     []string  // UndoExcept: paths of the apply left as they are now, in order
 	Problems []Problem // paths left alone, with the reason
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -24,8 +25,19 @@ import (
 // ErrChangedSinceApply naming each such path. Undo is idempotent: a path already back
 // in its prior state is skipped, so an interrupted undo is completed by running it
 // again. An interrupted apply is rolled back as by Recover. It returns ErrNothingToUndo
-// when every apply is already undone.
+// when every apply is already undone. When no apply remains in effect, the session's
+// state goes back from applied (to stopped if a VM ever ran on it, else ready).
 func Undo(ctx context.Context, sess *session.Session) (Result, error) {
+	return UndoExcept(ctx, sess, nil)
+}
+
+// UndoExcept is Undo that leaves the paths in except (workspace-relative, '/'-separated)
+// as they are now, with everything below them and the directories the apply created
+// above them: the way forward when the developer changed some paths after the apply and
+// wants the rest reverted. Only the other paths are checked and reverted; the apply then
+// counts as undone (Result.Kept lists the paths left). A path in except that the apply
+// did not change is ErrNotInApply, and nothing is reverted.
+func UndoExcept(ctx context.Context, sess *session.Session, except []string) (Result, error) {
 	var res Result
 	j, err := openJournal(sess.JournalDir())
 	if err != nil {
@@ -68,11 +80,26 @@ func Undo(ctx context.Context, sess *session.Session) (Result, error) {
 	}
 	defer a.close()
 	var idx []int
+	used := make([]bool, len(except))
+	kept := map[string]bool{}
 	for _, i := range doneIdx {
 		if i < 0 || i >= len(rec.Ops) {
 			return res, fmt.Errorf("undo session %s: tx %s: operation %d: %w", sess.ID, tx, i, ErrJournal)
 		}
+		if n := exceptedBy(rec.Ops[i].Path, except); n >= 0 {
+			used[n] = true
+			if !kept[rec.Ops[i].Path] {
+				kept[rec.Ops[i].Path] = true
+				res.Kept = append(res.Kept, rec.Ops[i].Path)
+			}
+			continue
+		}
 		idx = append(idx, i)
+	}
+	for n, u := range used {
+		if !u {
+			return Result{Tx: tx}, fmt.Errorf("undo session %s: --except %q (apply %s): %w", sess.ID, except[n], tx, ErrNotInApply)
+		}
 	}
 	// Refuse the whole undo if W changed after the apply: check the state of each path
 	// after its last operation.
@@ -105,7 +132,43 @@ func Undo(ctx context.Context, sess *session.Session) (Result, error) {
 	if err := writeFileSync(j.txDir(tx), undoneName, nil); err != nil {
 		return res, err
 	}
+	if err := leaveApplied(j, sess); err != nil {
+		return res, err
+	}
 	return res, res.err()
+}
+
+// exceptedBy returns the index of the entry of except that covers path (path is that
+// entry, lies below it, or is a directory above it), or -1.
+func exceptedBy(path string, except []string) int {
+	for n, e := range except {
+		if path == e || strings.HasPrefix(path, e+"/") || strings.HasPrefix(e, path+"/") {
+			return n
+		}
+	}
+	return -1
+}
+
+// leaveApplied sets the session's state back from applied when no apply of it remains
+// in effect: to stopped when a VM ran on it (HelperSession recorded), else to ready.
+func leaveApplied(j *journal, sess *session.Session) error {
+	if sess.State != session.StateApplied {
+		return nil
+	}
+	txs, err := j.txs()
+	if err != nil {
+		return err
+	}
+	for _, tx := range txs {
+		if done, undone := j.txStatus(tx); done && !undone {
+			return nil
+		}
+	}
+	st := session.StateReady
+	if sess.HelperSession != "" {
+		st = session.StateStopped
+	}
+	return sess.SetState(st)
 }
 
 // Recover rolls back every interrupted apply of the session (one killed before it

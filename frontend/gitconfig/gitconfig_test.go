@@ -111,8 +111,12 @@ func TestSanitizeKeys(t *testing.T) {
 			if tc.want != "" && !strings.Contains(string(out), tc.want) {
 				t.Fatalf("output lacks %q:\n%s", tc.want, out)
 			}
-			if len(removed) != 1 || removed[0] != (Removal{tc.key, tc.reason}) {
+			if len(removed) != 1 || removed[0].Key != tc.key || removed[0].Reason != tc.reason {
 				t.Fatalf("removed = %+v, want [{%s %s}]", removed, tc.key, tc.reason)
+			}
+			// A variable kept with only its URL's credentials removed says so.
+			if kept := strings.Contains(string(out), tc.key[strings.LastIndexByte(tc.key, '.')+1:]+" = "); removed[0].Rewritten && !kept {
+				t.Fatalf("Rewritten set but %s was removed:\n%s", tc.key, out)
 			}
 			for _, r := range removed {
 				if strings.Contains(r.Key, tok) {
@@ -227,4 +231,24 @@ func FuzzSanitize(f *testing.F) {
 			t.Fatalf("not idempotent: err=%v removed=%v", err, rem)
 		}
 	})
+}
+
+// TestRewrittenFlag: a URL whose credentials were stripped is reported as rewritten
+// (the variable stays); a removed variable is not.
+func TestRewrittenFlag(t *testing.T) {
+	in := "[remote \"origin\"]\n\turl = https://user:tok3n@example.com/r.git\n[core]\n\tfsmonitor = x\n"
+	out, removed, err := Sanitize([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, r := range removed {
+		got[r.Key] = r.Rewritten
+	}
+	if len(removed) != 2 || !got["remote.origin.url"] || got["core.fsmonitor"] {
+		t.Errorf("removed %+v, want remote.origin.url rewritten and core.fsmonitor removed", removed)
+	}
+	if !strings.Contains(string(out), "url = https://example.com/r.git") {
+		t.Errorf("url not kept:\n%s", out)
+	}
 }

@@ -10,6 +10,9 @@ import (
 type Removal struct {
 	Key    string `json:"key"`
 	Reason string `json:"reason"`
+	// Rewritten is true when the variable was kept and only the credentials in its URL
+	// were removed ("https://user:token@host" became "https://host").
+	Rewritten bool `json:"rewritten,omitempty"`
 }
 
 // Reasons reported in Removal.Reason.
@@ -70,16 +73,16 @@ func (c *Config) sanitize() []Removal {
 		}
 		switch {
 		case sec == "credential":
-			removed = append(removed, Removal{key, ReasonCredential})
+			removed = append(removed, Removal{Key: key, Reason: ReasonCredential})
 			continue
 		case sec == "include" || sec == "includeif":
-			removed = append(removed, Removal{key, ReasonInclude})
+			removed = append(removed, Removal{Key: key, Reason: ReasonInclude})
 			continue
 		case hasSub && HasURLCredentials(sub):
-			removed = append(removed, Removal{key, ReasonURLCredentials})
+			removed = append(removed, Removal{Key: key, Reason: ReasonURLCredentials})
 			continue
 		case sec == "url" && s.anyValueHasCredentials():
-			removed = append(removed, Removal{key, ReasonInsteadOf})
+			removed = append(removed, Removal{Key: key, Reason: ReasonInsteadOf})
 			continue
 		}
 		vars := s.Vars[:0]
@@ -87,17 +90,17 @@ func (c *Config) sanitize() []Removal {
 			vkey := key + "." + v.Name
 			switch {
 			case sec == "core" && !hasSub && coreCommands[v.Name]:
-				removed = append(removed, Removal{vkey, ReasonCommand})
+				removed = append(removed, Removal{Key: vkey, Reason: ReasonCommand})
 				continue
 			case sec == "http" && v.Name == "extraheader":
-				removed = append(removed, Removal{vkey, ReasonExtraHeader})
+				removed = append(removed, Removal{Key: vkey, Reason: ReasonExtraHeader})
 				continue
 			case secretName(v.Name):
-				removed = append(removed, Removal{vkey, ReasonSecretName})
+				removed = append(removed, Removal{Key: vkey, Reason: ReasonSecretName})
 				continue
 			case !v.NoValue && HasURLCredentials(v.Value):
 				v.Value = StripURLCredentials(v.Value)
-				removed = append(removed, Removal{vkey, ReasonURLCredentials})
+				removed = append(removed, Removal{vkey, ReasonURLCredentials, true})
 			}
 			vars = append(vars, v)
 		}

@@ -378,10 +378,11 @@ func (s *Session) selectHunks(p *printer, k *keys, e *entry) (Decision, bool, er
 			p.printf("%s", helpHunk)
 		}
 		if chosen[j] {
-			picked = append(picked, strconv.Itoa(j+1))
+			picked = append(picked, "#"+strconv.Itoa(j+1)+" "+e.hunks[j].Header())
 		}
 	}
-	note := fmt.Sprintf("hunks %s of %d", strings.Join(picked, ","), len(e.hunks))
+	// Name each hunk taken by number and header: "1 of 2 hunks taken: #2 @@ -5,3 +5,4 @@".
+	note := fmt.Sprintf("%d of %d hunks taken: %s", len(picked), len(e.hunks), strings.Join(picked, ", "))
 	switch len(picked) {
 	case 0:
 		return Decision{Change: e.c, Verdict: Reject, Note: "no hunk selected"}, true, nil

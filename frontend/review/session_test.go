@@ -123,7 +123,7 @@ func TestSessionHunkSelect(t *testing.T) {
 		t.Fatalf("hunk selection gave %s %q\nwant %q", d.Verdict, d.Content, strings.Join(want, ""))
 	}
 	if !strings.Contains(screen, "hunk 2/3") || !strings.Contains(screen, `CHANGED 20\r`) ||
-		!strings.Contains(screen, "No newline at end of file") || !strings.Contains(ds[0].Note, "hunks 1,3 of 3") {
+		!strings.Contains(screen, "No newline at end of file") || !strings.Contains(ds[0].Note, "2 of 3 hunks taken: #1 @@ -") || !strings.Contains(ds[0].Note, ", #3 @@ -") {
 		t.Errorf("screen/note: %q\n%s", ds[0].Note, screen)
 	}
 
