@@ -34,7 +34,8 @@ func newApplyCommand() *cobra.Command {
 --all selects every change except refused ones, conflicts (you changed the path too; use
 brood review to merge) and high-risk ones (.git/, CI definitions, hook managers, ...),
 which also need --include-risky. PATH... selects these paths or everything below these
-directories; a high-risk change is applied when its path is named exactly, or with
+directories (relative to the current directory when it is inside the workspace, else to
+the workspace root); a high-risk change is applied when its path is named exactly, or with
 --include-risky; a refused change or a conflict is never applied.
 
 Each file is written to a temp file next to its target, fsync'd and verified against the

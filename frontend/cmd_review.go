@@ -39,7 +39,8 @@ yours (w) / take the agent's (t). High-risk changes need a second confirmation; 
 changes cannot be accepted. A summary and a confirmation come before anything is written.
 
 Without a terminal, choose explicitly: --all (every change that is not refused, in
-conflict or high-risk), PATH... (only these paths or everything below these directories),
+conflict or high-risk), PATH... (only these paths or everything below these directories;
+relative to the current directory when it is inside the workspace),
 or --reject-all (record a rejection of everything and change nothing). A high-risk change
 is taken when its path is named exactly, or with --include-risky; a refused change or a
 conflict never is. Exit status 3 when a change was left out because it is refused, in
