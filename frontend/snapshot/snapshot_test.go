@@ -398,13 +398,17 @@ func TestGitConfigSanitized(t *testing.T) {
 	write(t, filepath.Join(w, ".git/config"), cfg, 0o644)
 	write(t, filepath.Join(w, "vendor/lib/.git/config"), cfg, 0o644)
 	write(t, filepath.Join(w, ".git/modules/sub/config"), cfg, 0o644)
+	write(t, filepath.Join(w, ".git/config.worktree"), cfg, 0o644)
+	write(t, filepath.Join(w, ".git/worktrees/wt/config.worktree"), cfg, 0o644)
+	write(t, filepath.Join(w, ".git/modules/refs/config"), cfg, 0o644) // a submodule named refs
 	write(t, filepath.Join(w, ".git/refs/heads/config"), "0123456789abcdef0123456789abcdef01234567\n", 0o644)
 	write(t, filepath.Join(w, ".git/HEAD"), "ref: refs/heads/main\n", 0o644)
 	write(t, filepath.Join(w, "sub2/.git/config"), "[core\n"+canary, 0o644) // unparseable
 	write(t, filepath.Join(w, "plain/.git/config"), "[core]\n\tbare = false # fine\n", 0o644)
 	s, m, rep := take(t, w, Options{})
 	grepTree(t, s, canary)
-	for _, p := range []string{".git/config", "vendor/lib/.git/config", ".git/modules/sub/config"} {
+	for _, p := range []string{".git/config", "vendor/lib/.git/config", ".git/modules/sub/config",
+		".git/config.worktree", ".git/worktrees/wt/config.worktree", ".git/modules/refs/config"} {
 		b, _ := os.ReadFile(filepath.Join(s, p))
 		if !strings.Contains(string(b), "url = https://github.com/o/r.git") || strings.Contains(string(b), "credential") {
 			t.Errorf("%s in S:\n%s", p, b)
@@ -426,7 +430,7 @@ func TestGitConfigSanitized(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(s, ".git/refs/heads/config")); !strings.HasPrefix(string(b), "0123") {
 		t.Errorf("a ref named config was treated as a git config: %q", b)
 	}
-	if len(rep.Sanitized) != 4 {
+	if len(rep.Sanitized) != 7 {
 		t.Errorf("sanitized report %+v", rep.Sanitized)
 	}
 	for _, sf := range rep.Sanitized {
