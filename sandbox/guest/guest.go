@@ -343,16 +343,33 @@ func (g *guest) ensureHome() error {
 
 func homeDir(c guestcfg.Config) string { return "/home/" + c.User }
 
-// shutdown ends the VM: TERM then KILL everything else, sync, power off. Under
+// shutdown ends the VM: TERM, up to 50 ms for everything else to exit, then KILL,
+// sync, power off. Under
 // microvm the power-off goes through the ACPI GED and, with -no-reboot, QEMU exits 0.
 func (g *guest) shutdown() {
 	_ = unix.Kill(-1, unix.SIGTERM)
-	time.Sleep(50 * time.Millisecond)
+	waitNoChildren(50 * time.Millisecond)
 	_ = unix.Kill(-1, unix.SIGKILL)
 	unix.Sync()
 	g.debugf("power off")
 	for {
 		_ = unix.Reboot(unix.LINUX_REBOOT_CMD_POWER_OFF)
 		time.Sleep(time.Second)
+	}
+}
+
+// waitNoChildren returns once PID 1 has no children left (every process in the VM
+// descends from it, orphans are re-parented to it) or d has passed. It reaps the
+// zombies it finds; the reaper may reap some too.
+func waitNoChildren(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		pid, err := unix.Wait4(-1, nil, unix.WNOHANG, nil)
+		switch {
+		case err == unix.ECHILD:
+			return
+		case err == nil && pid > 0:
+			continue // reaped one; look again at once
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -2,11 +2,14 @@ package guest
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -138,5 +141,48 @@ func TestModLoaderOrder(t *testing.T) {
 	}
 	if slices.Contains(tried, "9p") || slices.Contains(tried, "netfs") {
 		t.Errorf("dependents of a failed module were tried: %v", tried)
+	}
+}
+
+func TestWaitNoChildren(t *testing.T) {
+	// Run in a child process: the test binary may have other children (none by
+	// default), and waitNoChildren reaps whatever it finds.
+	if os.Getenv("BROOD_TEST_WAITNOCHILDREN") == "1" {
+		start := time.Now()
+		waitNoChildren(time.Second)
+		if d := time.Since(start); d > 500*time.Millisecond {
+			fmt.Printf("no children: waited %v\n", d)
+			os.Exit(1)
+		}
+		cmd := exec.Command("sleep", "0.2")
+		if err := cmd.Start(); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		start = time.Now()
+		waitNoChildren(5 * time.Second)
+		if d := time.Since(start); d < 150*time.Millisecond || d > 3*time.Second {
+			fmt.Printf("one child of 0.2 s: waited %v\n", d)
+			os.Exit(1)
+		}
+		start = time.Now()
+		long := exec.Command("sleep", "10")
+		if err := long.Start(); err != nil {
+			fmt.Println(err)
+			os.Exit(1)
+		}
+		waitNoChildren(100 * time.Millisecond)
+		if d := time.Since(start); d > 3*time.Second {
+			fmt.Printf("bound of 100 ms: waited %v\n", d)
+			long.Process.Kill()
+			os.Exit(1)
+		}
+		long.Process.Kill()
+		os.Exit(0)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestWaitNoChildren$")
+	cmd.Env = append(os.Environ(), "BROOD_TEST_WAITNOCHILDREN=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
