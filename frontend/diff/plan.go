@@ -593,12 +593,18 @@ func symlinkTargetProblem(path, t string) string {
 const maxLinkHops = 40
 
 // linkIntoGitDir reports whether the symlink at path with target t (already checked by
-// symlinkTargetProblem) resolves, lexically and through the symlinks S holds, to a path
-// with a ".git" component: ".git", ".git/hooks", "sub/.git/config". Such a link gives a
+// symlinkTargetProblem) names a ".git" component, or resolves, lexically and through the
+// symlinks S holds, to a path with one: ".git", ".git/hooks", "sub/.git/config",
+// "a/../.git", "hooks-link/x" where S's hooks-link points into .git. Such a link gives a
 // harmless-looking name to git's own files, a standing way around DefaultProtected for
 // any tool that writes through it. A link to a directory that merely contains a .git
 // (".", "..") is allowed: reaching git's files through it still spells ".git".
 func (p *planner) linkIntoGitDir(path, t string) (bool, error) {
+	// A ".git" component anywhere in the text counts, whatever comes around it: what
+	// "a/../.git" resolves to in W depends on what W's "a" is when the link is followed.
+	if slices.Contains(strings.Split(t, "/"), ".git") {
+		return true, nil
+	}
 	dir := ""
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
 		dir = path[:i]

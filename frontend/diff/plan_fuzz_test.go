@@ -40,6 +40,12 @@ func (f *fakeTrees) readlink(tr Tree, p string) (string, error) {
 	if !ok || e.st.Type != manifest.TypeSymlink {
 		f.t.Fatalf("planner read the target of %s:%q which is not a symlink", tr, p)
 	}
+	if tr == TreeS {
+		// The link text of an unchanged S symlink may be read to resolve a new link
+		// through it (linkIntoGitDir); never a file's content.
+		f.reads["link:S:"+p] = true
+		return e.content, nil
+	}
 	f.reads[tr.String()+":"+p] = true
 	return e.content, nil
 }
@@ -50,7 +56,7 @@ func (f *fakeTrees) readlink(tr Tree, p string) (string, error) {
 var fuzzPaths = []string{"a", "a/b", "a/b/c", "A", "b.txt", "B.TXT", ".git", ".git/hooks/pre-commit",
 	".github/workflows/ci.yml", "new\nline", "esc\x1b", "bad\xff", "../up", "/abs", "d/.env", "z"}
 
-var fuzzTargets = []string{"a", "../../etc", "/etc/passwd", "b.txt", "", "a/../..", "./z"}
+var fuzzTargets = []string{"a", "../../etc", "/etc/passwd", "b.txt", "", "a/../..", "./z", ".git/hooks", "a/../.git", "../.git/config"}
 
 var fuzzContents = []string{"", "x\n", "x\r\n", "y\n", "bin\x00ary", "x\n"}
 
@@ -213,7 +219,7 @@ func checkPlan(t *testing.T, entries []manifest.Entry, fk *fakeTrees, changes []
 	for i := range entries {
 		me[entries[i].Path] = &entries[i]
 	}
-	// Untouched paths are never read.
+	// Untouched paths are never hashed, nor their W link text read.
 	for _, e := range entries {
 		s, ok := fk.trees[TreeS][e.Path]
 		if (e.S.Type == manifest.TypeNone && !ok) || (ok && !statChanged(e.S, s.st)) {
@@ -252,6 +258,14 @@ func checkPlan(t *testing.T, entries []manifest.Entry, fk *fakeTrees, changes []
 		}
 		if protectedPath(c.Path, nil) != "" && c.Kind != KindRefused {
 			t.Fatalf("%q: protected path listed as %s", c.Path, c.Kind)
+		}
+		if inS && s.st.Type == manifest.TypeSymlink && LinkIntoGitDir(c.Path, s.content) && c.Kind != KindRefused {
+			t.Fatalf("%q: symlink into .git listed as %s", c.Path, c.Kind)
+		}
+		for _, o := range changes[:i] {
+			if o.Kind == KindRefused && strings.HasPrefix(c.Path, o.Path+"/") && c.Kind != KindRefused {
+				t.Fatalf("%q: below refused %q but listed as %s", c.Path, o.Path, c.Kind)
+			}
 		}
 		for anc := c.Path; strings.Contains(anc, "/"); {
 			anc = anc[:strings.LastIndexByte(anc, '/')]
