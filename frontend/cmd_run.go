@@ -569,7 +569,7 @@ func takeSnapshot(ctx context.Context, prog *progress, workspace, agent string) 
 		return fmt.Errorf("run: snapshot: %w", err)
 	}
 	prog.Start("snapshot")
-	m, rep, err := snapshot.Take(ctx, sess.Workspace, sess.SnapshotDir(), snapshot.Options{BaseDir: sess.BaseDir()})
+	m, rep, err := snapshot.Take(ctx, sess.Workspace, sess.SnapshotDir(), snapshot.Options{BaseDir: sess.BaseDir(), SkipDirs: stateDirs()})
 	if err != nil {
 		return nil, fail(err)
 	}

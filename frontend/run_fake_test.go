@@ -467,3 +467,41 @@ func TestRunRecordsEgressSummary(t *testing.T) {
 		t.Errorf("vm.json egress = %+v (%v)\n%s", rec.Egress, err, b)
 	}
 }
+
+// TestRunSkipsStateDir: `brood run --workspace ~` must not copy brood's own state (other
+// sessions' snapshots and journals) into the new snapshot.
+func TestRunSkipsStateDir(t *testing.T) {
+	newFakeHelper(t)
+	w := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	state := filepath.Join(w, ".local", "state", "brood")
+	t.Setenv("BROOD_STATE_DIR", state)
+	os.MkdirAll(filepath.Join(state, "sessions", "0123456789ab", "snapshot"), 0o700)
+	os.WriteFile(filepath.Join(state, "sessions", "0123456789ab", "snapshot", "other.txt"), []byte("other session\n"), 0o600)
+	os.WriteFile(filepath.Join(w, "README.md"), []byte("hello\n"), 0o644)
+	root := NewRootCommand()
+	var out, errb bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&errb)
+	root.SetIn(strings.NewReader(""))
+	root.SetArgs([]string{"run", "--workspace", w, "shell", "--", "true"})
+	if err := root.Execute(); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	ss, _ := session.List()
+	var snap string
+	for _, s := range ss {
+		if s.ID != "0123456789ab" {
+			snap = s.SnapshotDir()
+		}
+	}
+	if snap == "" {
+		t.Fatalf("no new session\n%s", errb.String())
+	}
+	if _, err := os.Stat(filepath.Join(snap, "README.md")); err != nil {
+		t.Errorf("README.md not snapshotted: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(snap, ".local", "state", "brood")); !os.IsNotExist(err) {
+		t.Errorf("brood's state dir was copied into the snapshot (%v)", err)
+	}
+}
