@@ -148,32 +148,9 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	case !f.yes && !tty:
 		return usageErr("apply: stdin is not a terminal, so nothing can be confirmed: add --yes to apply without confirmation")
 	}
-	sess, err := openSession(id)
+	sess, m, changes, paths, err := gateChanges(ctx, "apply", id, paths, out)
 	if err != nil {
 		return err
-	}
-	if paths, err = workspacePaths("apply", sess.Workspace, paths); err != nil {
-		return err
-	}
-	switch sess.State {
-	case session.StateSnapshotting:
-		return fmt.Errorf("apply session %s: the snapshot is incomplete (state %s)", id, sess.State)
-	case session.StateRunning:
-		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
-		if err := settleRunning(ctx, sess, "apply", false); err != nil {
-			return err
-		}
-	}
-	if err := recoverInterrupted(ctx, sess, out); err != nil {
-		return fmt.Errorf("apply session %s: %w", id, err)
-	}
-	m, err := manifest.Read(sess.ManifestPath())
-	if err != nil {
-		return fmt.Errorf("apply session %s: %w", id, err)
-	}
-	changes, err := diff.Compute(ctx, sess.Workspace, sess.SnapshotDir(), m, diff.Options{})
-	if err != nil {
-		return fmt.Errorf("apply session %s: %w", id, err)
 	}
 	sel, err := selectForApply(changes, f.all, f.includeRisky, paths)
 	if err != nil {
@@ -338,4 +315,40 @@ func recoverInterrupted(ctx context.Context, sess *session.Session, out io.Write
 		}
 	}
 	return nil
+}
+
+// gateChanges is the common start of `brood apply` and `brood review` (verb names the
+// command in errors): open session id, resolve paths against its workspace, settle a
+// session still marked running (only a live VM refuses), roll back an interrupted apply,
+// then read the manifest and compute the changes — in that order, so the diff never sees
+// a half-applied workspace or a running VM's snapshot.
+func gateChanges(ctx context.Context, verb, id string, paths []string, out io.Writer) (*session.Session, *manifest.Manifest, []diff.Change, []string, error) {
+	sess, err := openSession(id)
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	if paths, err = workspacePaths(verb, sess.Workspace, paths); err != nil {
+		return nil, nil, nil, nil, err
+	}
+	switch sess.State {
+	case session.StateSnapshotting:
+		return nil, nil, nil, nil, fmt.Errorf("%s session %s: the snapshot is incomplete (state %s)", verb, id, sess.State)
+	case session.StateRunning:
+		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
+		if err := settleRunning(ctx, sess, verb, false); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	if err := recoverInterrupted(ctx, sess, out); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%s session %s: %w", verb, id, err)
+	}
+	m, err := manifest.Read(sess.ManifestPath())
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%s session %s: %w", verb, id, err)
+	}
+	changes, err := diff.Compute(ctx, sess.Workspace, sess.SnapshotDir(), m, diff.Options{})
+	if err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("%s session %s: %w", verb, id, err)
+	}
+	return sess, m, changes, paths, nil
 }

@@ -74,32 +74,9 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 		return usageErr("review: not a terminal: choose with --all, --reject-all or PATH... (see brood review --help)")
 	}
 
-	sess, err := openSession(id)
+	sess, m, changes, paths, err := gateChanges(ctx, "review", id, paths, out)
 	if err != nil {
 		return err
-	}
-	if paths, err = workspacePaths("review", sess.Workspace, paths); err != nil {
-		return err
-	}
-	switch sess.State {
-	case session.StateSnapshotting:
-		return fmt.Errorf("review session %s: the snapshot is incomplete (state %s)", id, sess.State)
-	case session.StateRunning:
-		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
-		if err := settleRunning(ctx, sess, "review", false); err != nil {
-			return err
-		}
-	}
-	if err := recoverInterrupted(ctx, sess, out); err != nil {
-		return fmt.Errorf("review session %s: %w", id, err)
-	}
-	m, err := manifest.Read(sess.ManifestPath())
-	if err != nil {
-		return fmt.Errorf("review session %s: %w", id, err)
-	}
-	changes, err := diff.Compute(ctx, sess.Workspace, sess.SnapshotDir(), m, diff.Options{})
-	if err != nil {
-		return fmt.Errorf("review session %s: %w", id, err)
 	}
 	if len(changes) == 0 {
 		fmt.Fprintln(out, "no changes")
