@@ -5,6 +5,7 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -14,6 +15,7 @@ import (
 
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/internal/atomicfile"
 )
 
 // The journal lives in the session's journal directory, one sub-directory per apply
@@ -174,45 +176,19 @@ func (j *journal) txStatus(tx string) (done, undone bool) {
 // writeFileSync writes v (gob) to dir/name atomically: temp file, fsync, rename, fsync dir.
 func writeFileSync(dir, name string, v any) error {
 	p := filepath.Join(dir, name)
-	f, err := os.OpenFile(p+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("write journal %q: %w", p, err)
-	}
-	bw := bufio.NewWriterSize(f, 1<<16)
-	if v != nil {
-		if err := gob.NewEncoder(bw).Encode(v); err != nil {
-			f.Close()
-			return fmt.Errorf("encode journal %q: %w", p, err)
+	err := atomicfile.Write(p, func(w io.Writer) error {
+		if v == nil {
+			return nil
 		}
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("write journal %q: %w", p, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("fsync journal %q: %w", p, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close journal %q: %w", p, err)
-	}
-	if err := os.Rename(p+".tmp", p); err != nil {
-		return fmt.Errorf("rename journal %q: %w", p, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		return gob.NewEncoder(w).Encode(v)
+	})
 	if err != nil {
-		return fmt.Errorf("open %q for fsync: %w", dir, err)
-	}
-	defer unix.Close(fd)
-	if err := unix.Fsync(fd); err != nil {
-		return fmt.Errorf("fsync %q: %w", dir, err)
+		return fmt.Errorf("journal: %w", err)
 	}
 	return nil
 }
+
+func syncDir(dir string) error { return atomicfile.SyncDir(dir) }
 
 func readGob(p string, v any) error {
 	f, err := os.Open(p)

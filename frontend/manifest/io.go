@@ -5,42 +5,24 @@ import (
 	"encoding/gob"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"path/filepath"
 	"sort"
+
+	"brood.dev/brood/internal/atomicfile"
 )
 
 // ErrVersion is returned by Read for a manifest written by an unknown format version.
 var ErrVersion = errors.New("unsupported manifest format version")
 
-// Write stores m at path atomically (temp file in the same directory, fsync, rename), mode
-// 0600. The encoding is encoding/gob, which keeps path bytes exactly.
+// Write stores m at path atomically (package atomicfile: temp file, fsync, rename, fsync
+// of the directory), mode 0600. The encoding is encoding/gob, which keeps path bytes exactly.
 func Write(path string, m *Manifest) error {
 	m.Version = FormatVersion
 	sort.Slice(m.Entries, func(i, j int) bool { return m.Entries[i].Path < m.Entries[j].Path })
-	tmp, err := os.CreateTemp(filepath.Dir(path), ".manifest-*")
+	err := atomicfile.Write(path, func(w io.Writer) error { return gob.NewEncoder(w).Encode(m) })
 	if err != nil {
-		return fmt.Errorf("write manifest %q: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	bw := bufio.NewWriterSize(tmp, 1<<20)
-	if err := gob.NewEncoder(bw).Encode(m); err != nil {
-		tmp.Close()
-		return fmt.Errorf("encode manifest %q: %w", path, err)
-	}
-	if err := bw.Flush(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("write manifest %q: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("fsync manifest %q: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("close manifest %q: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename manifest into %q: %w", path, err)
+		return fmt.Errorf("write manifest: %w", err)
 	}
 	return nil
 }

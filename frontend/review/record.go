@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"brood.dev/brood/internal/atomicfile"
 )
 
 // RecordDir is the directory under a session directory that keeps one JSON record per
@@ -57,24 +59,8 @@ func WriteRecord(sessionDir string, r Record) (string, error) {
 		return "", fmt.Errorf("encode review record: %w", err)
 	}
 	path := filepath.Join(dir, strconv.FormatInt(r.Time.UnixNano(), 10)+".json")
-	tmp, err := os.CreateTemp(dir, ".record-*")
-	if err != nil {
-		return "", fmt.Errorf("write review record %q: %w", path, err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(append(b, '\n')); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("write review record %q: %w", path, err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return "", fmt.Errorf("fsync review record %q: %w", path, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return "", fmt.Errorf("close review record %q: %w", path, err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return "", fmt.Errorf("rename review record into %q: %w", path, err)
+	if err := atomicfile.WriteBytes(path, append(b, '\n')); err != nil {
+		return "", fmt.Errorf("review record: %w", err)
 	}
 	return path, nil
 }

@@ -22,6 +22,8 @@ import (
 	"regexp"
 	"sort"
 	"time"
+
+	"brood.dev/brood/internal/atomicfile"
 )
 
 // Errors returned by this package, checked with errors.Is.
@@ -158,30 +160,13 @@ func Open(id string) (*Session, error) {
 	return &Session{Meta: m, Dir: dir}, nil
 }
 
-// Save writes session.json atomically (temp file, fsync, rename).
+// Save writes session.json atomically (package atomicfile).
 func (s *Session) Save() error {
 	b, err := json.MarshalIndent(s.Meta, "", "  ")
 	if err != nil {
 		return err
 	}
-	p := filepath.Join(s.Dir, "session.json")
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("save session %s: %w", s.ID, err)
-	}
-	if _, err := f.Write(append(b, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("save session %s: %w", s.ID, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("save session %s: %w", s.ID, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("save session %s: %w", s.ID, err)
-	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := atomicfile.WriteBytes(filepath.Join(s.Dir, "session.json"), append(b, '\n')); err != nil {
 		return fmt.Errorf("save session %s: %w", s.ID, err)
 	}
 	return nil
