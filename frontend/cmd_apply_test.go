@@ -15,7 +15,6 @@ import (
 
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
-	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 )
 
@@ -23,31 +22,7 @@ import (
 // into its snapshot.
 func applySession(t *testing.T, files, agent map[string]string) *session.Session {
 	t.Helper()
-	t.Setenv("BROOD_STATE_DIR", t.TempDir())
-	w := filepath.Join(t.TempDir(), "w")
-	if err := os.Mkdir(w, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := difftest.WriteFiles(w, files); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := session.Create(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(sess.SnapshotDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.SetState(session.StateStopped); err != nil {
-		t.Fatal(err)
-	}
+	sess := newStoppedSession(t, files, false)
 	if err := difftest.WriteFiles(sess.SnapshotDir(), agent); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,6 @@ import (
 
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
-	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/helper/api"
 )
@@ -20,31 +19,7 @@ import (
 // then applies agent to S, and returns the session id and S's path.
 func diffSession(t *testing.T, files map[string]string, agent func(s string)) (string, string) {
 	t.Helper()
-	t.Setenv("BROOD_STATE_DIR", t.TempDir())
-	w := filepath.Join(t.TempDir(), "w")
-	if err := os.Mkdir(w, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := difftest.WriteFiles(w, files); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := session.Create(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(sess.SnapshotDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.SetState(session.StateStopped); err != nil {
-		t.Fatal(err)
-	}
+	sess := newStoppedSession(t, files, false)
 	agent(sess.SnapshotDir())
 	return sess.ID, sess.SnapshotDir()
 }

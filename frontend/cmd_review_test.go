@@ -26,34 +26,7 @@ import (
 // agent to S, and returns the session.
 func reviewSession(t *testing.T, files map[string]string, agent map[string]string) *session.Session {
 	t.Helper()
-	t.Setenv("BROOD_STATE_DIR", t.TempDir())
-	w := filepath.Join(t.TempDir(), "w")
-	if err := os.Mkdir(w, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := difftest.WriteFiles(w, files); err != nil {
-		t.Fatal(err)
-	}
-	sess, err := session.Create(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(sess.SnapshotDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
-		t.Fatal(err)
-	}
-	if err := difftest.WriteFiles(sess.BaseDir(), files); err != nil {
-		t.Fatal(err)
-	}
-	if err := sess.SetState(session.StateStopped); err != nil {
-		t.Fatal(err)
-	}
+	sess := newStoppedSession(t, files, true)
 	if err := difftest.WriteFiles(sess.SnapshotDir(), agent); err != nil {
 		t.Fatal(err)
 	}
