@@ -35,31 +35,7 @@ func Escape(name string) string {
 		switch {
 		case r == '\\':
 			b.WriteString(`\\`)
-		case r < 0x20 || r == 0x7f:
-			switch r {
-			case '\a':
-				b.WriteString(`\a`)
-			case '\b':
-				b.WriteString(`\b`)
-			case '\f':
-				b.WriteString(`\f`)
-			case '\n':
-				b.WriteString(`\n`)
-			case '\r':
-				b.WriteString(`\r`)
-			case '\t':
-				b.WriteString(`\t`)
-			case '\v':
-				b.WriteString(`\v`)
-			default:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			}
-		case unsafeRune(r):
-			if r > 0xffff {
-				fmt.Fprintf(&b, `\U%08x`, r)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
+		case EscapeRune(&b, r):
 		default:
 			b.WriteRune(r)
 		}
@@ -150,4 +126,42 @@ func CheckPath(p string) error {
 		return fmt.Errorf("path %s: %w", Escape(p), ErrControlByte)
 	}
 	return nil
+}
+
+// EscapeRune writes the escape of r to b and reports true when r must not reach a terminal
+// raw: C0 controls and DEL as \a \b \f \n \r \t \v or \xNN, and C1 controls, format
+// characters (Unicode Cf: bidi and zero-width controls), U+2028/U+2029 and non-graphic runes
+// as \uXXXX or \UXXXXXXXX. It writes nothing and returns false for every other rune.
+// Escape (names) and the review's diff-line escaper share it.
+func EscapeRune(b *strings.Builder, r rune) bool {
+	switch {
+	case r < 0x20 || r == 0x7f:
+		switch r {
+		case '\a':
+			b.WriteString(`\a`)
+		case '\b':
+			b.WriteString(`\b`)
+		case '\f':
+			b.WriteString(`\f`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		case '\v':
+			b.WriteString(`\v`)
+		default:
+			fmt.Fprintf(b, `\x%02x`, r)
+		}
+		return true
+	case r >= 0x80 && unsafeRune(r):
+		if r > 0xffff {
+			fmt.Fprintf(b, `\U%08x`, r)
+		} else {
+			fmt.Fprintf(b, `\u%04x`, r)
+		}
+		return true
+	}
+	return false
 }

@@ -3,7 +3,6 @@ package review
 import (
 	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
 
 	"brood.dev/brood/frontend/diff"
@@ -34,29 +33,7 @@ func EscapeLine(line string) string {
 			fmt.Fprintf(&b, `\x%02x`, line[i])
 		case r == '\t':
 			b.WriteByte('\t')
-		case r < 0x20 || r == 0x7f:
-			switch r {
-			case '\a':
-				b.WriteString(`\a`)
-			case '\b':
-				b.WriteString(`\b`)
-			case '\f':
-				b.WriteString(`\f`)
-			case '\n':
-				b.WriteString(`\n`)
-			case '\r':
-				b.WriteString(`\r`)
-			case '\v':
-				b.WriteString(`\v`)
-			default:
-				fmt.Fprintf(&b, `\x%02x`, r)
-			}
-		case r >= 0x80 && unsafeRune(r):
-			if r > 0xffff {
-				fmt.Fprintf(&b, `\U%08x`, r)
-			} else {
-				fmt.Fprintf(&b, `\u%04x`, r)
-			}
+		case diff.EscapeRune(&b, r):
 		default:
 			b.WriteString(line[i : i+n])
 		}
@@ -73,13 +50,4 @@ func plainLine(s string) bool {
 		}
 	}
 	return true
-}
-
-// unsafeRune reports whether a valid non-ASCII rune must be escaped: C1 controls, format
-// characters (Cf), line/paragraph separators, and runes Unicode does not call graphic.
-func unsafeRune(r rune) bool {
-	if r <= 0x9f || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r) {
-		return true
-	}
-	return !unicode.IsGraphic(r)
 }

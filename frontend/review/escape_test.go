@@ -3,6 +3,7 @@ package review
 import (
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -75,8 +76,8 @@ func inert(out string) (int, bool) {
 		case r == '\n' || r == '\t':
 		case r < 0x20 || r == 0x7f || (r == utf8.RuneError && n == 1):
 			return i, false
-		case r >= 0x80 && unsafeRune(r):
-			return i, false
+		case r >= 0x80 && (r <= 0x9f || r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Cf, r) || !unicode.IsGraphic(r)):
+			return i, false // stated here independently of diff.EscapeRune
 		}
 		i += n
 	}
