@@ -701,9 +701,11 @@ func TestRunShellInteractive(t *testing.T) {
 	pos = out.waitFor(t, pos, regexp.MustCompile(`\$ $`), time.Minute)
 	prompt := time.Since(start)
 	send("echo hello-$((6*7))\r")
-	pos = out.waitFor(t, pos, regexp.MustCompile(`hello-42`), 30*time.Second)
+	// Wait for the next prompt before typing: a line typed while the command still runs
+	// is echoed by the line discipline before the prompt, so its output follows "$ ".
+	pos = out.waitFor(t, pos, regexp.MustCompile(`hello-42\r?\n(?:.*\r?\n)*?\$ `), 30*time.Second)
 	send("stty size\r")
-	pos = out.waitFor(t, pos, regexp.MustCompile(`\n24 80\r?\n`), 30*time.Second)
+	pos = out.waitFor(t, pos, regexp.MustCompile(`(?:^|[^0-9])24 80\r?\n`), 30*time.Second)
 	if err := pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 120}); err != nil {
 		t.Fatal(err)
 	}
