@@ -4,19 +4,23 @@
 // Boot sequence (Run):
 //  1. mount /proc, /sys, /dev (devtmpfs: the kernel has no DEVTMPFS_MOUNT) in the initramfs;
 //  2. set the clock from brood.time on the kernel command line;
-//  3. read the session config (guestcfg.SessionPath) and delete it;
-//  4. load the kernel modules listed in guestcfg.ModulesLoadPath (finit_module, concurrently
-//     where modules.dep and modules.softdep allow): first those of the SSH port, whose
-//     handshake then runs while the others load and steps 5-6 run (step 7);
-//  5. mount the rootfs disk /dev/vda read-only under a tmpfs overlay (writes outside
-//     /workspace live in RAM and die with the VM), the 9p share at /workspace, and
-//     /tmp, /dev/pts, /dev/shm; then switch root into it;
-//  6. configure lo, and eth0 only when the config has a network;
-//  7. serve SSH on the virtio-serial port guestcfg/sandbox call "brood.ssh": one
+//  3. start loading the kernel modules listed in guestcfg.ModulesLoadPath (finit_module,
+//     concurrently where modules.dep and modules.softdep allow); each later step waits
+//     only for its own modules, so with several vCPUs the loads overlap the steps;
+//  4. read the session config (guestcfg.SessionPath) and delete it; start virtio_net
+//     when the session has a network;
+//  5. once the virtio-serial modules are in, open the SSH port; its handshake runs
+//     from then on, beside steps 6-7 (step 8);
+//  6. once virtio_blk, erofs and overlay are in, mount the rootfs disk /dev/vda
+//     read-only under a tmpfs overlay (writes outside /workspace live in RAM and die
+//     with the VM); once 9p is in, the share at /workspace; then /tmp, /dev/pts,
+//     /dev/shm; then switch root into it;
+//  7. configure lo, and eth0 only when the config has a network;
+//  8. serve SSH on the virtio-serial port guestcfg/sandbox call "brood.ssh": one
 //     connection, authenticated by the session's client key only, each session channel
-//     running its command as the unprivileged agent user in /workspace once steps 5-6
+//     running its command as the unprivileged agent user in /workspace once steps 6-7
 //     are done;
-//  8. when that connection ends: kill what is left, sync, power off.
+//  9. when that connection ends: kill what is left, sync, power off.
 //
 // Any failure logs to the console and powers off: PID 1 never exits (that would panic
 // the kernel).
@@ -106,7 +110,12 @@ func (g *guest) boot() error {
 		}
 	}
 
-	// 3. Session config, then remove it from the initramfs.
+	// 3. Modules: all that the list names, except the optional ones.
+	if err := g.startModules(); err != nil {
+		return err
+	}
+
+	// 4. Session config, then remove it from the initramfs; virtio_net if it has a network.
 	b, err := os.ReadFile("/" + guestcfg.SessionPath)
 	if err != nil {
 		return fmt.Errorf("read session config: %w", err)
@@ -116,10 +125,14 @@ func (g *guest) boot() error {
 		return err
 	}
 	g.debugf("session config read")
+	if g.cfg.Net != nil {
+		if err := g.mods.start([]string{netModule}); err != nil {
+			return err
+		}
+	}
 
-	// 4. Modules: first those the SSH channel needs, then (while the host and guest
-	// run the SSH handshake) the rest.
-	if err := g.loadModules(true); err != nil {
+	// 5. The SSH port: its handshake runs while the root is mounted.
+	if err := g.mods.wait(sshModules); err != nil {
 		return err
 	}
 	g.debugf("ssh modules loaded")
@@ -130,26 +143,28 @@ func (g *guest) boot() error {
 	sshDone := make(chan error, 1)
 	g.ready = make(chan struct{})
 	go func() { sshDone <- g.serveSSH(port) }()
-	if err := g.loadModules(false); err != nil {
-		return err
-	}
-	g.debugf("modules loaded")
 
-	// 5. Root filesystem and switch root.
+	// 6. Root filesystem and switch root.
 	if err := g.mountRoot(); err != nil {
 		return err
 	}
 	g.debugf("root mounted")
 	g.reaper = newReaper()
 
-	// 6. Network.
+	// 7. Network.
+	if g.cfg.Net != nil {
+		if err := g.mods.wait([]string{netModule}); err != nil {
+			return err
+		}
+	}
 	if err := configureNet(g.cfg.Net); err != nil {
 		return err
 	}
 	_ = unix.Sethostname([]byte("brood"))
+	g.debugf("network configured")
 	close(g.ready) // sessions may run commands now
 
-	// 7. SSH until the session ends (8. is shutdown, in Run).
+	// 8. SSH until the session ends (9. is shutdown, in Run).
 	return <-sshDone
 }
 
@@ -184,42 +199,46 @@ func setClock(v string) error {
 	return os.NewSyscallError("settimeofday", unix.Settimeofday(&tv))
 }
 
-// sshModules are the modules the SSH channel needs (virtio-mmio transport, the
-// virtio-serial port, entropy for the handshake); brood-guest loads them first.
-var sshModules = map[string]bool{"virtio_mmio": true, "virtio_console": true, "virtio_rng": true}
+// Modules each boot step waits for (a module built into the kernel is skipped): the
+// SSH channel's (virtio-mmio transport, the virtio-serial port, entropy for the
+// handshake), the root disk's (virtio_blk, erofs, overlay), the share's and the NIC's.
+// They must be in DefaultModules of package initramfs.
+var (
+	sshModules   = []string{"virtio_mmio", "virtio_console", "virtio_rng"}
+	rootModules  = []string{"virtio_blk", "erofs", "overlay"}
+	shareModules = []string{"9pnet_virtio", "9p"}
+)
 
-// loadModules loads the modules of guestcfg.ModulesLoadPath that are in sshModules
-// (ssh true) or the others (ssh false), skipping optional ones the session does not need.
-func (g *guest) loadModules(ssh bool) error {
-	if g.mods == nil {
-		var uts unix.Utsname
-		if err := unix.Uname(&uts); err != nil {
-			return os.NewSyscallError("uname", err)
-		}
-		rel := unix.ByteSliceToString(uts.Release[:])
-		l, err := newModLoader(filepath.Join("/lib/modules", rel))
-		if err != nil {
-			return err
-		}
-		if g.debug {
-			l.logf = g.logf
-		}
-		g.mods = l
+// netModule is the NIC driver, loaded only for a session with a network.
+const netModule = "virtio_net"
+
+// startModules starts loading the modules of guestcfg.ModulesLoadPath, skipping the
+// optional ones (guestcfg.OptionalModules), which a step starts when it needs them.
+func (g *guest) startModules() error {
+	var uts unix.Utsname
+	if err := unix.Uname(&uts); err != nil {
+		return os.NewSyscallError("uname", err)
 	}
+	rel := unix.ByteSliceToString(uts.Release[:])
+	l, err := newModLoader(filepath.Join("/lib/modules", rel))
+	if err != nil {
+		return err
+	}
+	if g.debug {
+		l.logf = g.logf
+	}
+	g.mods = l
 	list, err := os.ReadFile("/" + guestcfg.ModulesLoadPath)
 	if err != nil {
 		return fmt.Errorf("read module list: %w", err)
 	}
 	var names []string
 	for _, name := range strings.Fields(string(list)) {
-		if guestcfg.OptionalModules[name] && !(name == "virtio_net" && g.cfg.Net != nil) {
-			continue
-		}
-		if sshModules[modName(name)] == ssh {
+		if !guestcfg.OptionalModules[name] {
 			names = append(names, name)
 		}
 	}
-	return g.mods.load(names)
+	return l.start(names)
 }
 
 // mount is unix.Mount with the directory created and an error naming both.
@@ -250,6 +269,9 @@ func waitFor(path string, d time.Duration) bool {
 // switches root to it.
 func (g *guest) mountRoot() error {
 	const nr = "/newroot"
+	if err := g.mods.wait(rootModules); err != nil {
+		return err
+	}
 	if !waitFor("/dev/vda", 5*time.Second) {
 		return ErrNoRootfs
 	}
@@ -267,6 +289,9 @@ func (g *guest) mountRoot() error {
 	if err := mount("overlay", nr, "overlay", 0, "lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
 		return err
 	}
+	if err := g.mods.wait(shareModules); err != nil {
+		return err
+	}
 	if hasShare() {
 		if err := mount(shareTag, nr+Workspace, "9p", unix.MS_NOSUID|unix.MS_NODEV,
 			"trans=virtio,version=9p2000.L,msize=512000,cache=none,access=user"); err != nil {
@@ -275,6 +300,11 @@ func (g *guest) mountRoot() error {
 	} else if err := os.MkdirAll(nr+Workspace, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", Workspace, err)
 	}
+	// Module files are opened by path in the initramfs, which the switch root hides.
+	if err := g.mods.waitAll(); err != nil {
+		return err
+	}
+	g.debugf("modules loaded")
 	for _, d := range []string{"/proc", "/sys", "/dev"} {
 		if err := os.MkdirAll(nr+d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", nr+d, err)

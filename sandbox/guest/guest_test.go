@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/initramfs"
 )
 
 func TestParseCmdline(t *testing.T) {
@@ -77,7 +78,7 @@ func TestModLoaderOrder(t *testing.T) {
 
 	// Every module is loaded once, after its modules.dep closure and soft dependencies.
 	for range 20 { // goroutine scheduling varies between runs
-		l.loaded = map[string]bool{}
+		l.mods = map[string]*modLoad{}
 		var mu sync.Mutex
 		var order []string
 		l.insmod = func(file string) error {
@@ -108,7 +109,7 @@ func TestModLoaderOrder(t *testing.T) {
 	}
 
 	// A second call loads only what the first did not.
-	l.loaded = map[string]bool{}
+	l.mods = map[string]*modLoad{}
 	var second []string
 	l.insmod = func(file string) error { second = append(second, modName(file)); return nil }
 	if err := l.load([]string{"netfs"}); err != nil {
@@ -123,7 +124,7 @@ func TestModLoaderOrder(t *testing.T) {
 	}
 
 	// A failed module fails its dependents without trying them.
-	l.loaded = map[string]bool{}
+	l.mods = map[string]*modLoad{}
 	var tried []string
 	var mu sync.Mutex
 	l.insmod = func(file string) error {
@@ -141,6 +142,87 @@ func TestModLoaderOrder(t *testing.T) {
 	}
 	if slices.Contains(tried, "9p") || slices.Contains(tried, "netfs") {
 		t.Errorf("dependents of a failed module were tried: %v", tried)
+	}
+}
+
+// TestModLoaderWait: a boot step waiting for its modules is not held up by a module it
+// does not need, even one still loading; a module that was never started is an error;
+// waitAll reports a failure of any started module.
+func TestModLoaderWait(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "modules.dep"), []byte(
+		"kernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko\nkernel/net/9p/9pnet.ko:\n"+
+			"kernel/drivers/virtio/virtio_mmio.ko:\nkernel/drivers/char/virtio_console.ko: kernel/drivers/virtio/virtio_mmio.ko\n"+
+			"kernel/drivers/net/virtio_net.ko:\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "modules.builtin"), []byte("kernel/fs/ext4/ext4.ko\n"), 0o644)
+	l, err := newModLoader(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release9p := make(chan struct{})
+	var mu sync.Mutex
+	var loaded []string
+	l.insmod = func(file string) error {
+		if modName(file) == "9pnet" {
+			<-release9p
+		}
+		if modName(file) == "virtio_net" {
+			return unix.ENODEV
+		}
+		mu.Lock()
+		loaded = append(loaded, modName(file))
+		mu.Unlock()
+		return nil
+	}
+	if err := l.start([]string{"9p", "virtio_console", "ext4"}); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- l.wait([]string{"virtio_console", "ext4"}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("wait(virtio_console) = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("wait(virtio_console) waited for 9pnet, which it does not need")
+	}
+	mu.Lock()
+	if !slices.Equal(loaded, []string{"virtio_mmio", "virtio_console"}) {
+		t.Errorf("loaded %v before 9pnet was released, want [virtio_mmio virtio_console]", loaded)
+	}
+	mu.Unlock()
+	if err := l.wait([]string{"virtio_net"}); err == nil {
+		t.Error("wait for a module never started succeeded")
+	}
+	close(release9p)
+	if err := l.wait([]string{"9p"}); err != nil {
+		t.Fatalf("wait(9p) = %v", err)
+	}
+	if err := l.waitAll(); err != nil {
+		t.Fatalf("waitAll = %v", err)
+	}
+	if err := l.start([]string{"virtio_net"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.waitAll(); !errors.Is(err, unix.ENODEV) {
+		t.Errorf("waitAll with virtio_net failing = %v, want ENODEV", err)
+	}
+	if err := l.start([]string{"nosuch"}); err == nil {
+		t.Error("start(nosuch) succeeded")
+	}
+}
+
+// TestBootStepModules: every module a boot step waits for is one the initramfs lists.
+func TestBootStepModules(t *testing.T) {
+	steps := slices.Concat(sshModules, rootModules, shareModules, []string{netModule})
+	for _, m := range steps {
+		if !slices.Contains(initramfs.DefaultModules, m) {
+			t.Errorf("boot step waits for %s, which initramfs.DefaultModules lacks", m)
+		}
+	}
+	if !guestcfg.OptionalModules[netModule] {
+		t.Errorf("%s is started only for a network, but guestcfg.OptionalModules lacks it", netModule)
 	}
 }
 

@@ -18,9 +18,10 @@ import (
 // modLoader loads kernel modules from lib/modules/<release> with finit_module(2),
 // following modules.dep (whose dependency lists are already the full closure) and the
 // "pre" soft dependencies of modules.softdep (the initramfs resolves them to module
-// names). Independent modules load concurrently: each module waits only for what it
-// depends on, so the waits inside the kernel's module loading (RCU grace periods,
-// async probes, workqueues) overlap instead of adding up.
+// names). start begins loading and returns at once; wait blocks for the modules one
+// boot step needs. Independent modules load concurrently: each module waits only for
+// what it depends on, so a boot step (the SSH port, the root disk, the share) starts as
+// soon as its own modules are in, and with several vCPUs the loads themselves overlap.
 type modLoader struct {
 	dir     string               // lib/modules/<release>
 	logf    func(string, ...any) // per-module debug log, or nil
@@ -29,11 +30,20 @@ type modLoader struct {
 	byName  map[string]string    // module name -> file
 	builtin map[string]bool
 	insmod  func(file string) error // finitModule; tests replace it
-	loaded  map[string]bool         // module files loaded by earlier load calls
+
+	mu   sync.Mutex
+	mods map[string]*modLoad // module file -> its load, once started
+}
+
+// modLoad is one module file's load: done is closed once it is loaded or has failed,
+// err (set before done is closed) is its finit_module error or that of a dependency.
+type modLoad struct {
+	done chan struct{}
+	err  error
 }
 
 func newModLoader(dir string) (*modLoader, error) {
-	l := &modLoader{dir: dir, deps: map[string][]string{}, softPre: map[string][]string{}, byName: map[string]string{}, builtin: map[string]bool{}, loaded: map[string]bool{}}
+	l := &modLoader{dir: dir, deps: map[string][]string{}, softPre: map[string][]string{}, byName: map[string]string{}, builtin: map[string]bool{}, mods: map[string]*modLoad{}}
 	l.insmod = l.finitModule
 	dep, err := os.ReadFile(filepath.Join(dir, "modules.dep"))
 	if err != nil {
@@ -76,23 +86,17 @@ func modName(s string) string {
 	return strings.ReplaceAll(s, "-", "_")
 }
 
-// plan returns, for the modules called names and everything they need, each module
-// file with the files that must be loaded before it. Built-in modules are skipped.
+// plan returns, for the modules called names and everything they need that no earlier
+// start began, each module file with the files that must be loaded before it (started
+// earlier or not). Built-in modules are skipped. l.mu must be held.
 func (l *modLoader) plan(names []string) (map[string][]string, error) {
 	p := map[string][]string{}
 	var add func(file string)
 	add = func(file string) {
-		if _, ok := p[file]; ok || l.loaded[file] {
+		if _, ok := p[file]; ok || l.mods[file] != nil {
 			return
 		}
-		for _, d := range l.deps[file] {
-			if !l.loaded[d] {
-				p[file] = append(p[file], d)
-			}
-		}
-		if p[file] == nil {
-			p[file] = []string{}
-		}
+		p[file] = append([]string{}, l.deps[file]...)
 		for _, d := range l.deps[file] {
 			add(d)
 		}
@@ -112,7 +116,7 @@ func (l *modLoader) plan(names []string) (map[string][]string, error) {
 	for file := range p {
 		for _, pre := range l.softPre[modName(file)] {
 			if pf, ok := l.byName[pre]; ok {
-				if _, loaded := p[pf]; loaded {
+				if _, planned := p[pf]; planned || l.mods[pf] != nil {
 					p[file] = append(p[file], pf)
 				}
 			}
@@ -121,60 +125,97 @@ func (l *modLoader) plan(names []string) (map[string][]string, error) {
 	return p, nil
 }
 
-// load loads the modules called names and their dependencies not loaded by an earlier
-// call, one goroutine per module file, each starting once its dependencies are loaded. Modules depending on a
-// failed one are not tried; the error returned is a failed finit_module (of the first
-// failed file in name order when several failed).
-func (l *modLoader) load(names []string) error {
+// start begins loading the modules called names and the dependencies no earlier call
+// began, one goroutine per module file, each calling finit_module once the files it
+// depends on are loaded; it returns without waiting. A module whose dependency failed
+// is not tried and fails with the dependency's error. The error returned is for a name
+// that is neither in modules.dep nor built in; then nothing is started.
+func (l *modLoader) start(names []string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	p, err := l.plan(names)
 	if err != nil {
 		return err
 	}
-	done := map[string]chan struct{}{}
-	failed := map[string]bool{} // module files that failed or whose dependency did
-	errs := map[string]error{}  // module files whose finit_module failed
-	var mu sync.Mutex
 	for file := range p {
-		done[file] = make(chan struct{})
+		l.mods[file] = &modLoad{done: make(chan struct{})}
 	}
-	var wg sync.WaitGroup
 	for file, deps := range p {
-		wg.Add(1)
+		m := l.mods[file]
+		before := make([]*modLoad, 0, len(deps))
+		for _, d := range deps {
+			if dm := l.mods[d]; dm != nil { // a dependency missing from modules.dep fails in finit_module
+				before = append(before, dm)
+			}
+		}
 		go func() {
-			defer wg.Done()
-			defer close(done[file])
-			for _, d := range deps {
-				<-done[d]
-				mu.Lock()
-				f := failed[d]
-				failed[file] = f
-				mu.Unlock()
-				if f {
+			defer close(m.done)
+			for _, d := range before {
+				if <-d.done; d.err != nil {
+					m.err = d.err // one root cause; the dependents are not tried
 					return
 				}
 			}
-			if err := l.insmod(file); err != nil {
-				mu.Lock()
-				failed[file], errs[file] = true, err
-				mu.Unlock()
-			}
+			m.err = l.insmod(file)
 		}()
 	}
-	wg.Wait()
-	for file := range p {
-		if !failed[file] {
-			l.loaded[file] = true
+	return nil
+}
+
+// wait blocks until the modules called names, started by start, are loaded (and so
+// their dependencies) and returns the error of the first of them, in names order, that
+// failed. Built-in modules are skipped; a name start was not given fails at once.
+func (l *modLoader) wait(names []string) error {
+	for _, n := range names {
+		n = modName(n)
+		file, ok := l.byName[n]
+		if !ok {
+			if l.builtin[n] {
+				continue
+			}
+			return fmt.Errorf("load module %s: not in modules.dep", n)
+		}
+		l.mu.Lock()
+		m := l.mods[file]
+		l.mu.Unlock()
+		if m == nil {
+			return fmt.Errorf("wait for module %s: not started", n)
+		}
+		if <-m.done; m.err != nil {
+			return m.err
 		}
 	}
-	files := make([]string, 0, len(errs))
-	for f := range errs {
+	return nil
+}
+
+// waitAll blocks until every module started so far is loaded or has failed, and
+// returns the error of the first failed one in file name order.
+func (l *modLoader) waitAll() error {
+	l.mu.Lock()
+	files := make([]string, 0, len(l.mods))
+	for f := range l.mods {
 		files = append(files, f)
 	}
+	l.mu.Unlock()
 	sort.Strings(files)
+	var first error
 	for _, f := range files {
-		return errs[f] // one root cause; its dependents were not tried
+		l.mu.Lock()
+		m := l.mods[f]
+		l.mu.Unlock()
+		if <-m.done; m.err != nil && first == nil {
+			first = m.err
+		}
 	}
-	return nil
+	return first
+}
+
+// load is start then wait for names.
+func (l *modLoader) load(names []string) error {
+	if err := l.start(names); err != nil {
+		return err
+	}
+	return l.wait(names)
 }
 
 // finitModule loads one module file; a module that is already loaded is not an error.

@@ -16,12 +16,8 @@ import (
 // route via the gateway, the same for IPv6 when n.Address6 is set, and /etc/resolv.conf.
 // Without n the VM has no NIC at all.
 func configureNet(n *guestcfg.Net) error {
-	lo, err := netlink.LinkByName("lo")
-	if err != nil {
-		return fmt.Errorf("find lo: %w", err)
-	}
-	if err := netlink.LinkSetUp(lo); err != nil {
-		return fmt.Errorf("set lo up: %w", err)
+	if err := linkUp("lo"); err != nil {
+		return err
 	}
 	if n == nil {
 		return nil
@@ -60,6 +56,29 @@ func configureNet(n *guestcfg.Net) error {
 	os.Remove("/etc/resolv.conf") // may be a dangling symlink in the image
 	if err := os.WriteFile("/etc/resolv.conf", []byte(rc.String()), 0o644); err != nil {
 		return fmt.Errorf("write resolv.conf: %w", err)
+	}
+	return nil
+}
+
+// linkUp sets IFF_UP on the interface called name with SIOCGIFFLAGS/SIOCSIFFLAGS
+// (netdevice(7)). For lo, which every session needs, this is a few syscalls where
+// netlink would first run (and under TCG, translate) a link dump and its parser.
+func linkUp(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("set %s up: %w", name, os.NewSyscallError("socket", err))
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return fmt.Errorf("set %s up: %w", name, err)
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set %s up: %w", name, os.NewSyscallError("ioctl SIOCGIFFLAGS", err))
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
+		return fmt.Errorf("set %s up: %w", name, os.NewSyscallError("ioctl SIOCSIFFLAGS", err))
 	}
 	return nil
 }

@@ -235,6 +235,7 @@ var signals = map[string]syscall.Signal{
 // exec or shell runs exactly one command and reports its exit status.
 func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
+	g.debugf("session: channel open")
 	<-g.ready // requests queue in the channel meanwhile
 	s := &session{}
 	started := false
@@ -396,7 +397,9 @@ func (g *guest) run(ch ssh.Channel, s *session, argv []string, done chan struct{
 		go func() { defer copies.Done(); _, _ = io.Copy(ch, outR); outR.Close() }()
 		go func() { defer copies.Done(); _, _ = io.Copy(ch.Stderr(), errR); errR.Close() }()
 	}
+	t0 := time.Now()
 	exited, err := g.reaper.start(cmd)
+	g.debugf("session: started %q in %v", argv, time.Since(t0).Round(time.Microsecond))
 	for _, f := range closeAfter {
 		f.Close()
 	}
@@ -412,6 +415,7 @@ func (g *guest) run(ch ssh.Channel, s *session, argv []string, done chan struct{
 	go func() {
 		defer close(done)
 		ws := <-exited
+		g.debugf("session: %q exited after %v", argv, time.Since(t0).Round(time.Microsecond))
 		cmd.Process.Release()
 		if s.ptmx != nil {
 			// Drain what the command wrote before it exited; a background child that

@@ -20,6 +20,27 @@ import (
 	"brood.dev/brood/sandbox/qemu"
 )
 
+// Sizes of the test VMs, smaller than a session's (sandbox.DefaultCPUs and
+// DefaultMemoryMiB) to keep the tier-3 tests light on 2-core CI machines; the boot
+// benchmark uses the session defaults.
+const (
+	testCPUs      = 1
+	testMemoryMiB = 512
+)
+
+// envInt returns the integer in environment variable name, or def when it is unset.
+func envInt(t testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n <= 0 {
+		t.Fatalf("%s=%q: want a positive integer", name, v)
+	}
+	return n
+}
+
 // vmRun is one booted test VM.
 type vmRun struct {
 	vm     sandbox.VM
@@ -56,11 +77,24 @@ func bootNet(t testing.TB, a *assets.Set, share string, timeout time.Duration, t
 		t.Fatal(err)
 	}
 	spec.Tap = tap
-	spec.CPUs, spec.MemoryMiB, spec.Timeout = 1, 512, timeout
+	spec.Timeout = timeout
 	spec.Cmdline = cmdline
+	return startVM(t, spec, keys, dir)
+}
+
+// startVM starts spec (keys are the session's; dir names the console log saved with
+// BROOD_VMTEST_DEBUG) and stops the VM when the test ends. The VM gets
+// testCPUs/testMemoryMiB unless BROOD_VMTEST_CPUS / BROOD_VMTEST_MEMORY_MIB say otherwise.
+func startVM(t testing.TB, spec sandbox.Spec, keys *guestcfg.Keys, dir string) *vmRun {
+	t.Helper()
+	var err error
+	spec.CPUs, spec.MemoryMiB = envInt(t, "BROOD_VMTEST_CPUS", testCPUs), envInt(t, "BROOD_VMTEST_MEMORY_MIB", testMemoryMiB)
 	r := &vmRun{keys: keys, sock: spec.SSHSocket}
 	if os.Getenv("BROOD_VMTEST_DEBUG") != "" { // a directory: brood-guest logs its steps, console saved there
 		spec.Cmdline = append(spec.Cmdline, guestcfg.CmdlineDebug+"=1")
+		// Extra kernel command line words for experiments; the kernel hands words it
+		// does not know (GODEBUG=inittrace=1) to /init as environment variables.
+		spec.Cmdline = append(spec.Cmdline, strings.Fields(os.Getenv("BROOD_VMTEST_CMDLINE"))...)
 		t.Cleanup(func() {
 			p := filepath.Join(os.Getenv("BROOD_VMTEST_DEBUG"), "console-"+filepath.Base(dir)+".log")
 			t.Logf("console log in %s: %v", p, os.WriteFile(p, r.vm.ConsoleLog(), 0o644))
@@ -180,8 +214,8 @@ func TestVMEndToEnd(t *testing.T) {
 		strings.Contains(out, "BROOD") || !strings.Contains(out, "USER=agent") {
 		t.Errorf("overlay file / env: %q", out)
 	}
-	if out, _, _ := r.run(t, "ls /sys/class/net; grep -c ' /workspace 9p ' /proc/mounts"); strings.TrimSpace(out) != "lo\n1" {
-		t.Errorf("network devices and share mount: %q, want only lo and one 9p mount", out)
+	if out, _, _ := r.run(t, "ls /sys/class/net; grep -c ' /workspace 9p ' /proc/mounts; cat /sys/class/net/lo/flags"); strings.TrimSpace(out) != "lo\n1\n0x9" {
+		t.Errorf("network devices, share mount, lo flags: %q, want only lo, one 9p mount, lo up (0x9: IFF_UP|IFF_LOOPBACK)", out)
 	}
 
 	// PTY with a window change forwarded while the command runs.
