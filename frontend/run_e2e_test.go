@@ -758,7 +758,13 @@ func TestRunShellDetach(t *testing.T) {
 	pos := out.waitFor(t, 0, regexp.MustCompile(`Ctrl-\] detaches`), 2*time.Minute)
 	pos = out.waitFor(t, pos, regexp.MustCompile(`\$ $`), time.Minute)
 	ptmx.Write([]byte("echo kept-in-s > detached.txt; sleep 1000\r"))
-	time.Sleep(time.Second) // the shell has written the file and sleeps
+	// Detach once the shell has written the file (it then sleeps): S is the share.
+	inS := filepath.Join(r.state, "sessions", sessionID(t, out.String()), "snapshot", "detached.txt")
+	for end := time.Now().Add(30 * time.Second); readFile(t, inS) != "kept-in-s\n"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(end) {
+			t.Fatalf("S/detached.txt = %q after 30 s\n%q", readFile(t, inS), out.String())
+		}
+	}
 	ptmx.Write([]byte{0x1d})
 	pos = out.waitFor(t, pos, regexp.MustCompile(`stop VM`), 30*time.Second)
 	pos = out.waitFor(t, pos, regexp.MustCompile(`Apply this change to W`), time.Minute)
