@@ -32,7 +32,7 @@ run() { # label [VAR=value...]
     -v f="$(metric first-cmd-ms)" -v fm="$(metric first-cmd-min-ms)" \
     -v bc="$(metric bare-cpu-ms)" -v fc="$(metric first-cmd-cpu-ms)" -v n="$N" 'BEGIN {
     printf "%s, %d interleaved boots each\n", l, n
-    printf "  bare boot (init powers off)   min %5d ms  median %5d ms\n", bm, b
+    printf "  bare boot (to userspace)      min %5d ms  median %5d ms\n", bm, b
     printf "  kernel panic (no init)        min %5d ms  median %5d ms\n", pm, p
     printf "  first SSH command             min %5d ms  median %5d ms\n", fm, f
     printf "  ratio to bare boot            min %.2fx    median %.2fx   (goal <= 1.3x)\n", fm / bm, f / b
