@@ -50,6 +50,14 @@ func TestEnv(t *testing.T) {
 	}
 }
 
+// load is start then wait for names.
+func (l *modLoader) load(names []string) error {
+	if err := l.start(names); err != nil {
+		return err
+	}
+	return l.wait(names)
+}
+
 func TestModLoaderOrder(t *testing.T) {
 	dir := t.TempDir()
 	os.WriteFile(filepath.Join(dir, "modules.dep"), []byte(

@@ -144,7 +144,7 @@ func (l *modLoader) start(names []string) error {
 		m := l.mods[file]
 		before := make([]*modLoad, 0, len(deps))
 		for _, d := range deps {
-			if dm := l.mods[d]; dm != nil { // a dependency missing from modules.dep fails in finit_module
+			if dm := l.mods[d]; dm != nil { // always: plan adds every dependency not started before
 				before = append(before, dm)
 			}
 		}
@@ -208,14 +208,6 @@ func (l *modLoader) waitAll() error {
 		}
 	}
 	return first
-}
-
-// load is start then wait for names.
-func (l *modLoader) load(names []string) error {
-	if err := l.start(names); err != nil {
-		return err
-	}
-	return l.wait(names)
 }
 
 // finitModule loads one module file; a module that is already loaded is not an error.
