@@ -86,6 +86,19 @@ func modName(s string) string {
 	return strings.ReplaceAll(s, "-", "_")
 }
 
+// file returns the module file of the module called name, "" for a module built into
+// the kernel, or an error naming a module that is neither.
+func (l *modLoader) file(name string) (string, error) {
+	n := modName(name)
+	if file, ok := l.byName[n]; ok {
+		return file, nil
+	}
+	if l.builtin[n] {
+		return "", nil
+	}
+	return "", fmt.Errorf("load module %s: not in modules.dep", n)
+}
+
 // plan returns, for the modules called names and everything they need that no earlier
 // start began, each module file with the files that must be loaded before it (started
 // earlier or not). Built-in modules are skipped. l.mu must be held.
@@ -102,15 +115,13 @@ func (l *modLoader) plan(names []string) (map[string][]string, error) {
 		}
 	}
 	for _, n := range names {
-		n = modName(n)
-		file, ok := l.byName[n]
-		if !ok {
-			if l.builtin[n] {
-				continue
-			}
-			return nil, fmt.Errorf("load module %s: not in modules.dep", n)
+		file, err := l.file(n)
+		if err != nil {
+			return nil, err
 		}
-		add(file)
+		if file != "" {
+			add(file)
+		}
 	}
 	// Soft dependencies order modules that are loaded anyway; they add nothing.
 	for file := range p {
@@ -167,19 +178,18 @@ func (l *modLoader) start(names []string) error {
 // failed. Built-in modules are skipped; a name start was not given fails at once.
 func (l *modLoader) wait(names []string) error {
 	for _, n := range names {
-		n = modName(n)
-		file, ok := l.byName[n]
-		if !ok {
-			if l.builtin[n] {
-				continue
-			}
-			return fmt.Errorf("load module %s: not in modules.dep", n)
+		file, err := l.file(n)
+		if err != nil {
+			return err
+		}
+		if file == "" {
+			continue
 		}
 		l.mu.Lock()
 		m := l.mods[file]
 		l.mu.Unlock()
 		if m == nil {
-			return fmt.Errorf("wait for module %s: not started", n)
+			return fmt.Errorf("wait for module %s: not started", modName(n))
 		}
 		if <-m.done; m.err != nil {
 			return m.err
