@@ -72,11 +72,14 @@ func runDoctor(ctx context.Context, w io.Writer, socket string) error {
 	failed := 0
 	for _, ch := range rep.Checks {
 		mark := "ok  "
-		if !ch.OK {
+		switch {
+		case !ch.OK:
 			mark = "FAIL"
 			failed++
+		case ch.Warn:
+			mark = "warn"
 		}
-		fmt.Fprintf(w, "  [%s] %-14s %s\n", mark, ch.Name, ch.Detail)
+		fmt.Fprintf(w, "  [%s] %-17s %s\n", mark, ch.Name, ch.Detail)
 	}
 	if failed > 0 {
 		return fmt.Errorf("doctor: %d check(s) failed: %w (see above)", failed, ErrDoctorFailed)

@@ -57,7 +57,8 @@ func fakeHelper(t *testing.T, errCode api.Code) string {
 							Landlock: api.Landlock{ABI: 7, PinnedABI: 7, Enforced: true, Mode: "enforced"},
 							Peer:     api.Peer{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: 42}, Policy: "none"})
 					case req.Call == api.CallDoctor:
-						resp.Result, _ = json.Marshal(api.DoctorReport{Checks: []api.Check{{Name: "kvm", OK: false, Detail: "/dev/kvm missing"}}})
+						resp.Result, _ = json.Marshal(api.DoctorReport{Checks: []api.Check{{Name: "kvm", OK: false, Detail: "/dev/kvm missing"},
+							{Name: "accel", OK: true, Warn: true, Detail: "tcg: WARNING: KVM is not usable"}}})
 					}
 					out, _ := json.Marshal(resp)
 					if c.WriteFrame(out) != nil {
@@ -85,7 +86,7 @@ func TestDoctorReportsHelper(t *testing.T) {
 		t.Errorf("a FAIL check: err = %v, want ErrDoctorFailed", err) // doctor exits 1
 	}
 	for _, want := range []string{"fake-1", "protocol 1", "qemu (accel tcg)", "landlock:       enforced (kernel ABI 7, pinned ABI 7)",
-		"(as seen by the helper via SO_PEERCRED)", "[FAIL] kvm", "/dev/kvm missing"} {
+		"(as seen by the helper via SO_PEERCRED)", "[FAIL] kvm", "/dev/kvm missing", "[warn] accel", "tcg: WARNING"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

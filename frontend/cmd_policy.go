@@ -11,6 +11,10 @@ import (
 
 func init() { commands = append(commands, newPolicyCommand) }
 
+// noEgressNote heads `brood policy show` without --egress: the merged policy below is
+// what the layers allow, but a session started without --egress has no network at all.
+const noEgressNote = "without --egress, brood run gives the VM no network device; with --egress PROFILE, these layers apply:"
+
 func newPolicyCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "policy",
@@ -47,6 +51,9 @@ command.`,
 					return refusedErr(err)
 				}
 				return err
+			}
+			if flags.profile == "" {
+				fmt.Fprintln(cmd.OutOrStdout(), noEgressNote)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), eff.String())
 			return nil

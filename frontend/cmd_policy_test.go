@@ -102,6 +102,7 @@ func TestPolicyShowSystemForbidsAllowHost(t *testing.T) {
 		out  string
 	}{
 		{[]string{"--egress", "locked"}, 0, "locked\t(flags)"},
+		{nil, 0, noEgressNote + "\nprofile"},
 		{[]string{"--egress", "locked", "--allow-host", "a.example"}, ExitRefused, ""},
 		{[]string{"--egress", "permissive"}, ExitRefused, ""},
 	} {
@@ -117,6 +118,9 @@ func TestPolicyShowSystemForbidsAllowHost(t *testing.T) {
 			code = ee.code
 		} else if err != nil {
 			code = 1
+		}
+		if c.args != nil && strings.Contains(out.String(), noEgressNote) {
+			t.Errorf("policy show %v says there is no network: %q", c.args, out.String())
 		}
 		if code != c.code || !strings.Contains(out.String(), c.out) {
 			t.Errorf("policy show %v: code %d (%v), output %q; want code %d containing %q", c.args, code, err, out.String(), c.code, c.out)

@@ -2,13 +2,14 @@
 # Installs everything `brood run` needs on a fresh Debian/Ubuntu machine, from this checkout:
 #   1. Debian packages and Go modules (scripts/deps.sh: QEMU, mmdebstrap, erofs-utils, kmod, ...)
 #   2. brood and broodd-helper in /usr/local/bin, the static brood-guest in /usr/libexec/brood
-#   3. the group `brood` (who may use the helper); the invoking user ($SUDO_USER) joins it
+#   3. the group `brood` (who may use the helper); the developer joins it: $BROOD_USER, else
+#      the user who ran sudo ($SUDO_USER)
 #   4. the guest kernel (Debian's, apt-get download + dpkg-deb -x, never installed on the host),
 #      the initramfs with brood-guest, and the rootfs images: `test` (busybox, git, sh: what
 #      `brood run shell` boots) plus any named in BROOD_IMAGES (e.g. BROOD_IMAGES="test codex")
 #   5. the helper: systemd socket activation when systemd is PID 1, otherwise started in the
 #      background with --listen /run/brood/helper.sock (log: /var/log/brood/helper.log)
-# Idempotent. Run as root:   sudo ./scripts/install.sh
+# Idempotent. Run as root:   sudo ./scripts/install.sh   (as root itself: BROOD_USER=NAME ./scripts/install.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -34,9 +35,14 @@ install -m 0755 bin/brood-guest /usr/libexec/brood/brood-guest
 
 step "3/5 group brood"
 getent group brood >/dev/null || groupadd --system brood
-if [ -n "${SUDO_USER:-}" ] && [ "$SUDO_USER" != root ]; then
-  usermod -aG brood "$SUDO_USER"
-  echo "install: $SUDO_USER is in group brood (new logins; until then: sg brood -c 'brood ...')"
+DEV_USER="${BROOD_USER:-${SUDO_USER:-}}"
+if [ -n "$DEV_USER" ] && [ "$DEV_USER" != root ]; then
+  id "$DEV_USER" >/dev/null 2>&1 || { echo "install: BROOD_USER=$DEV_USER: no such user" >&2; exit 1; }
+  usermod -aG brood "$DEV_USER"
+  echo "install: $DEV_USER is in group brood (new logins; until then: sg brood -c 'brood ...')"
+else
+  echo "install: nobody added to group brood (run it with sudo, or as root with BROOD_USER=NAME;"
+  echo "  later: usermod -aG brood NAME). brood refuses to run VMs for root."
 fi
 
 step "4/5 guest kernel, initramfs and images ($IMAGES)"

@@ -169,10 +169,12 @@ type SessionList struct {
 // Empty is the result of calls that return nothing.
 type Empty struct{}
 
-// Check is one line of the helper's doctor report.
+// Check is one line of the helper's doctor report. Warn marks a check that passed in a
+// degraded but supported mode (TCG instead of KVM): brood works, the user should know.
 type Check struct {
 	Name   string `json:"name"`
 	OK     bool   `json:"ok"`
+	Warn   bool   `json:"warn,omitempty"`
 	Detail string `json:"detail"`
 }
 
