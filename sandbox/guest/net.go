@@ -69,16 +69,27 @@ func linkUp(name string) error {
 		return fmt.Errorf("set %s up: %w", name, os.NewSyscallError("socket", err))
 	}
 	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq(name)
+	ifr, err := ifFlags(fd, name)
 	if err != nil {
 		return fmt.Errorf("set %s up: %w", name, err)
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
-		return fmt.Errorf("set %s up: %w", name, os.NewSyscallError("ioctl SIOCGIFFLAGS", err))
 	}
 	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
 	if err := unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr); err != nil {
 		return fmt.Errorf("set %s up: %w", name, os.NewSyscallError("ioctl SIOCSIFFLAGS", err))
 	}
 	return nil
+}
+
+// ifFlags reads the flags of the interface called name (SIOCGIFFLAGS, netdevice(7))
+// through the socket fd; they are ifr.Uint16() (IFF_* bits). A name the kernel would
+// not accept (over 15 bytes) or a missing interface is an error.
+func ifFlags(fd int, name string) (*unix.Ifreq, error) {
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return nil, os.NewSyscallError("ioctl SIOCGIFFLAGS", err)
+	}
+	return ifr, nil
 }

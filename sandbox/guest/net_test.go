@@ -53,11 +53,8 @@ func loFlags() (uint16, error) {
 		return 0, err
 	}
 	defer unix.Close(fd)
-	ifr, err := unix.NewIfreq("lo")
+	ifr, err := ifFlags(fd, "lo")
 	if err != nil {
-		return 0, err
-	}
-	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
 		return 0, err
 	}
 	return ifr.Uint16(), nil
