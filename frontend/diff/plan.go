@@ -30,6 +30,8 @@ type planner struct {
 	maxSize   int64
 	protected []string
 	caseFold  bool
+	// gitIncluded maps foldPath of each file a git config in W includes to its risk reason.
+	gitIncluded map[string]string
 	// allowUnsafeNames lists names with control characters as ordinary changes.
 	allowUnsafeNames bool
 	memo             map[memoKey]Digest
@@ -542,12 +544,20 @@ func (p *planner) digestW(path string, st manifest.Stat) (d Digest, ok bool, err
 	return d, true, nil
 }
 
-// risk says why a change at path is high-risk ("" when it is not): its name (pathRisk),
-// a new executable bit, or setuid/setgid/sticky bits (the flush drops setuid/setgid).
+// risk says why a change at path is high-risk ("" when it is not): its name (PathRisk),
+// a git config's include of it (gitIncluded), a symlink standing for a risky directory
+// (linkRisk), a new executable bit, or setuid/setgid/sticky bits (the flush drops
+// setuid/setgid).
 func (p *planner) risk(path string, baseS, sNow manifest.Stat) string {
 	var rs []string
-	if r := pathRisk(path); r != "" {
+	if r := PathRisk(path); r != "" {
 		rs = append(rs, r)
+	} else if r := p.gitIncluded[foldPath(path)]; r != "" {
+		rs = append(rs, r)
+	} else if sNow.Type == manifest.TypeSymlink {
+		if r := linkRisk(path); r != "" {
+			rs = append(rs, r)
+		}
 	}
 	if sNow.Type == manifest.TypeRegular && sNow.Mode&0o111 != 0 &&
 		(baseS.Type != manifest.TypeRegular || baseS.Mode&0o111 == 0) {
@@ -602,7 +612,7 @@ const maxLinkHops = 40
 func (p *planner) linkIntoGitDir(path, t string) (bool, error) {
 	// A ".git" component anywhere in the text counts, whatever comes around it: what
 	// "a/../.git" resolves to in W depends on what W's "a" is when the link is followed.
-	if slices.Contains(strings.Split(t, "/"), ".git") {
+	if slices.ContainsFunc(strings.Split(t, "/"), isDotGit) {
 		return true, nil
 	}
 	dir := ""
@@ -626,7 +636,8 @@ func (p *planner) linkIntoGitDir(path, t string) (bool, error) {
 			}
 			cur = cur[:len(cur)-1]
 			continue
-		case ".git":
+		}
+		if isDotGit(c) {
 			return true, nil
 		}
 		cur = append(cur, c)
@@ -850,8 +861,8 @@ func lookup(entries []manifest.Entry, path string) *manifest.Entry {
 }
 
 // markCaseCollisions refuses every change whose path equals another path of W or S
-// when case is folded (both would be one file on a case-insensitive W). Folding is
-// Unicode simple lower-casing, per whole path.
+// when case is folded (both would be one file on a case-insensitive W). Names are
+// compared by foldName (case folding and Unicode normalization, as APFS does).
 func markCaseCollisions(changes []Change, wn, sn []node) {
 	if len(changes) == 0 {
 		return
@@ -859,7 +870,7 @@ func markCaseCollisions(changes []Change, wn, sn []node) {
 	first := make(map[string]string, len(wn)+len(sn))
 	other := make(map[string]string)
 	add := func(p string) {
-		k := strings.ToLower(p)
+		k := foldPath(p)
 		f, ok := first[k]
 		if !ok {
 			first[k] = p

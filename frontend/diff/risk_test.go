@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,9 +43,64 @@ func TestProtectedPath(t *testing.T) {
 		{"secrets", ""},
 		{"deploy.sh", "deploy.sh"},
 		{"deploy.sh.bak", ""},
+		// Names compared by foldName: git's own files on a case-insensitive volume.
+		{".GIT/hooks/x", ".git/hooks/"},
+		{".Git/config", ".git/config"},
+		{".git/HOOKS/pre-commit", ".git/hooks/"},
+		{"vendor/.gIt/Config.Worktree", ".git/config.worktree"},
+		{".g\u200cit/config", ".git/config"}, // HFS+ ignores U+200C
+		{".GIT", ".git"},
+		{".git/OBJECTS/INFO/ALTERNATES", ".git/objects/info/alternates"},
+		{"SECRETS/x", "secrets/"},
+		{"Deploy.SH", "deploy.sh"},
+		{".gitx/config", ""},
 	} {
 		if got := protectedPath(tc.in, extra); got != tc.want {
 			t.Errorf("protectedPath(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// riskExample returns a path a riskRules pattern names: "*" in a component becomes "x",
+// a final "**" a file "x" below the directory.
+func riskExample(pattern string) string {
+	comps := strings.Split(pattern, "/")
+	for i, c := range comps {
+		if c == "**" {
+			comps[i] = "x"
+			continue
+		}
+		comps[i] = strings.ReplaceAll(c, "*", "x")
+	}
+	return strings.Join(comps, "/")
+}
+
+// upperASCII spells p as a case-insensitive volume would also find it.
+func upperASCII(p string) string { return strings.ToUpper(p) }
+
+// TestRiskRulesEveryRow: every row of riskRules flags its own example with its own
+// reason (no row is shadowed by an earlier one) at the root, at depth and in another
+// case; a "**" row flags the directory itself too.
+func TestRiskRulesEveryRow(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range riskRules {
+		if seen[r.match] {
+			t.Errorf("row %q listed twice", r.match)
+		}
+		seen[r.match] = true
+		if r.match != strings.ToLower(r.match) || r.why == "" {
+			t.Errorf("row %q: patterns are lower-case and every row has a reason", r.match)
+		}
+		ex := riskExample(r.match)
+		for _, p := range []string{ex, "deep/er/" + ex, upperASCII(ex), "Home/Alice/" + upperASCII(ex)} {
+			if got := PathRisk(p); got != r.why {
+				t.Errorf("PathRisk(%q) = %q, want row %q: %q", p, got, r.match, r.why)
+			}
+		}
+		if dir, ok := strings.CutSuffix(r.match, "/**"); ok {
+			if got := PathRisk("a/" + riskExample(dir)); got != r.why {
+				t.Errorf("PathRisk(directory %q) = %q, want %q", dir, got, r.why)
+			}
 		}
 	}
 }
@@ -56,24 +112,70 @@ func TestPathRisk(t *testing.T) {
 	}{
 		{".git/index", true},
 		{"sub/.git/HEAD", true},
+		{"sub/.GIT/HEAD", true},
 		{".github/workflows/ci.yml", true},
+		{"docs/.github/workflows/x.yml", true}, // a nested repository's CI
 		{".github/ISSUE_TEMPLATE.md", false},
-		{".gitlab-ci.yml", true},
-		{".husky/pre-commit", true},
-		{".pre-commit-config.yaml", true},
-		{"lefthook.yml", true},
-		{".circleci/config.yml", true},
-		{"Jenkinsfile", true},
-		{".envrc", true},
+		{"src/.gitattributes", true},
+		{"SRC/.GitAttributes", true},
+		{".ENVRC", true},
 		{"web/.envrc", true},
-		{".gitattributes", true},
-		{".vscode/tasks.json", true},
+		{".gitconfig", true},
+		{".bashrc", true},
+		{".profile", true},
+		{".zshenv", true},
+		{".config/git/config", true},
+		{".config/git/attributes", true},
+		{".config/git/ignore", true},
+		{".config/fish/conf.d/x.fish", true},
+		{"etc/profile.d/evil.sh", true},
+		{".devcontainer.json", true},
+		{".devcontainer/devcontainer.json", true},
+		{".devcontainer/python/devcontainer.json", true},
+		{"sub/.npmrc", true},
+		{"a/b/.yarnrc", true},
+		{"a/.yarnrc.yml", true},
+		{"a/.config/pip/pip.conf", true},
+		{"a/.pip/pip.conf", true},
+		{"a/.config/go/env", true},
+		{"a/.cargo/config", true},
+		{"a/.cargo/config.toml", true},
+		{".venv/lib/python3.12/site-packages/evil.pth", true},
+		{"proj.code-workspace", true},
+		{"Makefile", true},
+		{"crates/x/build.rs", true},
+		{"tests/conftest.py", true},
 		{"src/main.go", false},
-		{"docs/.github/workflows/x.yml", false},
 		{".gitignore", false},
+		{".editorconfig", false},
+		{"go.mod", false},
+		{"go.work", false},
+		{"models/resnet.pth", false}, // a PyTorch checkpoint, not a site directory's .pth
+		{"README.md", false},
+		{"config/pip.conf.d", false},
+		{".cargo/registry/cache/x.crate", false},
+		{"src/hooks/useThing.ts", false},
 	} {
-		if got := pathRisk(tc.in); (got != "") != tc.risky {
-			t.Errorf("pathRisk(%q) = %q, want risky=%v", tc.in, got, tc.risky)
+		if got := PathRisk(tc.in); (got != "") != tc.risky {
+			t.Errorf("PathRisk(%q) = %q, want risky=%v", tc.in, got, tc.risky)
+		}
+	}
+}
+
+func TestLinkRisk(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		risky bool
+	}{
+		{".config", true},   // .config/git/**, .config/fish/**, ...
+		{"a/.Vscode", true}, // .vscode/tasks.json
+		{".cargo", true},
+		{".github", true},
+		{"src", false},
+		{"docs", false},
+	} {
+		if got := linkRisk(tc.in); (got != "") != tc.risky {
+			t.Errorf("linkRisk(%q) = %q, want risky=%v", tc.in, got, tc.risky)
 		}
 	}
 }
