@@ -108,7 +108,7 @@ func TestApplyCommandAll(t *testing.T) {
 	if code != ExitRefused {
 		t.Fatalf("exit %d, want 3:\n%s", code, out)
 	}
-	for _, want := range []string{"conflict c.txt: W changed", "skip     added     .github/workflows/ci.yml: high risk (CI definition)", "applied 4 change(s)"} {
+	for _, want := range []string{"conflict c.txt: W changed", "skip     added     .github/workflows/ci.yml: high risk (GitHub Actions: workflow)", "applied 4 change(s)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
