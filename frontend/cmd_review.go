@@ -41,9 +41,9 @@ changes cannot be accepted. A summary and a confirmation come before anything is
 Without a terminal, choose explicitly: --all (every change that is not refused, in
 conflict or high-risk), PATH... (only these paths or everything below these directories;
 relative to the current directory when it is inside the workspace),
-or --reject-all (record a rejection of everything and change nothing). A high-risk change
-is taken when its path is named exactly, or with --include-risky; a refused change or a
-conflict never is. Exit status 3 when a change was left out because it is refused, in
+or --reject-all (record a rejection of everything and change nothing). --all never takes
+a high-risk change; PATH takes one when its path is named exactly, or below a named
+directory with --include-risky; a refused change or a conflict never is taken. Exit status 3 when a change was left out because it is refused, in
 conflict or high-risk, or could not be applied.`,
 		Args: idArgs("review", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,7 +51,7 @@ conflict or high-risk, or could not be applied.`,
 		},
 	}
 	c.Flags().BoolVar(&f.all, "all", false, "accept every change that is not refused, in conflict or high-risk, without prompts")
-	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with --all or PATH: accept high-risk changes too")
+	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with PATH: accept high-risk changes below named directories too")
 	c.Flags().BoolVar(&f.rejectAll, "reject-all", false, "reject every change (recorded) and change nothing")
 	return c
 }
@@ -68,8 +68,10 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 	switch {
 	case f.rejectAll && (f.all || len(paths) > 0 || f.includeRisky):
 		return usageErr("review: --reject-all cannot be combined with --all, --include-risky or PATH")
-	case f.includeRisky && !f.all && len(paths) == 0:
-		return usageErr("review: --include-risky needs --all or PATH")
+	case f.includeRisky && f.all:
+		return usageErr("review: --all never accepts high-risk changes: name each one as PATH")
+	case f.includeRisky && len(paths) == 0:
+		return usageErr("review: --include-risky needs PATH")
 	case !tty && !f.all && !f.rejectAll && len(paths) == 0:
 		return usageErr("review: not a terminal: choose with --all, --reject-all or PATH... (see brood review --help)")
 	}
