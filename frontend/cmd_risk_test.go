@@ -1,12 +1,17 @@
 package frontend
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/creack/pty"
 
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
@@ -191,5 +196,61 @@ func TestFoldingWorkspace(t *testing.T) {
 	}
 	if _, err := os.Lstat(filepath.Join(backing, ".git/hooks/post-checkout")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("flush wrote .git/hooks/post-checkout (%v)", err)
+	}
+}
+
+// applyOnTTY runs brood apply args on a pseudo-terminal, typing answer, and returns the
+// output.
+func applyOnTTY(t *testing.T, answer string, args ...string) string {
+	t.Helper()
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		t.Fatalf("open pty: %v", err)
+	}
+	defer ptmx.Close()
+	done := make(chan struct{})
+	go func() { io.Copy(io.Discard, ptmx); close(done) }()
+	res := make(chan string, 1)
+	go func() {
+		root := NewRootCommand()
+		var out bytes.Buffer
+		root.SetIn(tty)
+		root.SetOut(io.MultiWriter(&out, tty))
+		root.SetErr(&out)
+		root.SetArgs(append([]string{"apply"}, args...))
+		if err := root.Execute(); err != nil {
+			out.WriteString("error: " + err.Error())
+		}
+		res <- out.String()
+	}()
+	ptmx.Write([]byte(answer)) // the line discipline keeps it until brood reads
+	var out string
+	select {
+	case out = <-res:
+	case <-time.After(30 * time.Second):
+		t.Fatal("brood apply did not finish after the answers")
+	}
+	tty.Close()
+	ptmx.Close()
+	<-done
+	return out
+}
+
+// TestApplyRiskySecondConfirmation: on a terminal, a high-risk path named exactly is
+// applied only after the second "y"; an ordinary change needs one.
+func TestApplyRiskySecondConfirmation(t *testing.T) {
+	sess := applySession(t, riskFiles, riskAgent)
+	out := applyOnTTY(t, "y\nn\n", sess.ID, ".bashrc", "ok.txt")
+	if !strings.Contains(out, "1 of them HIGH RISK") || !strings.Contains(out, "nothing applied") ||
+		wFile(t, sess, ".bashrc") != "<absent>" || wFile(t, sess, "ok.txt") != "ok\n" {
+		t.Errorf("second answer n: .bashrc %q ok.txt %q\n%s", wFile(t, sess, ".bashrc"), wFile(t, sess, "ok.txt"), out)
+	}
+	out = applyOnTTY(t, "y\ny\n", sess.ID, ".bashrc")
+	if wFile(t, sess, ".bashrc") != riskAgent[".bashrc"] {
+		t.Errorf("second answer y: .bashrc %q\n%s", wFile(t, sess, ".bashrc"), out)
+	}
+	out = applyOnTTY(t, "y\n", sess.ID, "ok.txt")
+	if strings.Contains(out, "HIGH RISK") || wFile(t, sess, "ok.txt") != "OK\n" {
+		t.Errorf("ordinary change: ok.txt %q\n%s", wFile(t, sess, "ok.txt"), out)
 	}
 }
