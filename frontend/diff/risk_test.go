@@ -229,3 +229,14 @@ func TestSanitizedNeverFlushed(t *testing.T) {
 		t.Fatalf("touched sanitized copy: %+v, want refused", got)
 	}
 }
+
+// TestRiskDocListsEveryRow: docs/review-risk.md lists every row with its reason.
+func TestRiskDocListsEveryRow(t *testing.T) {
+	b, err := os.ReadFile("../../docs/review-risk.md")
+	must(t, err)
+	for _, r := range riskRules {
+		if row := "| `" + r.match + "` | " + r.why + " |"; !strings.Contains(string(b), row) {
+			t.Errorf("docs/review-risk.md lacks %s", row)
+		}
+	}
+}
