@@ -36,7 +36,7 @@ type planner struct {
 	allowUnsafeNames bool
 	memo             map[memoKey]Digest
 	unhashed         map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
-	excluded         map[string]string        // path -> secret rule, for entries kept out of S
+	excluded         map[string]excludedEntry // foldPath -> entry kept out of S as a secret
 	skipped          map[string]string        // path -> reason, for other entries not copied
 	// deepS lists (sorted) the directories of S the walk did not fully list (maxPathLen).
 	deepS []string
@@ -64,12 +64,12 @@ type item struct {
 func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error) {
 	p.memo = make(map[memoKey]Digest)
 	p.unhashed = make(map[string]manifest.Stat)
-	p.excluded = make(map[string]string)
+	p.excluded = make(map[string]excludedEntry)
 	p.skipped = make(map[string]string)
 	p.sn = sn
 	for _, e := range entries {
 		if e.Excluded != "" {
-			p.excluded[e.Path] = e.Excluded
+			p.excluded[foldPath(e.Path)] = excludedEntry{path: e.Path, rule: e.Excluded}
 		}
 		if e.Skipped != "" && e.W.Type == manifest.TypeDir {
 			p.skipped[e.Path] = e.Skipped
@@ -222,6 +222,9 @@ func (p *planner) classify(it item) (*Change, error) {
 	if it.me != nil && it.me.Excluded != "" {
 		return refuse(c, fmt.Sprintf("path is excluded from the snapshot by secret rule %s; S created a %s there", Escape(it.me.Excluded), typeName(sNow.Type))), nil
 	}
+	if e, ok := p.excludedSpelling(it.path); ok {
+		return refuse(c, fmt.Sprintf("another spelling of %s, excluded from the snapshot by secret rule %s", Escape(e.path), Escape(e.rule))), nil
+	}
 	if dir, rule := p.excludedAncestor(it.path); dir != "" {
 		return refuse(c, fmt.Sprintf("below %s, excluded from the snapshot by secret rule %s", Escape(dir), Escape(rule))), nil
 	}
@@ -307,11 +310,31 @@ func (p *planner) isDeep(path string) bool {
 	return ok
 }
 
+// excludedEntry is a manifest entry the snapshot excluded as a secret: W's spelling of
+// its path and the secret rule.
+type excludedEntry struct{ path, rule string }
+
 // excludedAncestor returns the nearest directory above path that the snapshot excluded
-// as a secret, and its rule ("" when none): S must not write into the developer's
-// secret directories.
+// as a secret (W's spelling), and its rule ("" when none): S must not write into the
+// developer's secret directories, in any spelling (compared by foldName).
 func (p *planner) excludedAncestor(path string) (dir, rule string) {
-	return ancestorIn(p.excluded, path)
+	if len(p.excluded) == 0 {
+		return "", ""
+	}
+	f := foldPath(path) // as many components as path
+	for i := strings.LastIndexByte(f, '/'); i > 0; i = strings.LastIndexByte(f[:i], '/') {
+		if e, ok := p.excluded[f[:i]]; ok {
+			return e.path, e.rule
+		}
+	}
+	return "", ""
+}
+
+// excludedSpelling returns the excluded entry path is another spelling of (by foldName),
+// if any: on a case-insensitive W, S's ".ENV" is W's secret ".env".
+func (p *planner) excludedSpelling(path string) (excludedEntry, bool) {
+	e, ok := p.excluded[foldPath(path)]
+	return e, ok && e.path != path
 }
 
 // ancestorIn returns the nearest directory above path that is a key of m, and its value

@@ -240,3 +240,24 @@ func TestRiskDocListsEveryRow(t *testing.T) {
 		}
 	}
 }
+
+// TestExcludedSecretsAnySpelling: S cannot write another spelling of a secret the snapshot
+// excluded, nor below one (on a case-insensitive W it is the developer's secret).
+func TestExcludedSecretsAnySpelling(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{".env": "SECRET=1\n", "sub/.env/key": "k\n", "ok.txt": "o\n"})
+	m := testSnapshot(t, w, s, true)
+	writeFiles(t, s, map[string]string{".ENV": "SECRET=agent\n", "sub/.Env/key2": "x\n", "ok.txt": "O\n"})
+	got, err := Compute(context.Background(), w, s, m, Options{Case: CaseSensitive})
+	must(t, err)
+	gm := byPath(got)
+	if c := gm[".ENV"]; c.Kind != KindRefused || c.Reason != "another spelling of .env, excluded from the snapshot by secret rule .env" {
+		t.Errorf(".ENV: %s %q", c.Kind, c.Reason)
+	}
+	if c := gm["sub/.Env/key2"]; c.Kind != KindRefused || !strings.Contains(c.Reason, "below sub/.env, excluded from the snapshot") {
+		t.Errorf("sub/.Env/key2: %s %q", c.Kind, c.Reason)
+	}
+	if c := gm["ok.txt"]; c.Kind != KindModified {
+		t.Errorf("ok.txt: %s %q", c.Kind, c.Reason)
+	}
+}
