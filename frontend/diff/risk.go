@@ -21,7 +21,7 @@ import (
 //   - "objects/info/alternates", "objects/info/http-alternates": object stores borrowed
 //     from other repositories (gitrepository-layout(5));
 //   - "info/attributes": per-repository attributes select filter, diff and merge drivers
-//     by name. Unlike .gitattributes (only high-risk, see riskyRoot) it is neither tracked
+//     by name. Unlike .gitattributes (only high-risk, see riskRules) it is neither tracked
 //     nor shown by git status, so a change there would never be seen again after review.
 //
 // The files are matched by name anywhere below a ".git" component (a branch named
