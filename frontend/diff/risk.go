@@ -119,7 +119,9 @@ type riskRule struct {
 
 // riskRules lists every name whose change lets a host tool run code, or choose the code
 // or the server it runs, when the developer does something routine in W afterwards: cd
-// into it, open a shell or an editor, run git, install, build or test. brood diff marks
+// into it, open a shell or an editor, run git, install, build or test. Each row's reason
+// names the tool and what it does with the file (trailing comments add where the name is
+// documented when the reason does not say it). brood diff marks
 // such changes high-risk with the row's reason; `apply --all` and `review --all` skip them;
 // naming the path applies it after a second confirmation.
 //
@@ -133,8 +135,9 @@ type riskRule struct {
 // or commits git skips, never a program; a file .gitignore hides still shows in this
 // diff), .editorconfig (indentation and charset only), go.mod and go.work (a toolchain
 // line only selects a checksum-verified Go release; replace directives name code the
-// developer builds knowingly), and source files in general: the rows are the files that
-// run without the developer deciding to run them.
+// developer builds knowingly), Dockerfile (RUN steps run in the build container, not on
+// the host), and source files in general: the rows are the files that run without the
+// developer deciding to run them.
 var riskRules = []riskRule{
 	// git (gitattributes(5), gitmodules(5), gitmailmap(5), git-config(1)).
 	{".gitattributes", "git: .gitattributes selects filter, diff and merge drivers (programs git runs) in its directory"}, // read in every directory
@@ -143,6 +146,10 @@ var riskRules = []riskRule{
 	{".gitconfig", "git: global config (core.fsmonitor, core.pager, aliases, filters run programs)"},                      // ~/.gitconfig
 	{".config/git/**", "git: XDG global config, attributes and ignore files"},                                             // $XDG_CONFIG_HOME/git/{config,attributes,ignore}
 	{".git-credentials", "git: credential store (credentials git sends to servers)"},                                      // git-credential-store(1)
+	{".lfsconfig", "git-lfs: LFS server URLs (where objects and credentials go)"},                                         // git-lfs-config(5)
+	{".hg/**", "Mercurial: .hg/hgrc hooks and extensions run on hg commands"},                                             // hgrc(5) [hooks]
+	{".hgrc", "Mercurial: user config (hooks, extensions)"},                                                               // ~/.hgrc
+	{".jj/**", "jj: repository config (pager, diff and merge tools it runs)"},                                             // .jj/repo/config.toml
 	{".githooks/**", "git: hooks directory (core.hooksPath convention)"},                                                  // hooks run on commit, checkout, merge, push
 	{".git-hooks/**", "overcommit: hook plugins run on git commit"},                                                       // overcommit's plugin directory
 
@@ -298,6 +305,12 @@ var riskRules = []riskRule{
 	{".justfile", "just: recipes"},
 	{"taskfile.yml", "task: tasks"},
 	{"taskfile.yaml", "task: tasks"},
+	{"vagrantfile", "vagrant: Ruby code evaluated by every vagrant command"},
+	{"tiltfile", "tilt: runs local commands and builds"},
+	{"compose.yaml", "docker compose: containers it starts (privileged, host mounts)"},
+	{"compose.yml", "docker compose: containers it starts (privileged, host mounts)"},
+	{"docker-compose.yml", "docker compose: containers it starts (privileged, host mounts)"},
+	{"docker-compose.yaml", "docker compose: containers it starts (privileged, host mounts)"},
 
 	// CI definitions: run on push with the repository's secrets.
 	{".github/workflows/**", "GitHub Actions: workflow"},
@@ -305,6 +318,7 @@ var riskRules = []riskRule{
 	{"action.yml", "GitHub Actions: action definition"},
 	{"action.yaml", "GitHub Actions: action definition"},
 	{".github/dependabot.yml", "Dependabot: registries (insecure-external-code-execution) and update jobs"},
+	{".github/dependabot.yaml", "Dependabot: registries (insecure-external-code-execution) and update jobs"},
 	{".forgejo/workflows/**", "Forgejo Actions: workflow"},
 	{".gitea/workflows/**", "Gitea Actions: workflow"},
 	{".gitlab-ci.yml", "GitLab CI: pipeline"},
