@@ -251,6 +251,7 @@ var riskRules = []riskRule{
 	{".yarn/plugins/**", "yarn: plugins yarn runs"},
 	{".pnpmfile.cjs", "pnpm: hooks run on install"},
 	{".pnpmfile.mjs", "pnpm: hooks run on install"},
+	{".config/pnpm/rc", "pnpm: global config (registry, hooks)"},
 	{"pnpm-workspace.yaml", "pnpm: settings (onlyBuiltDependencies lets packages run install scripts)"},
 	{"bunfig.toml", "bun: registry and preload scripts run before bun run"},
 	{".bunfig.toml", "bun: registry and preload scripts"},
