@@ -138,12 +138,11 @@ func TestUserRegistries(t *testing.T) {
 	env := map[string]string{"HOME": home, "PIP_INDEX_URL": "https://pypi.corp.test/simple"}
 	old := userDiscoverer
 	t.Cleanup(func() { userDiscoverer = old })
-	userDiscoverer = func() netpolicy.Discoverer {
-		return netpolicy.Discoverer{Root: t.TempDir(), Home: home, Getenv: func(k string) string { return env[k] },
-			Run: func(context.Context, string, ...string) ([]byte, error) { return nil, errors.New("no such tool") }}
+	userDiscoverer = func(string) netpolicy.Discoverer {
+		return netpolicy.Discoverer{Root: t.TempDir(), Home: home, Getenv: func(k string) string { return env[k] }}
 	}
 
-	l := withUserDiscovered(context.Background(), &api.EgressLayer{Profile: "standard"})
+	l := withUserDiscovered(context.Background(), &api.EgressLayer{Profile: "standard"}, t.TempDir())
 	got := map[string]api.EgressDiscovered{}
 	for _, d := range l.Discovered {
 		got[d.Name] = d

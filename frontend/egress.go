@@ -12,6 +12,7 @@ import (
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
 
+	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
 )
@@ -154,33 +155,40 @@ func effectivePolicy(systemPath, userPath, workspace, agent string, flags *egres
 	return netpolicy.Resolve(in)
 }
 
-// userDiscoverer discovers the registries of the user's own tool configuration (a
-// variable so tests can point it at a fake home and tools).
-var userDiscoverer = func() netpolicy.Discoverer { return netpolicy.Discoverer{} }
+// userDiscoverer discovers the registries of the user's own tool configuration, parsing
+// files and never running a tool. A configuration file inside workspace (the home
+// directory is the workspace, or is in it) counts only when review holds every change to
+// it (diff.PathRisk), so an applied session cannot add hosts. A variable so tests can
+// point it at a fake home.
+var userDiscoverer = func(workspace string) netpolicy.Discoverer {
+	return netpolicy.Discoverer{Workspace: workspace, WorkspaceRisk: diff.PathRisk}
+}
 
-// discoverTimeout bounds registry discovery (each tool also has its own bound).
+// discoverTimeout bounds registry discovery (local file reads only).
 const discoverTimeout = 5 * time.Second
 
 // discoverAll returns the registries of the host's system-wide configuration and of the
-// user's own (netpolicy.Discoverer), the latter marked UserControlled.
-func discoverAll(ctx context.Context) []netpolicy.Discovered {
+// user's own (netpolicy.Discoverer), the latter marked UserControlled, with the notes on
+// configuration files that were not read.
+func discoverAll(ctx context.Context, workspace string) ([]netpolicy.Discovered, []netpolicy.Note) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 	defer cancel()
-	d, _ := userDiscoverer().Discover(ctx)
-	return d
+	return userDiscoverer(workspace).Discover(ctx)
 }
 
 // withUserDiscovered adds the registries discovered in the user's own configuration
 // (npm, pip, cargo, go: UserControlled ones; the helper rediscovers system-wide ones
 // itself) to the user layer sent to the helper, which treats them as user-added: used from
 // the standard profile up, removed by denials, dropped when the system forbids adding
-// hosts. It returns user unchanged when nothing was discovered.
-func withUserDiscovered(ctx context.Context, user *api.EgressLayer) *api.EgressLayer {
+// hosts. workspace is the session's W (see userDiscoverer). It returns user unchanged
+// when nothing was discovered.
+func withUserDiscovered(ctx context.Context, user *api.EgressLayer, workspace string) *api.EgressLayer {
 	var out []api.EgressDiscovered
-	for _, d := range discoverAll(ctx) {
+	disc, _ := discoverAll(ctx, workspace)
+	for _, d := range disc {
 		if !d.UserControlled || d.Entry.Pattern.Wildcard {
 			continue
 		}

@@ -134,6 +134,10 @@ func (d Discoverer) workspaceRel(p string) (string, bool) {
 	return "", false
 }
 
+// WorkspaceNotRead starts the Why of a Note about a configuration file skipped because it
+// lies inside the workspace (Discoverer.Workspace).
+const WorkspaceNotRead = "not read: it is workspace content"
+
 // workspaceFrom decides whether a configuration file at path may be read: outside the
 // workspace it is named by path; inside, only when WorkspaceRisk flags it, named with
 // that reason ("", false: skip it).
@@ -147,7 +151,7 @@ func (d Discoverer) workspaceFrom(c *collector, tool, path string) (string, bool
 		risk = d.WorkspaceRisk(rel)
 	}
 	if risk == "" {
-		c.notes = append(c.notes, Note{tool + " " + path, "not read: it is workspace content (" + rel + ") that a reviewed change could replace without naming it"})
+		c.notes = append(c.notes, Note{tool + " " + path, WorkspaceNotRead + " (" + rel + ") that a reviewed change could replace without naming it"})
 		return "", false
 	}
 	return path + " (workspace content; review holds changes to it: " + risk + ")", true
@@ -224,6 +228,10 @@ func (d Discoverer) apt(c *collector) {
 		if err != nil {
 			continue
 		}
+		from, ok := d.workspaceFrom(c, "apt", f)
+		if !ok {
+			continue
+		}
 		if strings.HasSuffix(f, ".sources") {
 			for _, stanza := range strings.Split(string(data), "\n\n") {
 				var uris []string
@@ -242,7 +250,7 @@ func (d Discoverer) apt(c *collector) {
 				}
 				if enabled {
 					for _, u := range uris {
-						c.addURL("apt", f, false, u)
+						c.addURL("apt", from, false, u)
 					}
 				}
 			}
@@ -261,7 +269,7 @@ func (d Discoverer) apt(c *collector) {
 				i++
 			}
 			if i < len(fields) {
-				c.addURL("apt", f, false, fields[i])
+				c.addURL("apt", from, false, fields[i])
 			}
 		}
 	}
@@ -275,7 +283,7 @@ func (d Discoverer) cargo(c *collector) {
 	if home == "" {
 		home = filepath.Join(d.home(), ".cargo")
 	}
-	found := false
+	found, ok := false, false
 	for _, name := range []string{"config.toml", "config"} {
 		f := filepath.Join(home, name)
 		data, err := os.ReadFile(f)
@@ -283,6 +291,9 @@ func (d Discoverer) cargo(c *collector) {
 			continue
 		}
 		found = true
+		if f, ok = d.workspaceFrom(c, "cargo", f); !ok {
+			continue
+		}
 		var cfg struct {
 			Registries map[string]struct {
 				Index string `toml:"index"`

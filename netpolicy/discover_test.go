@@ -182,6 +182,7 @@ func TestDiscoverWorkspaceFiles(t *testing.T) {
 	home := filepath.Join(ws, "home")
 	writeTestFile(t, filepath.Join(home, ".npmrc"), "registry=https://npm.corp.example/\n", 0o644)
 	writeTestFile(t, filepath.Join(home, ".config/pip/pip.conf"), "[global]\nindex-url = https://pip.corp.example/\n", 0o644)
+	writeTestFile(t, filepath.Join(home, ".cargo/config.toml"), "[registries.corp]\nindex = \"https://cargo.corp.example/\"\n", 0o644)
 	writeTestFile(t, filepath.Join(ws, "dotfiles/yarnrc"), "registry \"https://yarn.corp.example/\"\n", 0o644)
 	writeTestFile(t, filepath.Join(ws, "bin/go"), "", 0o755)
 	writeTestFile(t, filepath.Join(ws, "go.env"), "GOPROXY=https://"+hostilews.AttackerHost+"\n", 0o644)
@@ -205,6 +206,9 @@ func TestDiscoverWorkspaceFiles(t *testing.T) {
 		if h == home {
 			if want := filepath.Join(home, ".npmrc") + " (workspace content; review holds changes to it: package-manager config)"; got["npm.corp.example"] != want {
 				t.Errorf("npm.corp.example from %q, want %q", got["npm.corp.example"], want)
+			}
+			if _, ok := got["cargo.corp.example"]; ok || !hasNote(notes, filepath.Join(home, ".cargo/config.toml")) {
+				t.Errorf("unflagged workspace cargo config read: %v; notes %v", got, notes)
 			}
 			if _, ok := got["pip.corp.example"]; ok || !hasNote(notes, filepath.Join(home, ".config/pip/pip.conf")) {
 				t.Errorf("unflagged workspace pip.conf read: %v; notes %v", got, notes)

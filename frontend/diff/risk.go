@@ -135,6 +135,10 @@ var riskyRoot = []struct{ rule, why string }{
 	{".devcontainer/", "devcontainer definition"},
 }
 
+// PathRisk returns why review treats the slash path p (relative to the workspace) as
+// high-risk, "" when it does not: such a change is never applied by --all.
+func PathRisk(p string) string { return pathRisk(p) }
+
 // pathRisk returns why a path is high-risk by its name alone ("" when it is not): any
 // ".git" component, an entry of riskyRoot, or a direnv .envrc in any directory (it runs
 // on cd).
