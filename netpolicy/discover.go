@@ -55,6 +55,9 @@ type Discoverer struct {
 	// WorkspaceRisk returns why review treats the W-relative slash path rel as high-risk,
 	// "" when a change to it could be applied unnamed (nil: always "").
 	WorkspaceRisk func(rel string) string
+	// wsDirs are Workspace made absolute, as given and with symbolic links resolved (set
+	// by Discover).
+	wsDirs []string
 	// SystemOnly limits discovery to root-owned system files (apt sources, /etc/npmrc): no
 	// environment or home directory read. The privileged helper uses it to rediscover what
 	// it can trust itself, since everything a client sends is user-controlled.
@@ -89,7 +92,11 @@ func (d Discoverer) home() string {
 func (d Discoverer) Discover(ctx context.Context) ([]Discovered, []Note) {
 	c := &collector{seen: map[string]bool{}}
 	if d.Workspace != "" {
-		d.Workspace = resolvedPath(d.Workspace)
+		abs, err := filepath.Abs(d.Workspace)
+		if err != nil {
+			abs = d.Workspace
+		}
+		d.wsDirs = []string{abs, resolvedPath(abs)}
 	}
 	if d.SystemOnly {
 		d.npmSystem(c)
@@ -123,12 +130,11 @@ func resolvedPath(p string) string {
 // workspaceRel returns p's slash path relative to d.Workspace when p, or the file its
 // symbolic links lead to, lies inside it.
 func (d Discoverer) workspaceRel(p string) (string, bool) {
-	if d.Workspace == "" {
-		return "", false
-	}
-	for _, q := range []string{p, resolvedPath(p)} {
-		if rel, err := filepath.Rel(d.Workspace, q); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
-			return filepath.ToSlash(rel), true
+	for _, q := range []string{resolvedPath(p), p} {
+		for _, w := range d.wsDirs {
+			if rel, err := filepath.Rel(w, q); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return filepath.ToSlash(rel), true
+			}
 		}
 	}
 	return "", false

@@ -175,8 +175,9 @@ func TestDiscoverDefaults(t *testing.T) {
 
 // TestDiscoverWorkspaceFiles: with the home directory inside the workspace, a config file
 // there is read only when WorkspaceRisk flags it, and From says it is workspace content;
-// one reached through a symbolic link into the workspace is judged the same way; a go on
-// a PATH entry inside the workspace does not make its go.env read.
+// one reached through a symbolic link into the workspace is judged the same way, and so
+// are the workspace or the home named through a link; a go on a PATH entry inside the
+// workspace does not make its go.env read.
 func TestDiscoverWorkspaceFiles(t *testing.T) {
 	ws, x := t.TempDir(), t.TempDir()
 	home := filepath.Join(ws, "home")
@@ -195,22 +196,30 @@ func TestDiscoverWorkspaceFiles(t *testing.T) {
 		}
 		return ""
 	}
-	for _, h := range []string{home, xhome} {
+	wsLink := filepath.Join(x, "ws-link") // the workspace named through a symbolic link
+	if err := os.Symlink(ws, wsLink); err != nil {
+		t.Fatal(err)
+	}
+	for i, h := range []string{home, xhome, filepath.Join(wsLink, "home")} {
 		env := map[string]string{"PATH": filepath.Join(ws, "bin")}
-		d := Discoverer{Root: t.TempDir(), Home: h, Workspace: ws, WorkspaceRisk: risk, Getenv: func(k string) string { return env[k] }}
+		w := ws
+		if i == 1 {
+			w = wsLink
+		}
+		d := Discoverer{Root: t.TempDir(), Home: h, Workspace: w, WorkspaceRisk: risk, Getenv: func(k string) string { return env[k] }}
 		found, notes := d.Discover(context.Background())
 		got := map[string]string{}
 		for _, f := range found {
 			got[f.Entry.Pattern.Name] = f.From
 		}
-		if h == home {
-			if want := filepath.Join(home, ".npmrc") + " (workspace content; review holds changes to it: package-manager config)"; got["npm.corp.example"] != want {
+		if h != xhome {
+			if want := filepath.Join(h, ".npmrc") + " (workspace content; review holds changes to it: package-manager config)"; got["npm.corp.example"] != want {
 				t.Errorf("npm.corp.example from %q, want %q", got["npm.corp.example"], want)
 			}
-			if _, ok := got["cargo.corp.example"]; ok || !hasNote(notes, filepath.Join(home, ".cargo/config.toml")) {
+			if _, ok := got["cargo.corp.example"]; ok || !hasNote(notes, filepath.Join(h, ".cargo/config.toml")) {
 				t.Errorf("unflagged workspace cargo config read: %v; notes %v", got, notes)
 			}
-			if _, ok := got["pip.corp.example"]; ok || !hasNote(notes, filepath.Join(home, ".config/pip/pip.conf")) {
+			if _, ok := got["pip.corp.example"]; ok || !hasNote(notes, filepath.Join(h, ".config/pip/pip.conf")) {
 				t.Errorf("unflagged workspace pip.conf read: %v; notes %v", got, notes)
 			}
 		} else if _, ok := got["yarn.corp.example"]; ok || !hasNote(notes, filepath.Join(xhome, ".yarnrc")) {
