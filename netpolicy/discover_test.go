@@ -329,3 +329,11 @@ func TestDiscoverHostileWorkspace(t *testing.T) {
 		t.Errorf("the user's own registries were not discovered: %v", got)
 	}
 }
+
+// BenchmarkDiscover measures discovery against this machine's real configuration (file
+// reads only).
+func BenchmarkDiscover(b *testing.B) {
+	for b.Loop() {
+		Discoverer{Workspace: b.TempDir()}.Discover(context.Background())
+	}
+}
