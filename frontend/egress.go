@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
@@ -192,7 +193,7 @@ func withUserDiscovered(ctx context.Context, user *api.EgressLayer, workspace st
 		if !d.UserControlled || d.Entry.Pattern.Wildcard {
 			continue
 		}
-		ed := api.EgressDiscovered{Name: d.Entry.Pattern.Name, Tool: d.Tool, From: d.From}
+		ed := api.EgressDiscovered{Name: d.Entry.Pattern.Name, Tool: d.Tool, From: shortFrom(d.From)}
 		for _, p := range d.Entry.Ports {
 			ed.Ports = append(ed.Ports, p.String())
 		}
@@ -206,4 +207,20 @@ func withUserDiscovered(ctx context.Context, user *api.EgressLayer, workspace st
 	}
 	user.Discovered = append(user.Discovered, out...)
 	return user
+}
+
+// maxFrom is the longest source text the helper accepts for a discovered registry (bytes).
+const maxFrom = 256
+
+// shortFrom keeps the end of a source text longer than maxFrom (the file name and any
+// workspace label), marked with a leading "...", cut on a rune boundary.
+func shortFrom(s string) string {
+	if len(s) <= maxFrom {
+		return s
+	}
+	i := len(s) - (maxFrom - 3)
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "..." + s[i:]
 }
