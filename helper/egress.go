@@ -191,7 +191,7 @@ func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Dis
 	for _, h := range a.AllowHosts {
 		e, err := netpolicy.ParseAllowHostFlag(h)
 		if err != nil {
-			return fail(err)
+			return fail(fmt.Errorf("--allow-host: %w", err))
 		}
 		flags.Allow = append(flags.Allow, e)
 	}
