@@ -64,8 +64,14 @@ func (c *EgressConfig) validate() error {
 		return err
 	}
 	for name, hosts := range c.Agents {
-		if _, err := parseEntries(hosts); err != nil {
+		es, err := parseEntries(hosts)
+		if err != nil {
 			return fmt.Errorf("egress.agents.%s: %w", name, err)
+		}
+		for _, e := range es {
+			if err := netpolicy.CheckGrant(e, netpolicy.Source{Layer: netpolicy.LayerAgent, Detail: name}); err != nil {
+				return fmt.Errorf("egress.agents.%s: %w", name, err)
+			}
 		}
 	}
 	return nil

@@ -320,6 +320,10 @@ func grantable(p Pattern, src Source) error {
 	return nil
 }
 
+// CheckGrant is Resolve's check that src may allow e (see grantable), for configuration
+// validated before any session resolves it, e.g. the helper's agent table.
+func CheckGrant(e Entry, src Source) error { return grantable(e.Pattern, src) }
+
 // add appends e unless a denial covers it; an entry for a pattern already present only adds
 // its ports. It fails, adding nothing, when src may not allow e (grantable).
 func (eff *Effective) add(e Entry, src Source) error {
