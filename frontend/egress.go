@@ -26,7 +26,7 @@ type egressFlags struct {
 
 func (f *egressFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.profile, "egress", "", "egress profile: locked (the agent's LLM provider only), standard (+ code hosts and\nthe package registries this host uses), permissive (public internet); empty: no network")
-	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "also allow NAME, *.SUFFIX or NAME:PORT[/proto] (repeatable; refused if the system policy forbids it)")
+	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "also allow NAME, *.SUFFIX or NAME:PORT[/proto] (repeatable; host names only, no IP address\nand no public suffix such as *.co.uk or *.github.io; refused if the system policy forbids it)")
 }
 
 // layer parses the flags into the flags layer of the policy. Errors are usage errors.
