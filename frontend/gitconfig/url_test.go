@@ -114,17 +114,20 @@ func TestURLProblem(t *testing.T) {
 		form urlForm
 		want string
 	}
+	// Members of urlControls' rows, listed here independently of the table.
+	controls := []string{"\x00", "\x01", "\t", "\n", "\r", "\x1b", "\x1f", "\x7f", "\xc0\x80", "\xc0\x8a",
+		"\xc0\xbf", "\xc1\x80", "\xc1\xbf", "\xc2\x80", "\xc2\x85", "\xc2\x9f", "\xe2\x80\xa8", "\xe2\x80\xa9"}
 	cases := []tc{}
-	for _, r := range urlControls {
-		for _, c := range []byte{r.lo, r.hi} {
-			seq := r.lead + string([]byte{c})
-			enc := percentAll(seq)
-			for _, s := range []string{seq, enc, strings.ToLower(enc), strings.ReplaceAll(enc, "%", "%25"), strings.ReplaceAll(enc, "%", "%2525")} {
-				cases = append(cases, tc{"https://h.example/r" + s + "x", fullURL, ReasonURLControl},
-					tc{"git@h.example:r" + s, fullURL, ReasonURLControl},
-					tc{"https://h.example/" + s, urlPrefix, ReasonURLControl})
-			}
+	for _, seq := range controls {
+		enc := percentAll(seq)
+		for _, s := range []string{seq, enc, strings.ToLower(enc), strings.ReplaceAll(enc, "%", "%25"), strings.ReplaceAll(enc, "%", "%2525")} {
+			cases = append(cases, tc{"https://h.example/r" + s + "x", fullURL, ReasonURLControl},
+				tc{"git@h.example:r" + s, fullURL, ReasonURLControl},
+				tc{"https://h.example/" + s, urlPrefix, ReasonURLControl})
 		}
+	}
+	for _, ok := range []string{" ", "~", "\xc2\xa0", "\xe2\x80\xa7", "\xe2\x80\xaa", "%c3%a9", "%2"} {
+		cases = append(cases, tc{"https://h.example/r" + strings.TrimSpace(ok), fullURL, ""})
 	}
 	cases = append(cases,
 		tc{"https:///x", fullURL, ReasonURLNoHost},
@@ -182,49 +185,73 @@ func urlKeyConfig(k urlKey, v string) (cfg, key string) {
 	return header + "\t" + k.name + " = " + v + "\n", key + "." + k.name
 }
 
-// TestSanitizeURLKeys: every urlKeys row with a credential parameter, a control
+// urlKeyMembers are the URL-valued keys, listed independently of urlKeys (which must
+// hold exactly these): section, has a subsection, variable ("" for the subsection name),
+// and whether the value is a prefix.
+var urlKeyMembers = []urlKey{
+	{"remote", true, "url", fullURL}, {"remote", true, "pushurl", fullURL}, {"remote", true, "proxy", fullURL},
+	{"remote", true, "lfsurl", fullURL}, {"remote", true, "lfspushurl", fullURL}, {"remote", false, "pushdefault", fullURL},
+	{"branch", true, "remote", fullURL}, {"branch", true, "pushremote", fullURL},
+	{"url", true, "", urlPrefix}, {"url", true, "insteadof", urlPrefix}, {"url", true, "pushinsteadof", urlPrefix},
+	{"submodule", true, "url", fullURL}, {"lfs", false, "url", fullURL}, {"lfs", false, "pushurl", fullURL},
+	{"lfs", true, "", urlPrefix}, {"http", false, "proxy", fullURL}, {"http", true, "proxy", fullURL},
+	{"http", true, "", urlPrefix}, {"imap", false, "host", fullURL}, {"svn-remote", true, "url", fullURL},
+	{"svn-remote", true, "pushurl", fullURL}, {"fetch", false, "bundleuri", fullURL}, {"bundle", true, "uri", fullURL},
+}
+
+// TestSanitizeURLKeys: every URL-valued key with a credential parameter, a control
 // character, no host; the URL otherwise kept.
 func TestSanitizeURLKeys(t *testing.T) {
+	if len(urlKeys) != len(urlKeyMembers) {
+		t.Errorf("urlKeys has %d rows, the test lists %d", len(urlKeys), len(urlKeyMembers))
+	}
+	for _, k := range urlKeyMembers {
+		testURLKey(t, k)
+	}
+}
+
+func testURLKey(t *testing.T, k urlKey) {
 	const keep = "[core]\n\tbare = false\n"
-	for _, k := range urlKeys {
-		name := k.section + "." + k.name
-		check := func(v, wantReason, wantOut string, rewritten bool) {
-			t.Helper()
-			cfg, key := urlKeyConfig(k, v)
-			out, removed, err := Sanitize([]byte(keep + cfg))
-			if err != nil {
-				t.Fatalf("%s: %v", name, err)
-			}
-			if strings.Contains(string(out), tok) || !strings.Contains(string(out), "bare = false") {
-				t.Errorf("%s = %q: output\n%s", name, v, out)
-			}
-			if wantOut != "" && !strings.Contains(string(out), wantOut) {
-				t.Errorf("%s = %q: output lacks %q:\n%s", name, v, wantOut, out)
-			}
-			want := Removal{Key: key, Reason: wantReason, Rewritten: rewritten}
-			if len(removed) != 1 || removed[0] != want {
-				t.Errorf("%s = %q: removed %+v, want %+v", name, v, removed, want)
-			}
+	name := k.section + "." + k.name
+	check := func(v, wantReason, wantOut string, rewritten bool) {
+		t.Helper()
+		cfg, key := urlKeyConfig(k, v)
+		out, removed, err := Sanitize([]byte(keep + cfg))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
 		}
-		q := "https://h.example/r?ref=main&private_token=" + tok
-		switch {
-		case k.name == "": // the section name itself: removed whole
-			check(q, ReasonURLCredentials, "", false)
-		case k.section == "url": // a rewrite carrying a token is removed whole
-			cfg, _ := urlKeyConfig(k, q)
-			out, removed, _ := Sanitize([]byte(keep + cfg))
-			if strings.Contains(string(out), tok) || len(removed) != 1 || removed[0].Reason != ReasonInsteadOf {
-				t.Errorf("%s: removed %+v\n%s", name, removed, out)
-			}
-		default:
-			check(q, ReasonURLQuery, k.name+" = https://h.example/r?ref=main\n", true)
+		if strings.Contains(string(out), tok) || !strings.Contains(string(out), "bare = false") {
+			t.Errorf("%s = %q: output\n%s", name, v, out)
 		}
-		check("https://h.example/r%0a"+tok, ReasonURLControl, "", false)
-		if k.form == fullURL {
-			check("https:///"+tok, ReasonURLNoHost, "", false)
-			check("ssh://-o"+tok+"/r", ReasonURLDashHost, "", false)
-		} else if _, removed, _ := Sanitize([]byte(keep + func() string { c, _ := urlKeyConfig(k, "https://"); return c }())); len(removed) != 0 {
-			t.Errorf("%s: prefix \"https://\" removed: %+v", name, removed)
+		if wantOut != "" && !strings.Contains(string(out), wantOut) {
+			t.Errorf("%s = %q: output lacks %q:\n%s", name, v, wantOut, out)
 		}
+		want := Removal{Key: key, Reason: wantReason, Rewritten: rewritten}
+		if len(removed) != 1 || removed[0] != want {
+			t.Errorf("%s = %q: removed %+v, want %+v", name, v, removed, want)
+		}
+	}
+	q := "https://h.example/r?ref=main&private_token=" + tok
+	switch {
+	case k.name == "": // the section name itself: removed whole
+		check(q, ReasonURLCredentials, "", false)
+	case k.section == "url": // a rewrite carrying a token is removed whole
+		cfg, _ := urlKeyConfig(k, q)
+		out, removed, _ := Sanitize([]byte(keep + cfg))
+		if strings.Contains(string(out), tok) || len(removed) != 1 || removed[0].Reason != ReasonInsteadOf {
+			t.Errorf("%s: removed %+v\n%s", name, removed, out)
+		}
+	default:
+		check(q, ReasonURLQuery, k.name+" = https://h.example/r?ref=main\n", true)
+	}
+	check("https://h.example/r%0a"+tok, ReasonURLControl, "", false)
+	if k.form == fullURL {
+		check("https:///"+tok, ReasonURLNoHost, "", false)
+		check("ssh://-o"+tok+"/r", ReasonURLDashHost, "", false)
+		return
+	}
+	cfg, _ := urlKeyConfig(k, "https://")
+	if _, removed, _ := Sanitize([]byte(keep + cfg)); len(removed) != 0 {
+		t.Errorf("%s: prefix \"https://\" removed: %+v", name, removed)
 	}
 }
