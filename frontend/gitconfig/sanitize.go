@@ -275,7 +275,9 @@ func eachURLUserinfo(s string, fn func(scheme, userinfo string, start, end int))
 		if at >= 0 {
 			fn(scheme, s[start:at], start, at+1)
 		}
-		off = start
+		// Without an '@' up to end, no later "://" before end has user info either:
+		// resuming at end keeps the scan linear ("a://a://a://...").
+		off = end
 		if at >= 0 {
 			off = at + 1
 		}

@@ -57,9 +57,28 @@ var credentialParams = []paramRule{
 	{"googleaccessid", false},
 }
 
-// normParam returns a parameter name in the form credentialParams uses.
-func normParam(name string) string {
-	name = decodeAll(name)
+// maxDecode bounds how often a name or URL is percent-decoded ("%2525250a" needs four
+// rounds); what still decodes further is treated as hostile. It keeps the work linear in
+// the input for configs built to be slow ("%252525...").
+const maxDecode = 8
+
+// decodeAll percent-decodes s until nothing changes ("%2570" → "%70" → "p"), at most
+// maxDecode times; ok is false when s would still change. Invalid escapes stay.
+func decodeAll(s string) (string, bool) {
+	for i := 0; i < maxDecode; i++ {
+		d := decodeOnce(s)
+		if d == s {
+			return s, true
+		}
+		s = d
+	}
+	return s, decodeOnce(s) == s
+}
+
+// normParam returns a parameter name in the form credentialParams uses, and false when
+// it cannot be decoded within maxDecode rounds.
+func normParam(name string) (string, bool) {
+	name, ok := decodeAll(name)
 	return strings.Map(func(r rune) rune {
 		switch r {
 		case '-', '_', '.', ' ', '+': // '+' is a space in form encoding
@@ -69,11 +88,16 @@ func normParam(name string) string {
 			return r + 'a' - 'A'
 		}
 		return r
-	}, name)
+	}, name), ok
 }
 
+// credentialParam reports whether a query parameter name matches credentialParams (or
+// is too deeply encoded to tell).
 func credentialParam(name string) bool {
-	n := normParam(name)
+	n, ok := normParam(name)
+	if !ok {
+		return true
+	}
 	for _, r := range credentialParams {
 		if n == r.name || r.contains && strings.Contains(n, r.name) {
 			return true
@@ -90,105 +114,82 @@ func urlStop(c byte) bool {
 
 // hasQueryCredentials reports whether s contains a URL ("scheme://...") with a
 // credentialParams parameter in its query or fragment.
-func hasQueryCredentials(s string) bool { return stripQueryOnce(s) != s }
+func hasQueryCredentials(s string) bool { return stripQueryCredentials(s) != s }
 
 // stripQueryCredentials returns s without the credentialParams parameters of every URL in
-// it, applied until nothing changes (a URL nested in another's query is reached too).
+// it, in one pass. A URL is a run of characters up to urlStop that holds "://"; its
+// parameters are the parts after the first '?' or '#' that follows, split at '&', ';',
+// '?' and '#' (so a URL nested in another's query, "?next=https://e/?token=x", is
+// cleaned too). A parameter is removed with the separator before it; '?' and '#' move to
+// the next parameter kept, or go when none is.
 func stripQueryCredentials(s string) string {
-	for {
-		t := stripQueryOnce(s)
-		if t == s {
-			return s
-		}
-		s = t
-	}
-}
-
-// stripQueryOnce rewrites the first URL in s that has a credential parameter.
-func stripQueryOnce(s string) string {
-	for off := 0; ; {
-		i := strings.Index(s[off:], "://")
-		if i < 0 {
-			return s
-		}
-		start := off + i + 3
-		end := start
-		for end < len(s) && !urlStop(s[end]) {
-			end++
-		}
-		if t, changed := stripParams(s[start:end]); changed {
-			return s[:start] + t + s[end:]
-		}
-		off = start
-	}
-}
-
-// stripParams removes credential parameters from the query and the fragment of u (a URL
-// after its "://"). An emptied query or fragment loses its '?' or '#'.
-func stripParams(u string) (string, bool) {
-	q := strings.IndexAny(u, "?#")
-	if q < 0 {
-		return u, false
-	}
 	var b strings.Builder
-	b.WriteString(u[:q])
 	changed := false
-	for rest := u[q:]; rest != ""; {
-		mark, body := rest[0], rest[1:]
-		n := len(body)
-		if j := strings.IndexByte(body, '#'); mark == '?' && j >= 0 {
-			n = j
+	for i := 0; i < len(s); {
+		j := i
+		for j < len(s) && !urlStop(s[j]) {
+			j++
 		}
-		kept, ch := keepParams(body[:n])
-		changed = changed || ch
-		if kept != "" || !ch {
-			b.WriteByte(mark)
-			b.WriteString(kept)
+		run := s[i:j]
+		if t, ch := stripRun(run); ch {
+			run, changed = t, true
 		}
-		rest = body[n:]
-	}
-	return b.String(), changed
-}
-
-// keepParams returns the '&'- or ';'-separated parameters of q that are not credentials,
-// in order and with the separators that preceded them.
-func keepParams(q string) (string, bool) {
-	var b strings.Builder
-	changed, kept := false, 0
-	for start := 0; start <= len(q); {
-		end := start + strings.IndexAny(q[start:], "&;")
-		if end < start {
-			end = len(q)
+		b.WriteString(run)
+		if j < len(s) {
+			b.WriteByte(s[j])
 		}
-		part := q[start:end]
-		name, _, _ := strings.Cut(part, "=")
-		if credentialParam(name) {
-			changed = true
-		} else {
-			if kept > 0 {
-				b.WriteByte(q[start-1])
-			}
-			b.WriteString(part)
-			kept++
-		}
-		start = end + 1
+		i = j + 1
 	}
 	if !changed {
-		return q, false
+		return s
 	}
-	return b.String(), true
+	return b.String()
 }
 
-// decodeAll percent-decodes s until nothing changes ("%2570" → "%70" → "p"). Invalid
-// escapes stay as they are.
-func decodeAll(s string) string {
-	for {
-		d := decodeOnce(s)
-		if d == s {
-			return s
-		}
-		s = d
+// stripRun removes credential parameters from one run of URL characters.
+func stripRun(run string) (string, bool) {
+	i := strings.Index(run, "://")
+	if i < 0 {
+		return run, false
 	}
+	q := strings.IndexAny(run[i+3:], "?#")
+	if q < 0 {
+		return run, false
+	}
+	q += i + 3
+	var b strings.Builder
+	b.WriteString(run[:q])
+	changed := false
+	var pending byte // a '?' or '#' whose parameter was removed
+	for start := q; start < len(run); {
+		sep := run[start]
+		end := start + 1 + strings.IndexAny(run[start+1:], "&;?#")
+		if end <= start {
+			end = len(run)
+		}
+		part := run[start+1 : end]
+		name, _, _ := strings.Cut(part, "=")
+		switch {
+		case credentialParam(name):
+			changed = true
+			if sep == '?' || sep == '#' {
+				pending = sep
+			}
+		case pending != 0 && (sep == '&' || sep == ';'):
+			b.WriteByte(pending)
+			b.WriteString(part)
+			pending = 0
+		default:
+			b.WriteByte(sep)
+			b.WriteString(part)
+			pending = 0
+		}
+		start = end
+	}
+	if !changed {
+		return run, false
+	}
+	return b.String(), true
 }
 
 func decodeOnce(s string) string {
@@ -248,9 +249,9 @@ var urlControls = []controlRange{
 }
 
 // hasControl reports whether s holds a urlControls sequence, raw or after any number of
-// percent-decodings.
+// percent-decodings (or is encoded more than maxDecode times deep).
 func hasControl(s string) bool {
-	for {
+	for round := 0; ; round++ {
 		for i := 0; i < len(s); i++ {
 			for _, r := range urlControls {
 				if j := i + len(r.lead); strings.HasPrefix(s[i:], r.lead) && j < len(s) && s[j] >= r.lo && s[j] <= r.hi {
@@ -261,6 +262,9 @@ func hasControl(s string) bool {
 		d := decodeOnce(s)
 		if d == s {
 			return false
+		}
+		if round == maxDecode {
+			return true
 		}
 		s = d
 	}

@@ -57,7 +57,8 @@ func TestCredentialParams(t *testing.T) {
 	for i, row := range credentialParams {
 		only := false
 		for _, name := range credentialParamMembers {
-			n, hits := normParam(name), 0
+			n, _ := normParam(name)
+			hits := 0
 			for _, r := range credentialParams {
 				if n == r.name || r.contains && strings.Contains(n, r.name) {
 					hits++
@@ -253,5 +254,36 @@ func testURLKey(t *testing.T, k urlKey) {
 	cfg, _ := urlKeyConfig(k, "https://")
 	if _, removed, _ := Sanitize([]byte(keep + cfg)); len(removed) != 0 {
 		t.Errorf("%s: prefix \"https://\" removed: %+v", name, removed)
+	}
+}
+
+// hostileValues are 4 MiB values (the snapshot's git config limit) built to make a
+// non-linear sanitizer slow.
+func hostileValues() map[string]string {
+	const n = 4 << 20
+	rep := func(s string) string { return strings.Repeat(s, n/len(s)) }
+	return map[string]string{
+		"many URLs with tokens": rep("a://h/?token=x "),
+		"one query of tokens":   "https://h/?" + rep("token=x&"),
+		"nested URLs":           "https://h/" + rep("?n=a://"),
+		"scheme separators":     rep("://"),
+		"deep encoding":         "https://h/?" + rep("%25") + "70rivate_token=x",
+		"userinfo runs":         rep("a://u:p@"),
+	}
+}
+
+// BenchmarkSanitizeHostile: Sanitize stays linear on hostileValues (run with
+// -bench SanitizeHostile; each op is one 4 MiB value).
+func BenchmarkSanitizeHostile(b *testing.B) {
+	for name, v := range hostileValues() {
+		cfg := []byte("[remote \"o\"]\n\turl = \"" + v + "\"\n")
+		b.Run(strings.ReplaceAll(name, " ", "_"), func(b *testing.B) {
+			b.SetBytes(int64(len(cfg)))
+			for i := 0; i < b.N; i++ {
+				if _, _, err := Sanitize(cfg); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
