@@ -14,9 +14,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 FUZZTIME="${FUZZTIME:-5s}"
 
-# corpus DIR lists the files under DIR, sorted, one per line (nothing if DIR is absent).
+# corpus DIR lists the files under DIR with their SHA-256, sorted, one per line (nothing
+# if DIR is absent).
 corpus() {
-  if [ -d "$1" ]; then find "$1" -type f | LC_ALL=C sort; fi
+  if [ -d "$1" ]; then find "$1" -type f -exec sha256sum {} + | LC_ALL=C sort; fi
 }
 
 # deadline_race OUT BEFORE AFTER TARGET succeeds only when the failed run whose output is

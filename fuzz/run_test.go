@@ -38,6 +38,7 @@ crash)
   printf -- '--- FAIL: FuzzA (0.31s)\n    --- FAIL: FuzzA (0.00s)\n        x_test.go:9: boom\n    \n    Failing input written to testdata/fuzz/FuzzA/4e2a\n    To re-run:\n    go test -run=FuzzA/4e2a\nFAIL\nexit status 1\nFAIL\t./p\t0.4s\n'
   exit 1 ;;
 racefile) mkdir -p p/testdata/fuzz/FuzzA && echo 'go test fuzz v1' > p/testdata/fuzz/FuzzA/77aa; echo "$race"; exit 1 ;;
+racechanged) echo 'go test fuzz v1' > p/testdata/fuzz/FuzzA/seed0; echo "$race"; exit 1 ;;
 racepanic) echo 'panic: runtime error: index out of range [3] with length 3'; echo "$race"; exit 1 ;;
 racefatal) echo 'fatal error: concurrent map writes'; echo "$race"; exit 1 ;;
 raceseed) printf -- '--- FAIL: FuzzA/seed#1 (0.00s)\n    x_test.go:9: bad seed\n'; echo "$race"; exit 1 ;;
@@ -49,7 +50,8 @@ esac
 `
 
 // fakeRepo makes a git repository with fuzz/run.sh (this package's) and a package p with
-// one target FuzzA, and a directory holding fakeGo as "go". It returns both.
+// one target FuzzA and one committed corpus file (seed0), and a directory holding fakeGo
+// as "go". It returns both.
 func fakeRepo(t *testing.T) (repo, bin string) {
 	git := testenv.RequireCommand(t, "git")
 	testenv.RequireCommand(t, "bash")
@@ -59,10 +61,11 @@ func fakeRepo(t *testing.T) (repo, bin string) {
 		t.Fatal(err)
 	}
 	for p, b := range map[string]string{
-		"fuzz/run.sh":  string(script),
-		"p/x_test.go":  "package p\n\nimport \"testing\"\n\nfunc FuzzA(f *testing.F) {}\n",
-		"go.mod":       "module example.test/fake\n\ngo 1.22\n",
-		"docs/note.md": "not a test\n",
+		"fuzz/run.sh":                 string(script),
+		"p/x_test.go":                 "package p\n\nimport \"testing\"\n\nfunc FuzzA(f *testing.F) {}\n",
+		"go.mod":                      "module example.test/fake\n\ngo 1.22\n",
+		"docs/note.md":                "not a test\n",
+		"p/testdata/fuzz/FuzzA/seed0": "go test fuzz v1\nstring(\"a\")\n",
 	} {
 		os.MkdirAll(filepath.Join(repo, filepath.Dir(p)), 0o755)
 		if err := os.WriteFile(filepath.Join(repo, p), []byte(b), 0o755); err != nil {
@@ -93,8 +96,9 @@ func runScript(t *testing.T, repo, bin string, env ...string) (string, bool) {
 }
 
 // TestRunDecisions: the coordinator race alone is run again once and then passes; a
-// second race, and every real failure (a written input, a panic, a runtime fatal error,
-// another failed test, another message, a build failure), fails the stage at once.
+// second race, and every real failure (a written or rewritten input, a panic, a runtime
+// fatal error, another failed test, another message, a build failure), fails the stage
+// at once.
 func TestRunDecisions(t *testing.T) {
 	for _, tc := range []struct {
 		plan  string // fake go behaviour per call
@@ -107,6 +111,7 @@ func TestRunDecisions(t *testing.T) {
 		{"race crash", false, 2},
 		{"crash pass", false, 1},
 		{"racefile pass", false, 1},
+		{"racechanged pass", false, 1},
 		{"racepanic pass", false, 1},
 		{"racefatal pass", false, 1},
 		{"raceseed pass", false, 1},
@@ -166,7 +171,7 @@ func TestRunRealCrash(t *testing.T) {
 	goBin := filepath.Join(runtime.GOROOT(), "bin")
 	out, ok := runScript(t, repo, goBin, "FUZZTIME=5m", "GOFLAGS=", "GOWORK=off")
 	written, _ := filepath.Glob(filepath.Join(repo, "p/testdata/fuzz/FuzzA/*"))
-	if ok || len(written) != 1 || strings.Contains(out, "running it once more") || !strings.Contains(out, "Failing input written to") {
+	if ok || len(written) != 2 || strings.Contains(out, "running it once more") || !strings.Contains(out, "Failing input written to") {
 		t.Fatalf("ok=%v written=%v\n%s", ok, written, out)
 	}
 }
