@@ -92,15 +92,20 @@ func TestApplyPathRelativeToCwd(t *testing.T) {
 }
 
 // TestSanitizeReportCredentials: a URL whose credentials were stripped is reported as
-// "credentials removed", not as a removed variable.
+// "credentials removed" with the reason (user info or query parameter), not as a removed
+// variable; a URL removed for a control character is reported as removed.
 func TestSanitizeReportCredentials(t *testing.T) {
 	rep := &snapshot.Report{Sanitized: []snapshot.SanitizedFile{{Path: ".git/config", Removed: []gitconfig.Removal{
 		{Key: "remote.origin.url", Reason: gitconfig.ReasonURLCredentials, Rewritten: true},
+		{Key: "remote.origin.url", Reason: gitconfig.ReasonURLQuery, Rewritten: true},
 		{Key: "core.fsmonitor", Reason: gitconfig.ReasonCommand},
+		{Key: "remote.evil.url", Reason: gitconfig.ReasonURLControl},
 	}}}}
 	got := strings.Join(snapshotReport(rep, false), "\n")
-	if !strings.Contains(got, "remote.origin.url: credentials removed") || strings.Contains(got, "removed remote.origin.url") ||
-		!strings.Contains(got, "removed core.fsmonitor") {
+	if !strings.Contains(got, "remote.origin.url: credentials removed (the URL is kept): credentials in URL\n") ||
+		!strings.Contains(got, "remote.origin.url: credentials removed (the URL is kept): credential query parameter in URL\n") ||
+		strings.Contains(got, "removed remote.origin.url") || !strings.Contains(got, "removed core.fsmonitor") ||
+		!strings.Contains(got, "removed remote.evil.url (URL with a control character)") {
 		t.Errorf("report:\n%s", got)
 	}
 }

@@ -3,6 +3,7 @@ package frontend
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -34,17 +35,20 @@ func newPolicyCommand() *cobra.Command {
 (` + netpolicy.SystemPolicyPath + `, set by IT), your config ($XDG_CONFIG_HOME/brood/config.toml,
 [egress] table), the workspace's .brood.toml ([egress]; it may remove hosts, never add them)
 and the flags, plus the agent's LLM provider hosts and the package registries this host is
-configured to use: system-wide (apt sources, /etc/npmrc) and your own (npm, pip, cargo, go
-configuration), which counts as hosts you added (a system policy that forbids --allow-host
-drops them). Each line names the layer that set it; a discovered registry names its file or
-command.`,
+configured to use: system-wide (apt sources, /etc/npmrc) and your own (npm, pnpm, yarn, pip,
+cargo, go configuration files and variables, read without running any tool), which counts as
+hosts you added (a system policy that forbids --allow-host drops them). Each line names the
+layer that set it; a discovered registry names its file, variable or the tool's default. When
+your home directory is inside the workspace, its configuration files are workspace content:
+one is used only when review never applies a change to it unnamed (the line says so), and is
+otherwise listed as "not read".`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			userPath, err := userConfigPath()
 			if err != nil {
 				return err
 			}
-			disc := discoverAll(cmd.Context())
+			disc, notes := discoverAll(cmd.Context(), workspace)
 			eff, err := effectivePolicy(systemPath, userPath, workspace, agent, &flags, disc)
 			if err != nil {
 				if errors.Is(err, netpolicy.ErrLoosen) || errors.Is(err, netpolicy.ErrAllowHostForbidden) {
@@ -55,7 +59,13 @@ command.`,
 			if flags.profile == "" {
 				fmt.Fprintln(cmd.OutOrStdout(), noEgressNote)
 			}
-			fmt.Fprintln(cmd.OutOrStdout(), eff.String())
+			fmt.Fprint(cmd.OutOrStdout(), eff.String())
+			for _, n := range notes {
+				if strings.HasPrefix(n.Why, netpolicy.WorkspaceNotRead) {
+					fmt.Fprintf(cmd.OutOrStdout(), "not read\t%s\t(%s)\n", n.What, n.Why)
+				}
+			}
+			fmt.Fprintln(cmd.OutOrStdout())
 			return nil
 		},
 	}

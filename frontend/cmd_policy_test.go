@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
@@ -138,12 +139,11 @@ func TestUserRegistries(t *testing.T) {
 	env := map[string]string{"HOME": home, "PIP_INDEX_URL": "https://pypi.corp.test/simple"}
 	old := userDiscoverer
 	t.Cleanup(func() { userDiscoverer = old })
-	userDiscoverer = func() netpolicy.Discoverer {
-		return netpolicy.Discoverer{Root: t.TempDir(), Home: home, Getenv: func(k string) string { return env[k] },
-			Run: func(context.Context, string, ...string) ([]byte, error) { return nil, errors.New("no such tool") }}
+	userDiscoverer = func(string) netpolicy.Discoverer {
+		return netpolicy.Discoverer{Root: t.TempDir(), Home: home, Getenv: func(k string) string { return env[k] }}
 	}
 
-	l := withUserDiscovered(context.Background(), &api.EgressLayer{Profile: "standard"})
+	l := withUserDiscovered(context.Background(), &api.EgressLayer{Profile: "standard"}, t.TempDir())
 	got := map[string]api.EgressDiscovered{}
 	for _, d := range l.Discovered {
 		got[d.Name] = d
@@ -178,6 +178,19 @@ func TestUserRegistries(t *testing.T) {
 		line := "npm.corp.test (443/tcp)\t(discovered (npm: " + filepath.Join(home, ".npmrc") + "))"
 		if strings.Contains(out.String(), line) != c.want || strings.Contains(out.String(), "pypi.corp.test") != c.want {
 			t.Errorf("policy show --egress %s (want registries: %v):\n%s", c.profile, c.want, out.String())
+		}
+	}
+}
+
+// TestShortFrom: a long source text (a deep home path with its workspace label) is cut to
+// what the helper accepts, keeping its end and whole runes.
+func TestShortFrom(t *testing.T) {
+	label := " (workspace content; review holds changes to it: package-manager config)"
+	for _, n := range []int{10, 180, 400} {
+		from := "/" + strings.Repeat("é", n) + "/.npmrc" + label
+		got := shortFrom(from)
+		if len(got) > maxFrom || !utf8.ValidString(got) || !strings.HasSuffix(got, "/.npmrc"+label) || (len(from) <= maxFrom) != (got == from) {
+			t.Errorf("shortFrom(%d-byte text) = %q (%d bytes)", len(from), got, len(got))
 		}
 	}
 }

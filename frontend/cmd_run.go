@@ -324,7 +324,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 	if startArgs.Egress != "" {
 		// Registries of the user's own npm/pip/cargo/go configuration (standard profile).
-		startArgs.UserEgress = withUserDiscovered(cmd.Context(), startArgs.UserEgress)
+		startArgs.UserEgress = withUserDiscovered(cmd.Context(), startArgs.UserEgress, f.workspace)
 	}
 	base := cmd.Context()
 	if base == nil {

@@ -213,7 +213,7 @@ func snapshotReport(rep *snapshot.Report, dryRun bool) []string {
 		}
 		for _, r := range sf.Removed {
 			if r.Rewritten {
-				out = append(out, fmt.Sprintf("%s %s: %s: credentials removed (the URL is kept)", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key)))
+				out = append(out, fmt.Sprintf("%s %s: %s: credentials removed (the URL is kept): %s", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason))
 				continue
 			}
 			out = append(out, fmt.Sprintf("%s %s: removed %s (%s)", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason))

@@ -54,6 +54,8 @@ func sessCanaryWorkspace(t *testing.T) string {
 	}
 	sessWriteFile(t, filepath.Join(w, ".git/config"), "[core]\n\tbare = false\n"+
 		"[remote \"origin\"]\n\turl = https://dev:"+sessCanary+"@github.com/o/r.git\n"+
+		"[remote \"gl\"]\n\turl = https://gitlab.example.test/r.git?private_token="+sessCanary+"\n"+
+		"[remote \"nl\"]\n\turl = https://gitlab.example.test/r.git%0a"+sessCanary+"\n"+
 		"[http \"https://github.com/\"]\n\textraheader = AUTHORIZATION: basic "+sessCanary+"\n"+
 		"[url \"https://x:"+sessCanary+"@github.com/\"]\n\tinsteadOf = https://github.com/\n"+
 		"[credential]\n\thelper = store\n[include]\n\tpath = /home/"+sessCanary+"\n")
@@ -120,7 +122,9 @@ func TestSessionNewCanary(t *testing.T) {
 					snap = v
 				}
 			}
-			for _, want := range []string{"excluded .env (secret rule .env)", "excluded .ssh (secret rule .ssh/)", "skipped pipe (fifo:", "sanitized .git/config: remote.origin.url: credentials removed (the URL is kept)", "removed include ("} {
+			for _, want := range []string{"excluded .env (secret rule .env)", "excluded .ssh (secret rule .ssh/)", "skipped pipe (fifo:", "sanitized .git/config: remote.origin.url: credentials removed (the URL is kept)", "removed include (",
+				"sanitized .git/config: remote.gl.url: credentials removed (the URL is kept): credential query parameter in URL",
+				"sanitized .git/config: removed remote.nl.url (URL with a control character)"} {
 				if !strings.Contains(errOut, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, errOut)
 				}

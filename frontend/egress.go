@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unicode/utf8"
 
 	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
 
+	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
 )
@@ -24,7 +26,7 @@ type egressFlags struct {
 
 func (f *egressFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.profile, "egress", "", "egress profile: locked (the agent's LLM provider only), standard (+ code hosts and\nthe package registries this host uses), permissive (public internet); empty: no network")
-	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "also allow NAME, *.SUFFIX or NAME:PORT[/proto] (repeatable; refused if the system policy forbids it)")
+	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "also allow NAME, *.SUFFIX or NAME:PORT[/proto] (repeatable; host names only, no IP address\nand no public suffix such as *.co.uk or *.github.io; refused if the system policy forbids it)")
 }
 
 // layer parses the flags into the flags layer of the policy. Errors are usage errors.
@@ -154,37 +156,44 @@ func effectivePolicy(systemPath, userPath, workspace, agent string, flags *egres
 	return netpolicy.Resolve(in)
 }
 
-// userDiscoverer discovers the registries of the user's own tool configuration (a
-// variable so tests can point it at a fake home and tools).
-var userDiscoverer = func() netpolicy.Discoverer { return netpolicy.Discoverer{} }
+// userDiscoverer discovers the registries of the user's own tool configuration, parsing
+// files and never running a tool. A configuration file inside workspace (the home
+// directory is the workspace, or is in it) counts only when review holds every change to
+// it (diff.PathRisk), so an applied session cannot add hosts. A variable so tests can
+// point it at a fake home.
+var userDiscoverer = func(workspace string) netpolicy.Discoverer {
+	return netpolicy.Discoverer{Workspace: workspace, WorkspaceRisk: diff.PathRisk}
+}
 
-// discoverTimeout bounds registry discovery (each tool also has its own bound).
+// discoverTimeout bounds registry discovery (local file reads only).
 const discoverTimeout = 5 * time.Second
 
 // discoverAll returns the registries of the host's system-wide configuration and of the
-// user's own (netpolicy.Discoverer), the latter marked UserControlled.
-func discoverAll(ctx context.Context) []netpolicy.Discovered {
+// user's own (netpolicy.Discoverer), the latter marked UserControlled, with the notes on
+// configuration files that were not read.
+func discoverAll(ctx context.Context, workspace string) ([]netpolicy.Discovered, []netpolicy.Note) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	ctx, cancel := context.WithTimeout(ctx, discoverTimeout)
 	defer cancel()
-	d, _ := userDiscoverer().Discover(ctx)
-	return d
+	return userDiscoverer(workspace).Discover(ctx)
 }
 
 // withUserDiscovered adds the registries discovered in the user's own configuration
 // (npm, pip, cargo, go: UserControlled ones; the helper rediscovers system-wide ones
 // itself) to the user layer sent to the helper, which treats them as user-added: used from
 // the standard profile up, removed by denials, dropped when the system forbids adding
-// hosts. It returns user unchanged when nothing was discovered.
-func withUserDiscovered(ctx context.Context, user *api.EgressLayer) *api.EgressLayer {
+// hosts. workspace is the session's W (see userDiscoverer). It returns user unchanged
+// when nothing was discovered.
+func withUserDiscovered(ctx context.Context, user *api.EgressLayer, workspace string) *api.EgressLayer {
 	var out []api.EgressDiscovered
-	for _, d := range discoverAll(ctx) {
+	disc, _ := discoverAll(ctx, workspace)
+	for _, d := range disc {
 		if !d.UserControlled || d.Entry.Pattern.Wildcard {
 			continue
 		}
-		ed := api.EgressDiscovered{Name: d.Entry.Pattern.Name, Tool: d.Tool, From: d.From}
+		ed := api.EgressDiscovered{Name: d.Entry.Pattern.Name, Tool: d.Tool, From: shortFrom(d.From)}
 		for _, p := range d.Entry.Ports {
 			ed.Ports = append(ed.Ports, p.String())
 		}
@@ -198,4 +207,20 @@ func withUserDiscovered(ctx context.Context, user *api.EgressLayer) *api.EgressL
 	}
 	user.Discovered = append(user.Discovered, out...)
 	return user
+}
+
+// maxFrom is the longest source text the helper accepts for a discovered registry (bytes).
+const maxFrom = 256
+
+// shortFrom keeps the end of a source text longer than maxFrom (the file name and any
+// workspace label), marked with a leading "...", cut on a rune boundary.
+func shortFrom(s string) string {
+	if len(s) <= maxFrom {
+		return s
+	}
+	i := len(s) - (maxFrom - 3)
+	for i < len(s) && !utf8.RuneStart(s[i]) {
+		i++
+	}
+	return "..." + s[i:]
 }

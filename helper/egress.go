@@ -64,8 +64,14 @@ func (c *EgressConfig) validate() error {
 		return err
 	}
 	for name, hosts := range c.Agents {
-		if _, err := parseEntries(hosts); err != nil {
+		es, err := parseEntries(hosts)
+		if err != nil {
 			return fmt.Errorf("egress.agents.%s: %w", name, err)
+		}
+		for _, e := range es {
+			if err := netpolicy.CheckGrant(e, netpolicy.Source{Layer: netpolicy.LayerAgent, Detail: name}); err != nil {
+				return fmt.Errorf("egress.agents.%s: %w", name, err)
+			}
 		}
 	}
 	return nil
@@ -191,7 +197,7 @@ func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Dis
 	for _, h := range a.AllowHosts {
 		e, err := netpolicy.ParseAllowHostFlag(h)
 		if err != nil {
-			return fail(err)
+			return fail(fmt.Errorf("--allow-host: %w", err))
 		}
 		flags.Allow = append(flags.Allow, e)
 	}

@@ -81,7 +81,8 @@ func TestEgressConfigTOML(t *testing.T) {
 	if err != nil || len(hosts) != 1 || hosts[0].String() != "llm.corp.example" {
 		t.Errorf("agent hosts = %v, %v", hosts, err)
 	}
-	for _, bad := range []string{"[egress]\npool_v4 = \"10.99.0.0/31\"\n", "[egress]\npolicy_path = \"rel.toml\"\n", "[egress.agents]\nx = [\"*bad\"]\n"} {
+	for _, bad := range []string{"[egress]\npool_v4 = \"10.99.0.0/31\"\n", "[egress]\npolicy_path = \"rel.toml\"\n", "[egress.agents]\nx = [\"*bad\"]\n",
+		"[egress.agents]\nx = [\"*.googleapis.com\"]\n", "[egress.agents]\nx = [\"169.254.169.254\"]\n", "[egress.agents]\nx = [\"[fd00:ec2::254]:443\"]\n"} {
 		os.WriteFile(p, []byte(bad), 0o644)
 		cfg, err := LoadConfig(p)
 		if err == nil {

@@ -3,9 +3,9 @@ package helper
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 
+	"brood.dev/brood/internal/hostexec"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/qemu"
 )
@@ -19,7 +19,7 @@ func probeVMBackend(ctx context.Context) (sandbox.Capabilities, error) {
 // lookQEMU resolves qemu.Binary on the helper's (scrubbed) PATH to an absolute path,
 // which the runner then executes as is.
 func lookQEMU() (string, error) {
-	p, err := exec.LookPath(qemu.Binary)
+	p, err := hostexec.LookPath(qemu.Binary)
 	if err != nil {
 		return "", fmt.Errorf("find %s: %w", qemu.Binary, err)
 	}

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/hostexec"
 )
 
 // Options are the command-line settings of broodd-helper; they override the config file.
@@ -222,7 +223,7 @@ func takeListener(cfg *Config, listen string) (*net.UnixListener, error) {
 var keptEnv = []string{"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "INVOCATION_ID", "JOURNAL_STREAM"}
 
 // safePath is the helper's PATH (it never trusts the invoker's).
-const safePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+const safePath = hostexec.Path
 
 // scrubInherited clears the environment except keptEnv and marks every inherited
 // descriptor above stderr close-on-exec, so nothing leaks into runners. The activated socket is taken afterwards by name.

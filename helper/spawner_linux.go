@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/internal/hostexec"
 )
 
 // SpawnerSubcommand is the hidden subcommand of broodd-helper that starts VM runners.
@@ -79,7 +80,7 @@ func checkSpawn(r spawnRequest, kvmGID int) error {
 type Spawner struct {
 	mu  sync.Mutex
 	fd  int // SOCK_SEQPACKET, close-on-exec
-	cmd *exec.Cmd
+	cmd *hostexec.Cmd
 }
 
 // StartSpawner starts `exe vm-spawn` with a scrubbed environment; it dies with the
@@ -91,15 +92,10 @@ func StartSpawner(exe string) (*Spawner, error) {
 	}
 	child := os.NewFile(uintptr(fds[1]), "spawner")
 	defer child.Close()
-	cmd := &exec.Cmd{
-		Path:        exe,
-		Args:        []string{exe, SpawnerSubcommand},
-		Env:         []string{"PATH=" + safePath},
-		Dir:         "/",
-		ExtraFiles:  []*os.File{child},
-		Stderr:      os.Stderr,
-		SysProcAttr: &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL},
-	}
+	cmd := hostexec.Self(exe, SpawnerSubcommand)
+	cmd.ExtraFiles = []*os.File{child}
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		unix.Close(fds[0])
 		return nil, fmt.Errorf("start runner spawner %s: %w", exe, err)
@@ -187,7 +183,7 @@ func spawnerMain(args []string) int {
 	}
 	unix.CloseOnExec(spawnerFD)
 	kvm := lookupKVMGID()
-	live := &liveRunners{byPid: map[int]*exec.Cmd{}}
+	live := &liveRunners{byPid: map[int]*hostexec.Cmd{}}
 	buf := make([]byte, spawnMsgMax)
 	oob := make([]byte, unix.CmsgSpace(4*spawnFDs))
 	for {
@@ -247,7 +243,7 @@ func spawnerMain(args []string) int {
 // liveRunners are the spawner's children not yet reaped.
 type liveRunners struct {
 	mu    sync.Mutex
-	byPid map[int]*exec.Cmd
+	byPid map[int]*hostexec.Cmd
 }
 
 // kill SIGKILLs runner pid if it is still the spawner's unreaped child.
@@ -267,19 +263,13 @@ func (l *liveRunners) start(exe string, req spawnRequest, files []*os.File) (int
 	if groups == nil {
 		groups = []uint32{}
 	}
-	cmd := &exec.Cmd{
-		Path:       exe,
-		Args:       []string{exe, RunnerSubcommand},
-		Env:        []string{"PATH=" + safePath},
-		Dir:        "/",
-		Stdout:     files[0],
-		Stderr:     files[0],
-		ExtraFiles: files[1:],
-		SysProcAttr: &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: groups},
-			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL,
-		},
+	cmd := hostexec.Self(exe, RunnerSubcommand)
+	cmd.Stdout, cmd.Stderr = files[0], files[0]
+	cmd.ExtraFiles = files[1:]
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: groups},
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, -1, fmt.Errorf("start runner: %w", err)

@@ -252,8 +252,17 @@ func checkOwner(f *os.File, uid uint32, typ uint32) error {
 }
 
 // ParseAllowHostFlag parses an --allow-host value: "NAME" (443/tcp) or "NAME:PORT[,PORT...]"
-// with ports as in ParsePort, e.g. "git.example.org:443,22".
+// with ports as in ParsePort, e.g. "git.example.org:443,22". An IP address in any form
+// ("[::1]:443", "fe80::1%eth0", "169.254.169.254:80") fails with ErrIPLiteral: a value
+// with more than one colon (never NAME:PORTS) is checked up to its first ',', so that an
+// IPv6 address's colons are not taken for the port separator.
 func ParseAllowHostFlag(s string) (Entry, error) {
+	if strings.Count(s, ":") > 1 {
+		head, _, _ := strings.Cut(s, ",")
+		if form, ok := ipLiteral(head); ok {
+			return Entry{}, fmt.Errorf("parse host %q: %s: %w", s, form, ErrIPLiteral)
+		}
+	}
 	name, ports, found := strings.Cut(s, ":")
 	if !found {
 		return ParseEntry(name)

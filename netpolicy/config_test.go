@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -180,5 +181,56 @@ func TestParseConfig(t *testing.T) {
 	var zero ConfigFile
 	if lc, err := zero.Parse(); err != nil || lc.Profile != nil || lc.Allow != nil {
 		t.Errorf("zero config = %+v, %v", lc, err)
+	}
+}
+
+// TestLayerFilesHostNames parses each layer's file as written and resolves it: a private
+// public-suffix wildcard is IT's choice in the system policy only; ICANN suffixes and IP
+// literals fail in every file and key.
+func TestLayerFilesHostNames(t *testing.T) {
+	sys, err := ParseSystemPolicy([]byte("allow_hosts = [\"*.github.io\"]\ncode_hosts = [\"github.com\", \"*.githubusercontent.com\"]\n[[host]]\nname = \"*.cloudfront.net\"\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := Resolve(Inputs{System: sys})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"x.github.io", "raw.githubusercontent.com", "d111.cloudfront.net"} {
+		if g, _, ok := eff.Check(n); !ok || g.Source.Layer != LayerSystem {
+			t.Errorf("system policy wildcard does not allow %q: %v", n, g)
+		}
+	}
+
+	for _, doc := range []string{"allow_hosts = [\"*.github.io\"]", "[[host]]\nname = \"*.herokuapp.com\"\nports = [\"443\"]"} {
+		user, err := ParseConfig([]byte(doc))
+		if err != nil {
+			t.Fatalf("user config %q: %v", doc, err)
+		}
+		if _, err := Resolve(Inputs{User: user}); !errors.Is(err, ErrPublicSuffix) || !strings.Contains(err.Error(), "from user") {
+			t.Errorf("user config %q: err = %v, want ErrPublicSuffix from user", doc, err)
+		}
+	}
+	ws, err := ParseConfig([]byte("deny_hosts = [\"*.github.io\"]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if eff, err := Resolve(Inputs{System: sys, Workspace: ws}); err != nil || eff.Allowed("x.github.io") {
+		t.Errorf("workspace deny of *.github.io: err = %v\n%s", err, eff)
+	}
+
+	for _, key := range []string{"allow_hosts", "deny_hosts", "code_hosts"} {
+		for _, v := range []string{"*.co.uk", "*.com.au", "*.com", "169.254.169.254", "2852039166", "0xa9.254.169.254"} {
+			doc := key + " = [\"" + v + "\"]"
+			if _, err := ParseSystemPolicy([]byte(doc)); !errors.Is(err, ErrBadPattern) || !strings.Contains(err.Error(), v) {
+				t.Errorf("system policy %s: err = %v", doc, err)
+			}
+			if key == "code_hosts" {
+				continue
+			}
+			if _, err := ParseConfig([]byte(doc)); !errors.Is(err, ErrBadPattern) || !strings.Contains(err.Error(), v) {
+				t.Errorf("config %s: err = %v", doc, err)
+			}
+		}
 	}
 }

@@ -1,59 +1,66 @@
 package netpolicy
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/pelletier/go-toml/v2"
 )
 
 // Discovered is one package registry host found in the host's own tool configuration (the
-// Standard profile allows it, so that an organisation's internal mirrors just work). No
-// registry host name is built into brood: every one comes from a command or file named in
-// From.
+// Standard profile allows it, so that an organisation's internal mirrors just work). Every
+// host comes from a file, an environment variable or a tool's documented built-in default
+// named in From; discovery never runs a tool (see userSources).
 type Discovered struct {
 	Entry Entry
-	// Tool is "go", "npm", "pip", "apt" or "cargo".
+	// Tool is "go", "npm", "yarn", "pnpm", "pip", "apt" or "cargo".
 	Tool string
-	// From names the command or file the host came from, e.g. "go env GOPROXY",
-	// "/etc/apt/sources.list.d/debian.sources".
+	// From names the file, variable or default the host came from, e.g. "/home/u/.npmrc",
+	// "$PIP_INDEX_URL", "/etc/apt/sources.list.d/debian.sources". A file is named by the
+	// absolute path discovery read (before symbolic links), so a caller can tell when it
+	// lies inside a workspace.
 	From string
 	// UserControlled marks hosts the user could have chosen (user files, environment, the
-	// output of user-run tools), as opposed to root-owned system files; they are dropped when
-	// the system policy forbids adding hosts.
+	// defaults of tools on the user's PATH), as opposed to root-owned system files; they are
+	// dropped when the system policy forbids adding hosts.
 	UserControlled bool
 }
 
-// commandTimeout bounds each tool invoked for discovery (go, npm, pip, python3).
-const commandTimeout = 5 * time.Second
-
-// Discoverer finds the registries the host is configured to use. Discovery runs as the
-// developer (in the frontend), reading their configuration. The zero value uses the real
-// environment, the real root and exec.
+// Discoverer finds the registries the host is configured to use by parsing the files and
+// variables each tool documents for its user and system configuration (userSources). It
+// never runs a tool and never reads the current directory or a project's files: `npm config
+// get`, `pip config list`, `go env` or `python3 -c` run in a repository would execute or
+// honour that repository's own configuration (pip/__init__.py on python's path, .npmrc,
+// go.work, go.mod's toolchain line). The zero value uses the real environment and root.
 type Discoverer struct {
-	// Root prefixes system paths such as /etc/apt (default "/").
+	// Root prefixes system paths such as /etc/apt and /etc/npmrc (default "/").
 	Root string
 	// Home is the user's home directory (default $HOME).
 	Home string
-	// Getenv reads the environment (default os.Getenv).
+	// Getenv reads the environment (default os.Getenv). PATH is only searched for tool
+	// binaries (absolute entries only), never run.
 	Getenv func(string) string
-	// Run runs a command and returns its standard output (default: exec with PATH lookup
-	// and commandTimeout). An error means the tool is absent or failed.
-	Run func(ctx context.Context, name string, args ...string) ([]byte, error)
+	// Workspace is the directory brood snapshots (W; empty: none). PATH entries inside it
+	// are ignored (a repository's bin/ put on PATH by direnv must not pick the go.env or
+	// npm prefix read), and a configuration file inside it (the home directory is in W, or
+	// a variable points there) is workspace content: it is read only when WorkspaceRisk
+	// says review treats it as high-risk (a change to it is never applied without being
+	// named), and its From says so; otherwise it is skipped with a note.
+	Workspace string
+	// WorkspaceRisk returns why review treats the W-relative slash path rel as high-risk,
+	// "" when a change to it could be applied unnamed (nil: always "").
+	WorkspaceRisk func(rel string) string
+	// wsDirs are Workspace made absolute, as given and with symbolic links resolved (set
+	// by Discover).
+	wsDirs []string
 	// SystemOnly limits discovery to root-owned system files (apt sources, /etc/npmrc): no
-	// tools run, no environment or home directory read. The privileged helper uses it to
-	// rediscover what it can trust itself, since everything a client sends is
-	// user-controlled.
+	// environment or home directory read. The privileged helper uses it to rediscover what
+	// it can trust itself, since everything a client sends is user-controlled.
 	SystemOnly bool
 }
 
@@ -78,30 +85,24 @@ func (d Discoverer) home() string {
 	return d.getenv("HOME")
 }
 
-func (d Discoverer) run(ctx context.Context, name string, args ...string) ([]byte, error) {
-	if d.Run != nil {
-		return d.Run(ctx, name, args...)
-	}
-	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
-	defer cancel()
-	out, err := exec.CommandContext(ctx, name, args...).Output()
-	if err != nil {
-		return nil, fmt.Errorf("run %s %s: %w", name, strings.Join(args, " "), err)
-	}
-	return out, nil
-}
-
 // Discover returns the registry hosts found, sorted by tool then host, and notes on what
-// could not be discovered (tools absent, entries that are not host names).
+// could not be discovered (files that do not parse, entries that are not host names).
+// ctx is unused (nothing blocks but local file reads); it is kept for callers that bound
+// discovery.
 func (d Discoverer) Discover(ctx context.Context) ([]Discovered, []Note) {
 	c := &collector{seen: map[string]bool{}}
+	if d.Workspace != "" {
+		abs, err := filepath.Abs(d.Workspace)
+		if err != nil {
+			abs = d.Workspace
+		}
+		d.wsDirs = []string{abs, resolvedPath(abs)}
+	}
 	if d.SystemOnly {
-		d.npmFiles(c, false)
+		d.npmSystem(c)
 		d.apt(c)
 	} else {
-		d.goProxy(ctx, c)
-		d.npm(ctx, c)
-		d.pip(ctx, c)
+		d.user(c)
 		d.apt(c)
 		d.cargo(c)
 	}
@@ -114,10 +115,62 @@ func (d Discoverer) Discover(ctx context.Context) ([]Discovered, []Note) {
 	return c.found, c.notes
 }
 
+// resolvedPath is p made absolute with its symbolic links resolved (p itself when that
+// fails, e.g. it does not exist).
+func resolvedPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		p = a
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+// workspaceRel returns p's slash path relative to d.Workspace when p, or the file its
+// symbolic links lead to, lies inside it.
+func (d Discoverer) workspaceRel(p string) (string, bool) {
+	for _, q := range []string{resolvedPath(p), p} {
+		for _, w := range d.wsDirs {
+			if rel, err := filepath.Rel(w, q); err == nil && rel != ".." && !strings.HasPrefix(rel, "../") {
+				return filepath.ToSlash(rel), true
+			}
+		}
+	}
+	return "", false
+}
+
+// WorkspaceNotRead starts the Why of a Note about a configuration file skipped because it
+// lies inside the workspace (Discoverer.Workspace).
+const WorkspaceNotRead = "not read: it is workspace content"
+
+// workspaceFrom decides whether a configuration file at path may be read: outside the
+// workspace it is named by path; inside, only when WorkspaceRisk flags it, named with
+// that reason ("", false: skip it).
+func (d Discoverer) workspaceFrom(c *collector, tool, path string) (string, bool) {
+	rel, in := d.workspaceRel(path)
+	if !in {
+		return path, true
+	}
+	risk := ""
+	if d.WorkspaceRisk != nil {
+		risk = d.WorkspaceRisk(rel)
+	}
+	if risk == "" {
+		c.notes = append(c.notes, Note{tool + " " + path, WorkspaceNotRead + " (" + rel + ") that a reviewed change could replace without naming it"})
+		return "", false
+	}
+	return path + " (workspace content; review holds changes to it: " + risk + ")", true
+}
+
 type collector struct {
 	found []Discovered
 	notes []Note
 	seen  map[string]bool
+	// configured marks tools whose main registry a source named (no built-in default then).
+	configured map[string]bool
+	// goVars holds cmd/go's GOPROXY and GOSUMDB as {value, source}, first source wins.
+	goVars map[string][2]string
 }
 
 // addURL records the host of a registry URL, with the port its scheme implies (http 80,
@@ -167,115 +220,6 @@ func (c *collector) addHost(tool, from string, user bool, host, port string) {
 	c.found = append(c.found, Discovered{Entry: e, Tool: tool, From: from, UserControlled: user})
 }
 
-// goProxy reads GOPROXY (a list separated by ',' or '|'; "direct" and "off" name no host)
-// and GOSUMDB ("off", "NAME", "NAME+KEY" or "NAME+KEY URL"; the database is https://NAME
-// unless a URL is given) from `go env`.
-func (d Discoverer) goProxy(ctx context.Context, c *collector) {
-	out, err := d.run(ctx, "go", "env", "GOPROXY", "GOSUMDB")
-	if err != nil {
-		c.notes = append(c.notes, Note{"go", "not discovered: " + err.Error()})
-		return
-	}
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) > 0 {
-		for _, p := range strings.FieldsFunc(lines[0], func(r rune) bool { return r == ',' || r == '|' }) {
-			if p = strings.TrimSpace(p); p == "direct" || p == "off" || p == "" || strings.HasPrefix(p, "file:") {
-				continue
-			}
-			c.addURL("go", "go env GOPROXY", true, p)
-		}
-	}
-	if len(lines) > 1 {
-		f := strings.Fields(lines[1])
-		switch {
-		case len(f) == 0 || f[0] == "off":
-		case len(f) >= 2:
-			c.addURL("go", "go env GOSUMDB", true, f[1])
-		default:
-			name, _, _ := strings.Cut(f[0], "+")
-			c.addHost("go", "go env GOSUMDB", true, name, "443")
-		}
-	}
-}
-
-// npm asks npm for its registry and reads scoped registries ("@scope:registry=URL") from
-// the user and global npmrc files.
-func (d Discoverer) npm(ctx context.Context, c *collector) {
-	if out, err := d.run(ctx, "npm", "config", "get", "registry"); err == nil {
-		c.addURL("npm", "npm config get registry", true, string(out))
-	} else {
-		c.notes = append(c.notes, Note{"npm", "not discovered: " + err.Error()})
-	}
-	d.npmFiles(c, true)
-}
-
-// npmFiles reads registries from the global npmrc and, with user, the user's ~/.npmrc.
-func (d Discoverer) npmFiles(c *collector, user bool) {
-	files := []struct {
-		path string
-		user bool
-	}{{filepath.Join(d.root(), "etc/npmrc"), false}}
-	if user {
-		files = append(files, struct {
-			path string
-			user bool
-		}{filepath.Join(d.home(), ".npmrc"), true})
-	}
-	for _, f := range files {
-		data, err := os.ReadFile(f.path)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(bytes.NewReader(data))
-		for sc.Scan() {
-			k, v, ok := strings.Cut(sc.Text(), "=")
-			k = strings.TrimSpace(k)
-			if ok && (k == "registry" || strings.HasSuffix(k, ":registry")) {
-				c.addURL("npm", f.path, f.user, v)
-			}
-		}
-	}
-}
-
-// pip reads index-url/extra-index-url from `pip config list` and PIP_INDEX_URL /
-// PIP_EXTRA_INDEX_URL; with none configured it asks the installed pip for its default index
-// and file host.
-func (d Discoverer) pip(ctx context.Context, c *collector) {
-	n := len(c.found)
-	for _, k := range []string{"PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL"} {
-		for _, u := range strings.Fields(d.getenv(k)) {
-			c.addURL("pip", "$"+k, true, u)
-		}
-	}
-	out, err := d.run(ctx, "pip3", "config", "list")
-	if err != nil {
-		c.notes = append(c.notes, Note{"pip", "not discovered: " + err.Error()})
-		return
-	}
-	for _, line := range strings.Split(string(out), "\n") {
-		k, v, ok := strings.Cut(line, "=")
-		if ok && (strings.HasSuffix(k, ".index-url") || strings.HasSuffix(k, ".extra-index-url")) {
-			for _, u := range strings.Fields(strings.Trim(v, `'"`)) {
-				c.addURL("pip", "pip3 config list ("+k+")", true, u)
-			}
-		}
-	}
-	if len(c.found) > n {
-		return
-	}
-	const ask = "from pip._internal.models.index import PyPI; print(PyPI.simple_url); print(PyPI.file_storage_domain)"
-	out, err = d.run(ctx, "python3", "-c", ask)
-	if err != nil {
-		c.notes = append(c.notes, Note{"pip", "default index not discovered: " + err.Error()})
-		return
-	}
-	lines := strings.Fields(string(out))
-	if len(lines) == 2 {
-		c.addURL("pip", "pip's built-in default (python3 -c PyPI.simple_url)", true, lines[0])
-		c.addHost("pip", "pip's built-in default (python3 -c PyPI.file_storage_domain)", true, lines[1], "443")
-	}
-}
-
 // apt reads the one-line (*.list, sources.list) and deb822 (*.sources) source files under
 // /etc/apt. Disabled (Enabled: no) stanzas and commented lines are skipped.
 func (d Discoverer) apt(c *collector) {
@@ -288,6 +232,10 @@ func (d Discoverer) apt(c *collector) {
 	for _, f := range files {
 		data, err := os.ReadFile(f)
 		if err != nil {
+			continue
+		}
+		from, ok := d.workspaceFrom(c, "apt", f)
+		if !ok {
 			continue
 		}
 		if strings.HasSuffix(f, ".sources") {
@@ -308,7 +256,7 @@ func (d Discoverer) apt(c *collector) {
 				}
 				if enabled {
 					for _, u := range uris {
-						c.addURL("apt", f, false, u)
+						c.addURL("apt", from, false, u)
 					}
 				}
 			}
@@ -327,7 +275,7 @@ func (d Discoverer) apt(c *collector) {
 				i++
 			}
 			if i < len(fields) {
-				c.addURL("apt", f, false, fields[i])
+				c.addURL("apt", from, false, fields[i])
 			}
 		}
 	}
@@ -341,7 +289,7 @@ func (d Discoverer) cargo(c *collector) {
 	if home == "" {
 		home = filepath.Join(d.home(), ".cargo")
 	}
-	found := false
+	found, ok := false, false
 	for _, name := range []string{"config.toml", "config"} {
 		f := filepath.Join(home, name)
 		data, err := os.ReadFile(f)
@@ -349,6 +297,9 @@ func (d Discoverer) cargo(c *collector) {
 			continue
 		}
 		found = true
+		if f, ok = d.workspaceFrom(c, "cargo", f); !ok {
+			continue
+		}
 		var cfg struct {
 			Registries map[string]struct {
 				Index string `toml:"index"`

@@ -1,6 +1,9 @@
 package netpolicy
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors returned by this package, checked with errors.Is. Every returned error wraps one of
 // these with the operation and the offending value.
@@ -8,6 +11,13 @@ var (
 	// ErrBadPattern: a host pattern is not an exact DNS name or "*." + a DNS name of at least
 	// two labels (e.g. "*github.com", "a.*.com", "*", "exa mple.com").
 	ErrBadPattern = errors.New("invalid host pattern")
+	// ErrIPLiteral: a host name is an IP address in one of its spellings (ipForms:
+	// "169.254.169.254", "[::1]", "2852039166", "0xa9.254.169.254", ...). Wraps
+	// ErrBadPattern.
+	ErrIPLiteral = fmt.Errorf("an IP address, not a host name: %w", ErrBadPattern)
+	// ErrPublicSuffix: a wildcard's suffix is a public suffix ("*.co.uk", or "*.github.io"
+	// outside the system policy; suffixRules). Wraps ErrBadPattern.
+	ErrPublicSuffix = fmt.Errorf("wildcard over a public suffix: %w", ErrBadPattern)
 	// ErrBadPort: a port/protocol entry is not "PORT", "PORT/tcp" or "PORT/udp" with
 	// 1 <= PORT <= 65535.
 	ErrBadPort = errors.New("invalid port")

@@ -27,8 +27,17 @@ type Pattern struct {
 
 // ParsePattern parses an exact name or "*." + name. Names are ASCII letters, digits and
 // hyphens in labels of 1–63 bytes (internationalised names in their xn-- form), at most 253
-// bytes, one optional trailing dot. A wildcard's suffix needs at least two labels ("*.com" is
-// refused). Anything else ("*github.com", "a.*.com", "*", "") fails with ErrBadPattern.
+// bytes, one optional trailing dot. Refused, with errors that name the input and the reason
+// and wrap ErrBadPattern:
+//   - IP addresses in any spelling (ipForms: dotted quads, IPv6 with or without brackets
+//     and zones, and the inet_aton/WHATWG number forms "2852039166", "0xa9.254.169.254",
+//     "127.1"): ErrIPLiteral;
+//   - a wildcard over a top-level domain ("*.com", "*.internal") or over a public suffix of
+//     the ICANN section of the Public Suffix List ("*.co.uk", "*.com.au"): ErrPublicSuffix;
+//   - any other syntax ("*github.com", "a.*.com", "*", "").
+//
+// A wildcard over a private-section public suffix ("*.github.io") parses; Resolve accepts
+// it only from the system policy (suffixRules).
 func ParsePattern(s string) (Pattern, error) {
 	raw := s
 	wild := false
@@ -36,18 +45,24 @@ func ParsePattern(s string) (Pattern, error) {
 		wild = true
 		s = s[2:]
 	}
+	if form, ok := ipLiteral(s); ok {
+		return Pattern{}, fmt.Errorf("parse host pattern %q: %s: %w", raw, form, ErrIPLiteral)
+	}
 	name, err := CanonicalName(s)
 	if err != nil {
 		return Pattern{}, fmt.Errorf("parse host pattern %q: %w", raw, err)
 	}
-	if wild && !strings.Contains(name, ".") {
-		return Pattern{}, fmt.Errorf("parse host pattern %q: wildcard over a top-level domain: %w", raw, ErrBadPattern)
+	if wild {
+		if r := suffixRules[classifySuffix(name)]; r.Refused {
+			return Pattern{}, fmt.Errorf("parse host pattern %q: suffix %q is %s: %w", raw, name, r.What, ErrPublicSuffix)
+		}
 	}
 	return Pattern{Name: name, Wildcard: wild}, nil
 }
 
 // CanonicalName validates a DNS host name (see ParsePattern for the syntax) and returns it in
-// lower case without a trailing dot. Errors wrap ErrBadPattern.
+// lower case without a trailing dot. A name whose last label is a number (endsInNumber) is
+// an IPv4 address form, not a host name (ErrIPLiteral). Errors wrap ErrBadPattern.
 func CanonicalName(s string) (string, error) {
 	s = strings.TrimSuffix(s, ".")
 	if s == "" {
@@ -78,6 +93,9 @@ func CanonicalName(s string) (string, error) {
 			return "", fmt.Errorf("label %q starts or ends with '-': %w", label, ErrBadPattern)
 		}
 		start = i + 1
+	}
+	if endsInNumber(s) {
+		return "", fmt.Errorf("last label is a number: %w", ErrIPLiteral)
 	}
 	return string(b), nil
 }

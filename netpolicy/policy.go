@@ -137,12 +137,34 @@ type Inputs struct {
 	Discovered []Discovered
 }
 
+// codeHosts are the code hosting names Standard allows when the system policy does not set
+// code_hosts: exact names only, since "*.githubusercontent.com" (a private-section public
+// suffix) would be every GitHub user's uploads, not GitHub's service. Hosts that serve git
+// get SSH (TCP 22) as well as HTTPS.
+var codeHosts = []struct {
+	name  string
+	ports []string
+}{
+	{"github.com", []string{"443", "22"}},                     // git over HTTPS and SSH; release and archive URLs redirect from here
+	{"codeload.github.com", []string{"443"}},                  // /archive/ tarballs and zipballs: npm/yarn/pnpm "github:" deps, pip and cargo archive URLs
+	{"raw.githubusercontent.com", []string{"443"}},            // raw files: install scripts, Homebrew, nvm, pre-commit and go.mod-less fetches
+	{"objects.githubusercontent.com", []string{"443"}},        // release asset downloads (redirect target of /releases/download/)
+	{"release-assets.githubusercontent.com", []string{"443"}}, // release asset downloads (the newer redirect target)
+	{"media.githubusercontent.com", []string{"443"}},          // Git LFS files fetched through raw URLs
+	{"github-cloud.githubusercontent.com", []string{"443"}},   // Git LFS objects (hrefs of the LFS batch API)
+	{"gitlab.com", []string{"443", "22"}},                     // git over HTTPS and SSH, raw files and archives under the same name
+	{"bitbucket.org", []string{"443", "22"}},                  // git over HTTPS and SSH
+	{"codeberg.org", []string{"443", "22"}},                   // git over HTTPS and SSH
+}
+
 // DefaultCodeHosts are the code hosting services Standard allows when the system policy
-// does not set code_hosts: HTTPS and git over SSH (TCP 22).
+// does not set code_hosts (codeHosts): HTTPS, and git over SSH (TCP 22) where a host
+// serves git. api.github.com is not one: it is GitHub's REST API, which neither git nor
+// the package managers need.
 func DefaultCodeHosts() []Entry {
 	var out []Entry
-	for _, n := range []string{"github.com", "*.githubusercontent.com", "gitlab.com", "bitbucket.org", "codeberg.org"} {
-		e, err := ParseEntry(n, "443", "22")
+	for _, h := range codeHosts {
+		e, err := ParseEntry(h.name, h.ports...)
 		if err != nil {
 			panic(err) // constant input
 		}
@@ -160,34 +182,17 @@ func DefaultCodeHosts() []Entry {
 // from Standard up; user and --allow-host hosts unless the system forbids adding hosts
 // (ErrAllowHostForbidden); a workspace may not add hosts (ErrLoosen). Every layer's denials
 // apply to all hosts, and a denied name is refused even under Permissive.
+// Every host passes grantable: a wildcard over a private-section public suffix
+// ("*.github.io") is accepted from the system policy only, and is an error
+// (ErrPublicSuffix) from any other layer, or a dropped entry for a discovered registry.
 func Resolve(in Inputs) (*Effective, error) {
 	sys := in.System
 	if sys == nil {
 		sys = &SystemPolicy{}
 	}
 	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost}
-
-	limit, limitLayer := Permissive, LayerDefault
-	if sys.MaxProfile != nil {
-		limit, limitLayer = *sys.MaxProfile, LayerSystem
-	}
-	eff.Profile, eff.ProfileLayer = min(Standard, limit), LayerDefault
-	if limit < Standard {
-		eff.ProfileLayer = LayerSystem
-	}
-	for _, l := range []struct {
-		layer Layer
-		cfg   LayerConfig
-	}{{LayerUser, in.User}, {LayerWorkspace, in.Workspace}, {LayerFlags, in.Flags}} {
-		if l.cfg.Profile == nil {
-			continue
-		}
-		p := *l.cfg.Profile
-		if p > limit {
-			return nil, fmt.Errorf("%s profile %s above %s set by %s: %w", l.layer, p, limit, limitLayer, ErrLoosen)
-		}
-		limit, limitLayer = p, l.layer
-		eff.Profile, eff.ProfileLayer = p, l.layer
+	if err := eff.resolveProfile(sys, in); err != nil {
+		return nil, err
 	}
 
 	if len(in.Workspace.Allow) > 0 {
@@ -213,12 +218,56 @@ func Resolve(in Inputs) (*Effective, error) {
 			eff.Denied = append(eff.Denied, Denial{d, l.layer})
 		}
 	}
+	for _, d := range eff.Denied {
+		if _, err := ParsePattern(d.Pattern.String()); err != nil {
+			return nil, fmt.Errorf("%s denial: %w", d.Layer, err)
+		}
+	}
+	if err := eff.addHosts(sys, in); err != nil {
+		return nil, err
+	}
+	return eff, nil
+}
 
+// resolveProfile sets eff's profile and the layer that chose it (see Resolve).
+func (eff *Effective) resolveProfile(sys *SystemPolicy, in Inputs) error {
+	limit, limitLayer := Permissive, LayerDefault
+	if sys.MaxProfile != nil {
+		limit, limitLayer = *sys.MaxProfile, LayerSystem
+	}
+	eff.Profile, eff.ProfileLayer = min(Standard, limit), LayerDefault
+	if limit < Standard {
+		eff.ProfileLayer = LayerSystem
+	}
+	for _, l := range []struct {
+		layer Layer
+		cfg   LayerConfig
+	}{{LayerUser, in.User}, {LayerWorkspace, in.Workspace}, {LayerFlags, in.Flags}} {
+		if l.cfg.Profile == nil {
+			continue
+		}
+		p := *l.cfg.Profile
+		if p > limit {
+			return fmt.Errorf("%s profile %s above %s set by %s: %w", l.layer, p, limit, limitLayer, ErrLoosen)
+		}
+		limit, limitLayer = p, l.layer
+		eff.Profile, eff.ProfileLayer = p, l.layer
+	}
+	return nil
+}
+
+// addHosts adds the hosts of every layer, in order: agent, system, code hosts and
+// discovered registries (Standard and up), user, flags.
+func (eff *Effective) addHosts(sys *SystemPolicy, in Inputs) error {
 	for _, e := range in.AgentHosts {
-		eff.add(e, Source{LayerAgent, in.Agent})
+		if err := eff.add(e, Source{LayerAgent, in.Agent}); err != nil {
+			return err
+		}
 	}
 	for _, e := range sys.Allow {
-		eff.add(e, Source{Layer: LayerSystem})
+		if err := eff.add(e, Source{Layer: LayerSystem}); err != nil {
+			return err
+		}
 	}
 	if eff.Profile >= Standard {
 		code, codeLayer := sys.CodeHosts, LayerSystem
@@ -226,43 +275,77 @@ func Resolve(in Inputs) (*Effective, error) {
 			code, codeLayer = DefaultCodeHosts(), LayerDefault
 		}
 		for _, e := range code {
-			eff.add(e, Source{codeLayer, "code hosting"})
+			if err := eff.add(e, Source{codeLayer, "code hosting"}); err != nil {
+				return err
+			}
 		}
 		for _, d := range in.Discovered {
 			if sys.ForbidAllowHost && d.UserControlled {
 				eff.Dropped = append(eff.Dropped, Note{d.Entry.String(), "discovered in user-controlled " + d.From + " while the system forbids adding hosts"})
 				continue
 			}
-			eff.add(d.Entry, Source{LayerDiscovered, d.Tool + ": " + d.From})
+			if err := eff.add(d.Entry, Source{LayerDiscovered, d.Tool + ": " + d.From}); err != nil {
+				eff.Dropped = append(eff.Dropped, Note{d.Entry.String(), err.Error()})
+			}
 		}
 	}
-	for _, e := range in.User.Allow {
-		eff.add(e, Source{Layer: LayerUser})
+	for _, l := range []struct {
+		layer Layer
+		cfg   LayerConfig
+	}{{LayerUser, in.User}, {LayerFlags, in.Flags}} {
+		for _, e := range l.cfg.Allow {
+			if err := eff.add(e, Source{Layer: l.layer}); err != nil {
+				return err
+			}
+		}
 	}
-	for _, e := range in.Flags.Allow {
-		eff.add(e, Source{Layer: LayerFlags})
-	}
-	return eff, nil
+	return nil
 }
 
+// grantable checks that the layer of src may allow p: p must parse as a pattern (no IP
+// literal, no wildcard over a top-level domain or ICANN public suffix, whoever built it),
+// and a wildcard over a private-section public suffix is the system policy's to allow
+// (suffixRules). Errors name the source, the pattern and the suffix, and wrap
+// ErrBadPattern.
+func grantable(p Pattern, src Source) error {
+	if _, err := ParsePattern(p.String()); err != nil {
+		return fmt.Errorf("host from %s: %w", src, err)
+	}
+	if !p.Wildcard {
+		return nil
+	}
+	if r := suffixRules[classifySuffix(p.Name)]; r.SystemOnly && src.Layer != LayerSystem {
+		return fmt.Errorf("host %s from %s: suffix %q is %s; only the system policy may allow it: %w", p, src, p.Name, r.What, ErrPublicSuffix)
+	}
+	return nil
+}
+
+// CheckGrant is Resolve's check that src may allow e (see grantable), for configuration
+// validated before any session resolves it, e.g. the helper's agent table.
+func CheckGrant(e Entry, src Source) error { return grantable(e.Pattern, src) }
+
 // add appends e unless a denial covers it; an entry for a pattern already present only adds
-// its ports.
-func (eff *Effective) add(e Entry, src Source) {
+// its ports. It fails, adding nothing, when src may not allow e (grantable).
+func (eff *Effective) add(e Entry, src Source) error {
+	if err := grantable(e.Pattern, src); err != nil {
+		return err
+	}
 	for _, d := range eff.Denied {
 		if d.Pattern.Covers(e.Pattern) {
 			eff.Dropped = append(eff.Dropped, Note{e.String() + " from " + src.String(), "denied by " + string(d.Layer) + " pattern " + d.Pattern.String()})
-			return
+			return nil
 		}
 	}
 	for i := range eff.Hosts {
 		if eff.Hosts[i].Entry.Pattern == e.Pattern {
 			h := &eff.Hosts[i].Entry
 			h.Ports = normPorts(append(slices.Clone(h.EffectivePorts()), e.EffectivePorts()...))
-			return
+			return nil
 		}
 	}
 	e.Ports = slices.Clone(e.EffectivePorts())
 	eff.Hosts = append(eff.Hosts, Grant{Entry: e, Source: src})
+	return nil
 }
 
 // Check decides a DNS name: the grant that allows it, or the reason it is refused. Names

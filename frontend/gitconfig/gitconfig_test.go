@@ -2,7 +2,9 @@ package gitconfig
 
 import (
 	"errors"
+	"net/url"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode"
@@ -178,6 +180,19 @@ var credentialTemplates = []string{
 	"[url \"https://example.net/\"]\n\tinsteadOf = https://u:%s@example.net/\n",
 	"[url \"https://u:%s@example.net/\"]\n\tinsteadOf = https://example.net/\n",
 	"[sendemail]\n\tsmtpPass = %s\n",
+	"[remote \"o\"]\n\turl = https://example.net/r?private_token=%s&ref=main\n",
+	"[lfs]\n\turl = https://example.net/r?ref=1&X-Amz-Signature=%s\n",
+	"[remote \"o\"]\n\tpushurl = https://example.net/r#access_token=%s\n",
+	"[alias]\n\tget = !curl https://example.net/x?sig=%s\n",
+	"[http \"https://example.net/?sig=%s\"]\n\tsslVerify = false\n",
+	"[url \"https://example.net/?access_token=%s\"]\n\tinsteadOf = ex:\n",
+	"[url \"https://example.net/\"]\n\tinsteadOf = https://example.net/?token=%s\n",
+	"[remote \"o\"]\n\turl = https://example.net/r%0a%s\n",
+	"[submodule \"s\"]\n\turl = https://example.net/%250d%s\n",
+	"[remote \"o\"]\n\turl = \"https://example.net/\\n%s\"\n",
+	"[submodule \"s\"]\n\turl = https:///%s\n",
+	"[branch \"main\"]\n\tremote = ssh://-o%s/x\n",
+	"[remote \"o\"]\n\turl = git@:%s\n",
 }
 
 // FuzzSanitize: Sanitize never panics; a token placed in a credential position (between
@@ -198,6 +213,7 @@ func FuzzSanitize(f *testing.F) {
 			if err != nil || string(again) != string(out) || len(rem) != 0 {
 				t.Fatalf("not idempotent for %q: err=%v removed=%v\nout:  %q\nagain:%q", in, err, rem, out, again)
 			}
+			checkURLs(t, out)
 		}
 		// A token in a credential position must disappear.
 		token = strings.Map(func(r rune) rune {
@@ -236,7 +252,73 @@ func FuzzSanitize(f *testing.F) {
 		if err != nil || string(again) != string(out) || len(rem) != 0 {
 			t.Fatalf("not idempotent: err=%v removed=%v", err, rem)
 		}
+		checkURLs(t, out)
 	})
+}
+
+// encodedControl matches a percent-encoded C0 control or DEL, also double-encoded.
+var encodedControl = regexp.MustCompile(`(?i)%(25)*([01][0-9a-f]|7f)`)
+
+// oracleParam reports whether a parameter name (decoded once, as net/url does) is one the
+// ecosystem uses for secrets; written apart from credentialParams.
+func oracleParam(name string) bool {
+	n := strings.NewReplacer("-", "", "_", "", ".", "", " ", "").Replace(strings.ToLower(name))
+	for _, w := range []string{"token", "secret", "passw", "signature", "credential", "apikey", "accesskey"} {
+		if strings.Contains(n, w) {
+			return true
+		}
+	}
+	switch n {
+	case "pass", "pwd", "auth", "authorization", "key", "sig", "jwt", "bearer", "googleaccessid":
+		return true
+	}
+	return false
+}
+
+// checkURLs is the fuzz oracle for sanitized output out: no URL in any value or
+// subsection (as net/url parses it) has a credential parameter in its query or fragment,
+// and no URL-valued key holds a raw or percent-encoded control character.
+func checkURLs(t *testing.T, out []byte) {
+	t.Helper()
+	cfg, err := Parse(out)
+	if err != nil {
+		t.Fatalf("output does not parse: %v", err)
+	}
+	for _, s := range cfg.Sections {
+		sec, sub, hasSub := s.split()
+		texts := []string{sub}
+		if _, ok := urlKeyForm(sec, hasSub, ""); ok && (encodedControl.MatchString(sub) || strings.ContainsAny(sub, "\x00\r\n\x7f")) {
+			t.Fatalf("URL section name %q with a control character survived", sub)
+		}
+		for _, v := range s.Vars {
+			texts = append(texts, v.Value)
+			if _, ok := urlKeyForm(sec, hasSub, v.Name); ok && (encodedControl.MatchString(v.Value) || strings.IndexFunc(v.Value, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0) {
+				t.Fatalf("%s.%s = %q with a control character survived", sec, v.Name, v.Value)
+			}
+		}
+		for _, text := range texts {
+			for i := strings.Index(text, "://"); i >= 0; i = strings.Index(text, "://") {
+				span := text[i+3:]
+				text = span
+				if j := strings.IndexFunc(span, func(r rune) bool { return r <= ' ' || strings.ContainsRune("\"'<>`\\", r) }); j >= 0 {
+					span = span[:j]
+				}
+				u, err := url.Parse("x://" + span)
+				if err != nil {
+					continue
+				}
+				q, _ := url.ParseQuery(u.RawQuery)
+				f, _ := url.ParseQuery(u.EscapedFragment())
+				for _, vals := range []url.Values{q, f} {
+					for name := range vals {
+						if oracleParam(name) {
+							t.Fatalf("credential parameter %q survived in %q", name, span)
+						}
+					}
+				}
+			}
+		}
+	}
 }
 
 // TestRewrittenFlag: a URL whose credentials were stripped is reported as rewritten

@@ -11,7 +11,9 @@ type Removal struct {
 	Key    string `json:"key"`
 	Reason string `json:"reason"`
 	// Rewritten is true when the variable was kept and only the credentials in its URL
-	// were removed ("https://user:token@host" became "https://host").
+	// were removed ("https://user:token@host" became "https://host", "https://host/r?
+	// private_token=x&ref=main" became "https://host/r?ref=main"). One variable can be
+	// reported twice, once per Reason.
 	Rewritten bool `json:"rewritten,omitempty"`
 }
 
@@ -24,6 +26,7 @@ const (
 	ReasonCommand        = "host command hook"
 	ReasonSecretName     = "variable named like a secret"
 	ReasonInsteadOf      = "url rewrite carrying credentials"
+	ReasonURLQuery       = "credential query parameter in URL"
 )
 
 // coreCommands are core.* variables naming a program or directory of programs on the host
@@ -49,7 +52,16 @@ var coreCommands = map[string]bool{
 //   - http.extraHeader and http.<url>.extraHeader;
 //   - core.fsmonitor, core.hooksPath, core.sshCommand, core.askPass, core.gitProxy;
 //   - any variable whose name contains "token", "password", "passwd" or "secret" or ends
-//     in "pass" (e.g. sendemail.smtpPass).
+//     in "pass" (e.g. sendemail.smtpPass);
+//   - credential query and fragment parameters (credentialParams: "?private_token=",
+//     "&X-Amz-Signature=", "&sig=", ...) from URLs in every value, the URL and its other
+//     parameters kept; a section whose subsection name carries one is removed;
+//   - every URL-valued key (urlKeys: remote.<name>.url, url.<base>.insteadOf,
+//     submodule.<name>.url, lfs.url, http.<url>, ...) holding a control character, raw
+//     or percent-encoded to any depth (urlControls), and every such full URL with an
+//     empty host ("https:///x", "ssh://:22/x", scp-like ":path") or a host starting
+//     with '-'. The variable is removed (a url.<base>, http.<url> or lfs.<url> section
+//     whose name is such a URL is removed whole); the rest of its section stays.
 //
 // It returns ErrSyntax (wrapped) for input git would reject. Sanitize(out) returns out
 // and no removals.
@@ -71,36 +83,26 @@ func (c *Config) sanitize() []Removal {
 		if hasSub {
 			key += "." + StripURLCredentials(sub)
 		}
-		switch {
-		case sec == "credential":
-			removed = append(removed, Removal{Key: key, Reason: ReasonCredential})
-			continue
-		case sec == "include" || sec == "includeif":
-			removed = append(removed, Removal{Key: key, Reason: ReasonInclude})
-			continue
-		case hasSub && HasURLCredentials(sub):
-			removed = append(removed, Removal{Key: key, Reason: ReasonURLCredentials})
-			continue
-		case sec == "url" && s.anyValueHasCredentials():
-			removed = append(removed, Removal{Key: key, Reason: ReasonInsteadOf})
+		if why := sectionProblem(&s, sec, sub, hasSub); why != "" {
+			removed = append(removed, Removal{Key: key, Reason: why})
 			continue
 		}
 		vars := s.Vars[:0]
 		for _, v := range s.Vars {
 			vkey := key + "." + v.Name
-			switch {
-			case sec == "core" && !hasSub && coreCommands[v.Name]:
-				removed = append(removed, Removal{Key: vkey, Reason: ReasonCommand})
+			why, keep := varProblem(v, sec, hasSub)
+			if !keep {
+				removed = append(removed, Removal{Key: vkey, Reason: why})
 				continue
-			case sec == "http" && v.Name == "extraheader":
-				removed = append(removed, Removal{Key: vkey, Reason: ReasonExtraHeader})
-				continue
-			case secretName(v.Name):
-				removed = append(removed, Removal{Key: vkey, Reason: ReasonSecretName})
-				continue
-			case !v.NoValue && HasURLCredentials(v.Value):
+			}
+			if !v.NoValue && HasURLCredentials(v.Value) {
+				if hasUserinfoCredentials(v.Value) {
+					removed = append(removed, Removal{vkey, ReasonURLCredentials, true})
+				}
+				if hasQueryCredentials(v.Value) {
+					removed = append(removed, Removal{vkey, ReasonURLQuery, true})
+				}
 				v.Value = StripURLCredentials(v.Value)
-				removed = append(removed, Removal{vkey, ReasonURLCredentials, true})
 			}
 			vars = append(vars, v)
 		}
@@ -109,6 +111,43 @@ func (c *Config) sanitize() []Removal {
 	}
 	c.Sections = kept
 	return removed
+}
+
+// sectionProblem returns why the whole section s (split into sec, sub) is removed, or "".
+func sectionProblem(s *Section, sec, sub string, hasSub bool) string {
+	switch {
+	case sec == "credential":
+		return ReasonCredential
+	case sec == "include" || sec == "includeif":
+		return ReasonInclude
+	case hasSub && HasURLCredentials(sub):
+		return ReasonURLCredentials
+	case sec == "url" && s.anyValueHasCredentials():
+		return ReasonInsteadOf
+	}
+	if form, ok := urlKeyForm(sec, hasSub, ""); ok {
+		return urlProblem(sub, form)
+	}
+	return ""
+}
+
+// varProblem returns why variable v of section sec is removed, and keep=false, or
+// keep=true when it stays (its URL credentials are stripped by the caller).
+func varProblem(v Var, sec string, hasSub bool) (why string, keep bool) {
+	switch {
+	case sec == "core" && !hasSub && coreCommands[v.Name]:
+		return ReasonCommand, false
+	case sec == "http" && v.Name == "extraheader":
+		return ReasonExtraHeader, false
+	case secretName(v.Name):
+		return ReasonSecretName, false
+	}
+	if form, ok := urlKeyForm(sec, hasSub, v.Name); ok && !v.NoValue {
+		if why := urlProblem(v.Value, form); why != "" {
+			return why, false
+		}
+	}
+	return "", true
 }
 
 // split returns the section name and subsection as git keys see them: "[a.b]" is section
@@ -141,10 +180,28 @@ func secretName(name string) bool {
 	return strings.HasSuffix(name, "pass")
 }
 
-// HasURLCredentials reports whether s contains a URL ("scheme://authority...") whose
-// authority carries credentials: any user info for HTTP(S)/FTP(S) (a lone user name is
-// often a token there), or a password for other schemes.
+// HasURLCredentials reports whether s contains a URL ("scheme://...") that carries
+// credentials: any user info for HTTP(S)/FTP(S) (a lone user name is often a token
+// there), a password for other schemes, or a credentialParams parameter in its query or
+// fragment ("?private_token=...", "&X-Amz-Signature=...").
 func HasURLCredentials(s string) bool {
+	return hasUserinfoCredentials(s) || hasQueryCredentials(s)
+}
+
+// StripURLCredentials returns s with the credentials HasURLCredentials finds removed:
+// the whole user info for HTTP(S)/FTP(S), the ":password" part otherwise, and every
+// credential parameter (the URL's other parameters stay, in order).
+func StripURLCredentials(s string) string {
+	for {
+		t := stripQueryCredentials(stripUserinfo(s))
+		if t == s {
+			return s
+		}
+		s = t
+	}
+}
+
+func hasUserinfoCredentials(s string) bool {
 	found := false
 	eachURLUserinfo(s, func(scheme, userinfo string, _, _ int) {
 		if credentialUserinfo(scheme, userinfo) {
@@ -154,9 +211,7 @@ func HasURLCredentials(s string) bool {
 	return found
 }
 
-// StripURLCredentials returns s with the credentials HasURLCredentials finds removed:
-// the whole user info for HTTP(S)/FTP(S), the ":password" part otherwise.
-func StripURLCredentials(s string) string {
+func stripUserinfo(s string) string {
 	var b strings.Builder
 	last := 0
 	eachURLUserinfo(s, func(scheme, userinfo string, start, end int) {
@@ -220,7 +275,9 @@ func eachURLUserinfo(s string, fn func(scheme, userinfo string, start, end int))
 		if at >= 0 {
 			fn(scheme, s[start:at], start, at+1)
 		}
-		off = start
+		// Without an '@' up to end, no later "://" before end has user info either:
+		// resuming at end keeps the scan linear ("a://a://a://...").
+		off = end
 		if at >= 0 {
 			off = at + 1
 		}

@@ -237,8 +237,8 @@ type EgressLayer struct {
 type EgressDiscovered struct {
 	Name  string   `json:"name"`            // exact host name
 	Ports []string `json:"ports,omitempty"` // "443/tcp"; empty: 443/tcp
-	Tool  string   `json:"tool"`            // "npm", "pip", "cargo", "go"
-	From  string   `json:"from"`            // the file or command it came from
+	Tool  string   `json:"tool"`            // "npm", "pnpm", "yarn", "pip", "cargo", "go"
+	From  string   `json:"from"`            // the file, variable or tool default it came from
 }
 
 // EgressLayerHost is one [[egress.host]] entry: a pattern and its ports ("443", "22/tcp").

@@ -17,6 +17,8 @@ import (
 )
 
 // testPolicy allows github.com, *.githubusercontent.com and *.allowed.test (locked profile).
+// The hosts come from the system policy, the only layer that may allow a wildcard over a
+// private-section public suffix such as githubusercontent.com.
 func testPolicy(t testing.TB) *netpolicy.Effective {
 	t.Helper()
 	var hosts []netpolicy.Entry
@@ -28,7 +30,7 @@ func testPolicy(t testing.TB) *netpolicy.Effective {
 		hosts = append(hosts, e)
 	}
 	locked := netpolicy.Locked
-	eff, err := netpolicy.Resolve(netpolicy.Inputs{Agent: "test", AgentHosts: hosts, Flags: netpolicy.LayerConfig{Profile: &locked}})
+	eff, err := netpolicy.Resolve(netpolicy.Inputs{System: &netpolicy.SystemPolicy{Allow: hosts}, Flags: netpolicy.LayerConfig{Profile: &locked}})
 	if err != nil {
 		t.Fatal(err)
 	}

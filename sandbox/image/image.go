@@ -18,12 +18,13 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/internal/hostexec"
 )
 
 // SystemCacheDir is the root-owned image cache (the helper only boots images from here).
@@ -111,7 +112,10 @@ func FromDir(ctx context.Context, cacheDir, name, dir string) (string, error) {
 		return "", fmt.Errorf("create image cache: %w", err)
 	}
 	tmp := out + ".tmp"
-	cmd := exec.CommandContext(ctx, "mkfs.erofs", MkfsArgs(dir, tmp)...)
+	cmd, err := hostexec.Command(ctx, "mkfs.erofs", MkfsArgs(dir, tmp)...)
+	if err != nil {
+		return "", fmt.Errorf("mkfs.erofs image %s: %w", name, err)
+	}
 	if o, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
 		return "", fmt.Errorf("mkfs.erofs image %s: %w: %s", name, err, bytes.TrimSpace(o))
@@ -221,7 +225,10 @@ func Build(ctx context.Context, cacheDir, name string, log io.Writer) (string, e
 		mode = "root"
 	}
 	tree := filepath.Join(work, "rootfs")
-	cmd := exec.CommandContext(ctx, "mmdebstrap", MmdebstrapArgs(r, mode, tree)...)
+	cmd, err := hostexec.Command(ctx, "mmdebstrap", MmdebstrapArgs(r, mode, tree)...)
+	if err != nil {
+		return "", fmt.Errorf("mmdebstrap image %s: %w", name, err)
+	}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("mmdebstrap image %s: %w", name, err)

@@ -15,11 +15,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/internal/hostexec"
 )
 
 // MetaPackage is the Debian metapackage that depends on the current generic amd64
@@ -67,7 +68,11 @@ func ParseDepends(out []byte) (string, error) {
 // ResolvePackage asks apt which ABI package the metapackage currently depends on,
 // e.g. "linux-image-6.1.0-57-amd64".
 func ResolvePackage(ctx context.Context) (string, error) {
-	out, err := exec.CommandContext(ctx, "apt-cache", "depends", MetaPackage).Output()
+	cmd, err := hostexec.Command(ctx, "apt-cache", "depends", MetaPackage)
+	if err != nil {
+		return "", fmt.Errorf("apt-cache depends %s: %w", MetaPackage, err)
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		return "", fmt.Errorf("apt-cache depends %s: %w", MetaPackage, err)
 	}
@@ -196,9 +201,12 @@ func unpack(ctx context.Context, dir, pkg, rel string) error {
 	return os.WriteFile(filepath.Join(dir, readyFile), []byte(pkg+"\n"), 0o644)
 }
 
-// run runs a tool in dir and folds its output into the error.
+// run runs a tool in dir (a brood-owned directory) and folds its output into the error.
 func run(ctx context.Context, dir, name string, args ...string) error {
-	cmd := exec.CommandContext(ctx, name, args...)
+	cmd, err := hostexec.Command(ctx, name, args...)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", name, strings.Join(args, " "), err)
+	}
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	if err != nil {

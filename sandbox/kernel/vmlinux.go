@@ -7,7 +7,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"os/exec"
+
+	"brood.dev/brood/internal/hostexec"
 )
 
 // x86 boot protocol offsets (Documentation/arch/x86/boot.rst, "The real-mode kernel header").
@@ -61,7 +62,10 @@ func Vmlinux(ctx context.Context, bz []byte) ([]byte, error) {
 	var out []byte
 	switch {
 	case bytes.HasPrefix(p, xzMagic):
-		cmd := exec.CommandContext(ctx, "xz", "--decompress", "--stdout", "--single-stream")
+		cmd, err := hostexec.Command(ctx, "xz", "--decompress", "--stdout", "--single-stream")
+		if err != nil {
+			return nil, fmt.Errorf("xz-decompress kernel payload: %w", err)
+		}
 		cmd.Stdin = bytes.NewReader(p)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr

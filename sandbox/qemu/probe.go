@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/internal/hostexec"
 	"brood.dev/brood/sandbox"
 )
 
@@ -102,7 +102,11 @@ func (b *Backend) Probe(ctx context.Context) (sandbox.Capabilities, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, path, "-version").Output()
+	cmd, err := hostexec.CommandPath(ctx, Binary, path, "-version")
+	if err != nil {
+		return sandbox.Capabilities{}, fmt.Errorf("run %s -version: %w: %w", path, err, sandbox.ErrUnavailable)
+	}
+	out, err := cmd.Output()
 	if err != nil {
 		return sandbox.Capabilities{}, fmt.Errorf("run %s -version: %w: %w", path, err, sandbox.ErrUnavailable)
 	}
@@ -123,7 +127,7 @@ func (b *Backend) binary() (string, error) {
 	if b.Path != "" {
 		return b.Path, nil
 	}
-	p, err := exec.LookPath(Binary)
+	p, err := hostexec.LookPath(Binary)
 	if err != nil {
 		return "", fmt.Errorf("find %s: %w: %w", Binary, err, sandbox.ErrUnavailable)
 	}

@@ -15,11 +15,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/exec"
 	"sync"
 	"syscall"
 	"time"
 
+	"brood.dev/brood/internal/hostexec"
 	"brood.dev/brood/sandbox"
 )
 
@@ -89,14 +89,16 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, err
 			return nil, fmt.Errorf("remove stale ssh socket: %w", err)
 		}
 	}
-	cmd := exec.Command(path, Args(spec, boot)...)
+	cmd, err := hostexec.CommandPath(context.Background(), Binary, path, Args(spec, boot)...)
+	if err != nil {
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
 	vm := &vm{cmd: cmd, done: make(chan struct{}), stopGrace: b.StopGrace}
 	if vm.stopGrace == 0 {
 		vm.stopGrace = DefaultStopGrace
 	}
 	cmd.Stdout = &vm.console
 	cmd.Stderr = &vm.console
-	cmd.Env = []string{} // QEMU needs nothing from brood's environment
 	// Console copying must not outlive QEMU (a leaked descendant could hold the pipe).
 	cmd.WaitDelay = time.Second
 	if spec.Tap != nil {
@@ -138,7 +140,7 @@ func errTimeoutAfter(d time.Duration) error {
 
 // vm is one QEMU process.
 type vm struct {
-	cmd       *exec.Cmd
+	cmd       *hostexec.Cmd
 	console   ringBuffer
 	stopGrace time.Duration
 	timer     *time.Timer
