@@ -42,6 +42,8 @@ type planner struct {
 	deepS []string
 	// sn is the walk of S sorted by path (set by plan): symlink and git dir lookups.
 	sn []node
+	// sFold holds foldPath of every path of sn, built on first use (sHolds).
+	sFold map[string]bool
 	// prefetch, if set, may fill memo before classification (parallel hashing).
 	prefetch func(p *planner, candidates []item)
 }
@@ -701,6 +703,20 @@ func (p *planner) sStat(path string) manifest.Stat {
 	return p.sn[i].st
 }
 
+// sHolds reports whether S holds path, or another spelling of it (by foldName).
+func (p *planner) sHolds(path string) bool {
+	if p.sStat(path).Type != manifest.TypeNone {
+		return true
+	}
+	if p.sFold == nil {
+		p.sFold = make(map[string]bool, len(p.sn))
+		for _, n := range p.sn {
+			p.sFold[foldPath(n.path)] = true
+		}
+	}
+	return p.sFold[foldPath(path)]
+}
+
 func (p *planner) sIsSymlink(path string) bool {
 	return p.sStat(path).Type == manifest.TypeSymlink
 }
@@ -728,19 +744,21 @@ func (p *planner) bareGitDirProblem(path string) string {
 		}
 		return d + "/" + n
 	}
-	if base == "HEAD" {
+	if foldName(base) == "head" {
 		for _, n := range []string{"config", "config.worktree", "commondir", "hooks"} {
-			if p.sStat(join(dir, n)).Type != manifest.TypeNone {
+			if p.sHolds(join(dir, n)) {
 				return fmt.Sprintf("makes %s a bare git repository holding %s", Escape(join(dir, "")), n)
 			}
 		}
 		return ""
 	}
 	// Each ancestor d of path: is path d's hooks/..., config, ... and does d hold HEAD?
+	// Names compare by foldName: on a case-insensitive W, "Hooks" and "CONFIG" are git's.
 	comps := strings.Split(path, "/")
+	fcomps := strings.Split(foldPath(path), "/")
 	for i := len(comps) - 1; i >= 0; i-- {
 		d := strings.Join(comps[:i], "/")
-		rel := comps[i:]
+		rel := fcomps[i:]
 		var rule string
 		switch {
 		case rel[0] == "hooks":
@@ -752,7 +770,7 @@ func (p *planner) bareGitDirProblem(path string) string {
 		default:
 			continue
 		}
-		if p.sStat(join(d, "HEAD")).Type != manifest.TypeNone {
+		if p.sHolds(join(d, "HEAD")) {
 			return fmt.Sprintf("%s of a bare git repository (%s holds HEAD)", rule, Escape(join(d, "")))
 		}
 	}
