@@ -119,6 +119,9 @@ func TestPathRisk(t *testing.T) {
 		{"src/.gitattributes", true},
 		{"SRC/.GitAttributes", true},
 		{".ENVRC", true},
+		{"src/.gitattri\u200cbutes", true}, // HFS+ ignores U+200C
+		{"caf\u00e9/.Bashrc", true},
+		{".GitHub/Workflows/ci.yml", true},
 		{"web/.envrc", true},
 		{".gitconfig", true},
 		{".bashrc", true},
@@ -259,5 +262,23 @@ func TestExcludedSecretsAnySpelling(t *testing.T) {
 	}
 	if c := gm["ok.txt"]; c.Kind != KindModified {
 		t.Errorf("ok.txt: %s %q", c.Kind, c.Reason)
+	}
+}
+
+// TestLinkIntoGitDirFolded: a symlink into another spelling of .git is into .git.
+func TestLinkIntoGitDirFolded(t *testing.T) {
+	for _, tc := range []struct {
+		path, target string
+		into         bool
+	}{
+		{"myhooks", ".GIT/hooks", true},
+		{"a/x", "../.Git/config", true},
+		{"x", "sub/.g\u200cit/config", true},
+		{"x", "sub/.gitx/config", false},
+		{"x", "docs", false},
+	} {
+		if got := LinkIntoGitDir(tc.path, tc.target); got != tc.into {
+			t.Errorf("LinkIntoGitDir(%q, %q) = %v, want %v", tc.path, tc.target, got, tc.into)
+		}
 	}
 }
