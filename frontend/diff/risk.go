@@ -121,9 +121,9 @@ type riskRule struct {
 // or the server it runs, when the developer does something routine in W afterwards: cd
 // into it, open a shell or an editor, run git, install, build or test. Each row's reason
 // names the tool and what it does with the file (trailing comments add where the name is
-// documented when the reason does not say it). brood diff marks
-// such changes high-risk with the row's reason; `apply --all` and `review --all` skip them;
-// naming the path applies it after a second confirmation.
+// documented when the reason does not say it). brood diff marks such changes high-risk
+// with the row's reason; `apply --all` and `review --all` never apply them; naming the
+// path applies it after a second confirmation.
 //
 // Every row matches at any depth (and by foldName, so ".ENVRC" is ".envrc"): W may be a
 // home directory or contain one, a nested repository runs its own CI and hooks, git reads
