@@ -15,9 +15,11 @@ import (
 
 // applier holds the open trees of one apply, undo or recover.
 type applier struct {
-	w, s    *tree // s is nil for undo and recover
-	m       *manifest.Manifest
-	workers int
+	w, s     *tree // s is nil for undo and recover
+	m        *manifest.Manifest
+	workers  int
+	dropMeta bool    // Options.DropMetadata
+	cl       *cloner // FICLONE refusals seen by this apply
 }
 
 func newApplier(ws, snap string, m *manifest.Manifest, opts Options) (*applier, error) {
@@ -25,7 +27,7 @@ func newApplier(ws, snap string, m *manifest.Manifest, opts Options) (*applier, 
 	if err != nil {
 		return nil, err
 	}
-	a := &applier{w: w, m: m, workers: opts.Workers}
+	a := &applier{w: w, m: m, workers: opts.Workers, dropMeta: opts.DropMetadata, cl: &cloner{}}
 	if a.workers <= 0 {
 		a.workers = 4
 	}
@@ -246,6 +248,9 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 		if isDir(nw.Type) {
 			mk.Action = actMkdir
 		}
+		if err := a.planMeta(rm, nw.Type); err != nil {
+			return nil, err
+		}
 		return []*op{rm, mk}, nil
 	case old.Type == manifest.TypeRegular && nw.Type == manifest.TypeRegular && bytes.Equal(old.Hash, nw.Hash):
 		if old.Mode == nw.Mode {
@@ -258,7 +263,36 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 	if o.Action == actChmod && it.Content != nil {
 		o.content = nil
 	}
+	if err := a.planMeta(o, nw.Type); err != nil {
+		return nil, err
+	}
 	return []*op{o}, nil
+}
+
+// planMeta records the extended attributes of the regular file o replaces or deletes in
+// o.Old (for undo) and, when an entry of type newType replaces it, decides which ones the
+// new file gets (o.keep) and which it loses (o.lost). A loss of an attribute the flush
+// keeps by rule fails with ErrMetadata unless the apply drops metadata: the change is
+// then refused before anything is written.
+func (a *applier) planMeta(o *op, newType manifest.Type) error {
+	if o.Old.Type != manifest.TypeRegular || (o.Action != actReplace && o.Action != actDelete) {
+		return nil
+	}
+	xs, err := a.oldXattrs(o)
+	if err != nil {
+		return err
+	}
+	o.Old.Xattrs, o.Old.XattrsRead = xs, true
+	if newType == manifest.TypeNone {
+		return nil // deleted as reviewed; undo puts the attributes back
+	}
+	o.keep, o.lost = a.keptXattrs(o, xs, newType)
+	for _, l := range o.lost {
+		if l.Refused && !a.dropMeta {
+			return fmt.Errorf("apply %q: cannot keep extended attribute %s (%s): %w", o.Path, l.Attr, l.Why, ErrMetadata)
+		}
+	}
+	return nil
 }
 
 // newState is what the item asks W to hold: from Content, or from S's entry.
