@@ -204,7 +204,7 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		return nil
 	}
 	if errors.Is(err, flush.ErrConflict) || errors.Is(err, flush.ErrRefused) || errors.Is(err, flush.ErrUnsafePath) ||
-		errors.Is(err, flush.ErrSymlinkTarget) {
+		errors.Is(err, flush.ErrSymlinkTarget) || errors.Is(err, flush.ErrMetadata) {
 		return refusedErr(fmt.Errorf("review session %s: %d change(s) not applied", sess.ID, len(res.Problems)))
 	}
 	return fmt.Errorf("review session %s: %w", sess.ID, err)
