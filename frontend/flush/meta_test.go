@@ -16,7 +16,8 @@ import (
 // TestReplaceKeepsXattrsAndACL replaces a file that has user attributes and an ACL
 // denying uid nobody, on ext4 mounted with user_xattr,acl: the new file has the same
 // attributes byte for byte, nobody cannot read it (nor the temp file before the rename),
-// and undo restores the prior attributes exactly, with the journal holding the prior
+// and undo restores the prior attributes exactly (of a deleted file too), with the journal
+// holding the prior
 // inode ("link") or a copy ("copy": the file has a second hard link). A file in a
 // directory whose default ACL was set after it was created does not get the ACL the
 // directory would give a new file, before or after undo.
@@ -24,8 +25,10 @@ func TestReplaceKeepsXattrsAndACL(t *testing.T) {
 	for _, mode := range []string{"link", "copy"} {
 		t.Run(mode, func(t *testing.T) {
 			root := mountLoop(t, "mkfs.ext4", "user_xattr,acl", "-q")
-			f := fixtureIn(t, root, map[string]string{"doc.txt": "old\n", "open.txt": "o\n", "inherit/doc.txt": "i\n"})
-			doc := filepath.Join(f.W, "doc.txt")
+			f := fixtureIn(t, root, map[string]string{"doc.txt": "old\n", "open.txt": "o\n", "inherit/doc.txt": "i\n", "gone.txt": "g\n"})
+			doc, gone := filepath.Join(f.W, "doc.txt"), filepath.Join(f.W, "gone.txt")
+			setXattr(t, gone, "user.xdg.tags", []byte("keep"))
+			setXattr(t, gone, "system.posix_acl_access", denyACL(nobody))
 			setXattr(t, doc, "user.xdg.origin.url", []byte("https://example.test/doc"))
 			setXattr(t, doc, "user.empty", nil)
 			setXattr(t, doc, "system.posix_acl_access", denyACL(nobody))
@@ -37,8 +40,11 @@ func TestReplaceKeepsXattrsAndACL(t *testing.T) {
 				if err := os.Link(doc, filepath.Join(root, "second-link")); err != nil {
 					t.Fatal(err)
 				}
+				if err := os.Link(gone, filepath.Join(root, "second-link-gone")); err != nil {
+					t.Fatal(err)
+				}
 			}
-			before := xattrsOf(t, doc)
+			before, beforeGone := xattrsOf(t, doc), xattrsOf(t, gone)
 			if !strings.Contains(before, "system.posix_acl_access") || canRead(t, doc) {
 				t.Fatalf("the ACL does not deny uid %d: %s", nobody, before)
 			}
@@ -47,6 +53,7 @@ func TestReplaceKeepsXattrsAndACL(t *testing.T) {
 			}
 			put(t, f.S, "doc.txt", "new\n", 0o644)
 			put(t, f.S, "inherit/doc.txt", "I\n", 0o644)
+			os.Remove(filepath.Join(f.S, "gone.txt"))
 			staged := 0
 			testHook = func(p string, n int) {
 				if p != "staged" {
@@ -65,9 +72,9 @@ func TestReplaceKeepsXattrsAndACL(t *testing.T) {
 			}
 			defer func() { testHook = nil }()
 			res, err := Apply(ctx, f.sess, f.m, items(f.change(diff.KindModified, "doc.txt"),
-				f.change(diff.KindModified, "inherit/doc.txt")), Options{})
+				f.change(diff.KindModified, "inherit/doc.txt"), f.change(diff.KindDeleted, "gone.txt")), Options{})
 			testHook = nil
-			if err != nil || len(res.Applied) != 2 || len(res.Dropped) != 0 {
+			if err != nil || len(res.Applied) != 3 || len(res.Dropped) != 0 {
 				t.Fatalf("Apply: %v %+v", err, res)
 			}
 			if staged != 1 {
@@ -93,6 +100,9 @@ func TestReplaceKeepsXattrsAndACL(t *testing.T) {
 			}
 			if got := xattrsOf(t, doc); got != before {
 				t.Errorf("after undo:\n%s\nwant\n%s", got, before)
+			}
+			if got := xattrsOf(t, gone); got != beforeGone {
+				t.Errorf("deleted file after undo:\n%s\nwant\n%s", got, beforeGone)
 			}
 			if got := xattrsOf(t, filepath.Join(inherit, "doc.txt")); got != "" {
 				t.Errorf("undo: inherit/doc.txt got attributes it did not have: %s", got)

@@ -194,14 +194,8 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 	default:
 		return nil, fmt.Errorf("apply %q: unknown change kind %q: %w", c.Path, c.Kind, ErrRefused)
 	}
-	if a.m != nil {
-		// Never copied into S (a secret, a special or unreadable file, or anything below
-		// such a directory): S cannot speak for it.
-		for p := c.Path; p != ""; p, _ = splitPath(p) {
-			if e := a.m.Lookup(p); e != nil && (e.Excluded != "" || e.Skipped != "") {
-				return nil, fmt.Errorf("apply %q: excluded from the snapshot: %w", c.Path, ErrRefused)
-			}
-		}
+	if err := a.excluded(c.Path); err != nil {
+		return nil, err
 	}
 	nw, err := a.newState(it)
 	if err != nil {
@@ -267,6 +261,20 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 		return nil, err
 	}
 	return []*op{o}, nil
+}
+
+// excluded fails with ErrRefused when path, or a directory above it, was never copied
+// into S (a secret, a special or unreadable file): S cannot speak for it.
+func (a *applier) excluded(path string) error {
+	if a.m == nil {
+		return nil
+	}
+	for p := path; p != ""; p, _ = splitPath(p) {
+		if e := a.m.Lookup(p); e != nil && (e.Excluded != "" || e.Skipped != "") {
+			return fmt.Errorf("apply %q: excluded from the snapshot: %w", path, ErrRefused)
+		}
+	}
+	return nil
 }
 
 // planMeta records the extended attributes of the regular file o replaces or deletes in
