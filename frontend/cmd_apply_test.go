@@ -16,6 +16,7 @@ import (
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/internal/testenv"
 )
 
 // applySession makes a stopped session of a workspace holding files, then writes agent
@@ -308,7 +309,7 @@ func TestApplyCommandMetadata(t *testing.T) {
 	sess := applySession(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, nil)
 	p := filepath.Join(sess.Workspace, "a.txt")
 	if err := unix.Lsetxattr(p, "user.xdg.origin.url", []byte("https://example.test/"), 0); err != nil {
-		t.Skipf("the temp filesystem refuses user attributes: %v", err)
+		testenv.Skip(t, "the temp filesystem refuses user attributes: "+err.Error())
 	}
 	s := filepath.Join(sess.SnapshotDir(), "a.txt")
 	if err := os.Remove(s); err != nil {

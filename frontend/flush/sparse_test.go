@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/internal/testenv"
 )
 
 const (
@@ -38,7 +39,7 @@ func TestApplyKeepsHoles(t *testing.T) {
 			makeSparse(t, filepath.Join(f.S, "disk.img"), sparseSize, sparseChunks)
 			makeSparse(t, filepath.Join(f.S, "new.img"), sparseSize, sparseChunks)
 			if allocated(t, filepath.Join(f.S, "disk.img")) > 8<<20 {
-				t.Skipf("%s does not keep holes", fs.name)
+				testenv.Skip(t, fs.name+" does not keep holes")
 			}
 			cs := []diff.Change{f.bigChange(t, diff.KindModified, "disk.img"), f.bigChange(t, diff.KindAdded, "new.img")}
 			res, err := Apply(ctx, f.sess, f.m, items(cs...), Options{})
@@ -80,7 +81,7 @@ func TestBackupAndUndoKeepHoles(t *testing.T) {
 	big := filepath.Join(w, "big.img")
 	makeSparse(t, big, 64<<20, 4)
 	if allocated(t, big) > 4<<20 {
-		t.Skip("the temp filesystem does not keep holes")
+		testenv.Skip(t, "the temp filesystem does not keep holes")
 	}
 	f := snapshotOf(t, w)
 	if err := os.Link(big, filepath.Join(root, "second-link")); err != nil {
