@@ -180,7 +180,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	if err != nil {
 		return fmt.Errorf("apply session %s: %w", id, err)
 	}
-	printMetaLosses(out, losses, f.dropMetadata)
+	printMetaLosses(out, losses, f.dropMetadata, "not applied without --drop-metadata")
 	if !f.yes {
 		ok, err := confirm(in, out, fmt.Sprintf("apply %d change(s) to %s? [y/N] ", len(sel.apply), diff.Escape(sess.Workspace)))
 		if err != nil {
@@ -244,8 +244,8 @@ func printSelection(out io.Writer, sel applySelection) {
 
 // printMetaLosses prints, before anything is written, one line per extended attribute
 // of a replaced file that the new file will not get: dropped by rule, or refused (the
-// change is then not applied) unless drop.
-func printMetaLosses(out io.Writer, losses []flush.MetaLoss, drop bool) {
+// change is then not applied, refusedNote says how to apply it) unless drop.
+func printMetaLosses(out io.Writer, losses []flush.MetaLoss, drop bool, refusedNote string) {
 	for _, l := range losses {
 		switch {
 		case !l.Refused:
@@ -254,8 +254,8 @@ func printMetaLosses(out io.Writer, losses []flush.MetaLoss, drop bool) {
 			fmt.Fprintf(out, "metadata %s: %s cannot be kept (%s); dropped (--drop-metadata)\n",
 				diff.Escape(l.Path), diff.Escape(l.Attr), diff.Escape(l.Why))
 		default:
-			fmt.Fprintf(out, "metadata %s: %s cannot be kept (%s); not applied without --drop-metadata\n",
-				diff.Escape(l.Path), diff.Escape(l.Attr), diff.Escape(l.Why))
+			fmt.Fprintf(out, "metadata %s: %s cannot be kept (%s); %s\n",
+				diff.Escape(l.Path), diff.Escape(l.Attr), diff.Escape(l.Why), refusedNote)
 		}
 	}
 }

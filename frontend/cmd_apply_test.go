@@ -303,22 +303,20 @@ func TestReviewCommandRecoversInterrupted(t *testing.T) {
 
 // TestApplyCommandMetadata: a change that would lose an extended attribute of the file
 // it replaces (here a regular file with a user attribute, replaced by a symlink) is named
-// before anything is written and not applied (exit 3) without --drop-metadata; with it,
-// it is applied.
+// before anything is written and not applied (exit 3) by review --all and by apply
+// without --drop-metadata; apply with it applies it.
 func TestApplyCommandMetadata(t *testing.T) {
-	sess := applySession(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, nil)
+	sess := metadataSession(t)
 	p := filepath.Join(sess.Workspace, "a.txt")
-	if err := unix.Lsetxattr(p, "user.xdg.origin.url", []byte("https://example.test/"), 0); err != nil {
-		testenv.Skip(t, "the temp filesystem refuses user attributes: "+err.Error())
+	out, code := applyCLI(t, nil, "review", sess.ID, "--all")
+	if code != ExitRefused || !strings.Contains(out, "metadata a.txt: user.xdg.origin.url cannot be kept") ||
+		!strings.Contains(out, "not applied by review") || !strings.Contains(out, "not applied a.txt") {
+		t.Fatalf("review --all: exit %d:\n%s", code, out)
 	}
-	s := filepath.Join(sess.SnapshotDir(), "a.txt")
-	if err := os.Remove(s); err != nil {
-		t.Fatal(err)
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("a.txt changed by review: %v %v", fi, err)
 	}
-	if err := os.Symlink("b.txt", s); err != nil {
-		t.Fatal(err)
-	}
-	out, code := applyCLI(t, nil, "apply", sess.ID, "a.txt", "--yes")
+	out, code = applyCLI(t, nil, "apply", sess.ID, "a.txt", "--yes")
 	if code != ExitRefused || !strings.Contains(out, "metadata a.txt: user.xdg.origin.url cannot be kept") ||
 		!strings.Contains(out, "not applied without --drop-metadata") || !strings.Contains(out, "not applied a.txt") {
 		t.Fatalf("exit %d:\n%s", code, out)
@@ -336,4 +334,23 @@ func TestApplyCommandMetadata(t *testing.T) {
 	if target, err := os.Readlink(p); err != nil || target != "b.txt" {
 		t.Fatalf("a.txt: %q %v", target, err)
 	}
+}
+
+// metadataSession is a session whose W file a.txt has a user attribute and whose S
+// replaced a.txt by a symlink to b.txt.
+func metadataSession(t *testing.T) *session.Session {
+	t.Helper()
+	sess := applySession(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, nil)
+	p := filepath.Join(sess.Workspace, "a.txt")
+	if err := unix.Lsetxattr(p, "user.xdg.origin.url", []byte("https://example.test/"), 0); err != nil {
+		testenv.Skip(t, "the temp filesystem refuses user attributes: "+err.Error())
+	}
+	s := filepath.Join(sess.SnapshotDir(), "a.txt")
+	if err := os.Remove(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("b.txt", s); err != nil {
+		t.Fatal(err)
+	}
+	return sess
 }
