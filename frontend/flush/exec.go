@@ -128,6 +128,9 @@ func (a *applier) backup(o *op, bfd int, name string, sameFS bool, buf []byte) e
 	}
 	dst := os.NewFile(uintptr(dfd), name)
 	defer dst.Close()
+	if o.Old.FlagsRead {
+		setInodeFlags(dfd, o.Old.Flags&keepFlags) // best effort: undo sets them again where it writes
+	}
 	got, err := a.cl.copyFile(int(src.Fd()), dfd, st.Size, buf)
 	if err != nil {
 		return fmt.Errorf("back up %q: copy: %w", o.Path, err)
@@ -344,7 +347,8 @@ func (a *applier) mkdir(o *op) (created bool, err error) {
 // reflinked or copied with its holes), verifies the SHA-256 of what was written against
 // the reviewed hash, gives it the replaced file's owner (keepOwner) and extended
 // attributes (o.keep, ACL included), then the mode (masked with 0777) and, when perFile,
-// fsyncs it.
+// fsyncs it. The replaced file's inode flags (o.keepFlags) are set first, on the empty
+// file.
 func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 	pfd, _, err := a.parentFD(o, "write")
 	if err != nil {
@@ -365,6 +369,12 @@ func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 		f.Close()
 		unix.Unlinkat(pfd, o.Temp, 0)
 		return err
+	}
+	if o.Old.FlagsRead && o.Action == actReplace {
+		// While the file is empty: btrfs applies C (no copy on write) only then.
+		if err := setInodeFlags(fd, o.keepFlags); err != nil {
+			return fail(fmt.Errorf("write %q: %w", o.Path, err))
+		}
 	}
 	var got []byte
 	if o.content != nil {

@@ -82,6 +82,9 @@ type entryState struct {
 	// XattrsRead (journals written before attributes were recorded have none).
 	Xattrs     []Xattr
 	XattrsRead bool
+	// Flags are a prior regular file's inode flags (FS_IOC_GETFLAGS), when FlagsRead.
+	Flags     uint32
+	FlagsRead bool
 }
 
 // op is one journaled operation. Exported fields are the on-disk record (gob).
@@ -94,12 +97,14 @@ type op struct {
 	Temp     string // temp name in the parent directory (create/replace)
 	Backup   bool   // b/<index> holds the prior inode or a copy of it
 
-	content []byte      // Item.Content, nil when the bytes come from S
-	keep    []Xattr     // replace: the prior file's attributes the new file gets
-	lost    []MetaLoss  // replace: the prior file's attributes it does not get
-	seen    unix.Stat_t // lstat of the W entry as checked (identity re-checked before writing)
-	created bool        // mkdir: this apply created the directory
-	err     error       // first failure of this operation
+	content []byte     // Item.Content, nil when the bytes come from S
+	keep    []Xattr    // replace: the prior file's attributes the new file gets
+	lost    []MetaLoss // replace: the prior file's attributes it does not get
+	// keepFlags: replace: the prior file's inode flags (of keepFlags) the new file gets.
+	keepFlags uint32
+	seen      unix.Stat_t // lstat of the W entry as checked (identity re-checked before writing)
+	created   bool        // mkdir: this apply created the directory
+	err       error       // first failure of this operation
 }
 
 type record struct {

@@ -277,27 +277,41 @@ func (a *applier) excluded(path string) error {
 	return nil
 }
 
-// planMeta records the extended attributes of the regular file o replaces or deletes in
-// o.Old (for undo) and, when an entry of type newType replaces it, decides which ones the
-// new file gets (o.keep) and which it loses (o.lost). A loss of an attribute the flush
-// keeps by rule fails with ErrMetadata unless the apply drops metadata: the change is
-// then refused before anything is written.
+// planMeta records the inode flags (planFlags) and extended attributes of the regular
+// file o replaces, deletes or changes the mode of in o.Old (for undo) and, when an entry
+// of type newType replaces it, decides which ones the new file gets (o.keep,
+// o.keepFlags) and which it loses (o.lost). A loss of one the flush keeps by rule fails
+// with ErrMetadata unless the apply drops metadata: the change is then refused before
+// anything is written.
 func (a *applier) planMeta(o *op, newType manifest.Type) error {
-	if o.Old.Type != manifest.TypeRegular || (o.Action != actReplace && o.Action != actDelete) {
+	if o.Old.Type != manifest.TypeRegular || (o.Action != actReplace && o.Action != actDelete && o.Action != actChmod) {
 		return nil
 	}
-	xs, err := a.oldXattrs(o)
+	fd, err := a.openSeen(o)
 	if err != nil {
 		return err
 	}
+	defer unix.Close(fd)
+	replaced := newType != manifest.TypeNone && o.Action != actChmod
+	if err := a.planFlags(o, fd, replaced, newType == manifest.TypeRegular); err != nil {
+		return err
+	}
+	if o.Action == actChmod {
+		return nil
+	}
+	xs, err := listXattrs(procPath(fd))
+	if err != nil {
+		return fmt.Errorf("read attributes of %q: %w", o.Path, err)
+	}
 	o.Old.Xattrs, o.Old.XattrsRead = xs, true
-	if newType == manifest.TypeNone {
+	if !replaced {
 		return nil // deleted as reviewed; undo puts the attributes back
 	}
-	o.keep, o.lost = a.keptXattrs(o, xs, newType)
+	keep, lost := a.keptXattrs(o, xs, newType)
+	o.keep, o.lost = keep, append(o.lost, lost...)
 	for _, l := range o.lost {
 		if l.Refused && !a.dropMeta {
-			return fmt.Errorf("apply %q: cannot keep extended attribute %s (%s): %w", o.Path, l.Attr, l.Why, ErrMetadata)
+			return fmt.Errorf("apply %q: cannot keep %s (%s): %w", o.Path, l.Attr, l.Why, ErrMetadata)
 		}
 	}
 	return nil

@@ -425,8 +425,15 @@ func (a *applier) restore(pfd int, name, txd, tx string, i int, o *op, flags uin
 }
 
 // restoreXattrs gives the file fd exactly the extended attributes o's prior file had
-// (setXattrs), when the journal recorded them.
+// (setXattrs), and its kept inode flags, when the journal recorded them. A flag the
+// filesystem takes only on an empty file (C on btrfs) is left to the journal's copy,
+// which got it when it was made.
 func restoreXattrs(fd int, o *op) error {
+	if o.Old.FlagsRead {
+		if cur, ok := inodeFlags(fd); ok && cur&keepFlags != o.Old.Flags&keepFlags {
+			setInodeFlags(fd, o.Old.Flags&keepFlags) // best effort, see above
+		}
+	}
 	if !o.Old.XattrsRead {
 		return nil
 	}
@@ -450,6 +457,9 @@ func (a *applier) restoreCopy(pfd int, name, temp string, src *os.File, o *op, f
 	var st unix.Stat_t
 	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
 		return fail(fmt.Errorf("fstat journal copy: %w", err))
+	}
+	if o.Old.FlagsRead {
+		setInodeFlags(fd, o.Old.Flags&keepFlags) // best effort: an undo is not refused for a flag
 	}
 	got, err := a.cl.copyFile(int(src.Fd()), fd, st.Size, make([]byte, copyBufSize))
 	if err != nil {

@@ -266,25 +266,20 @@ func (a *applier) probeFile(o *op) (int, error) {
 	return fd, nil
 }
 
-// oldXattrs reads the attributes of W's entry at o.Path, which must still be the inode
-// o.seen.
-func (a *applier) oldXattrs(o *op) ([]Xattr, error) {
+// openSeen opens W's entry at o.Path with O_PATH, checking it is still the inode o.seen.
+func (a *applier) openSeen(o *op) (int, error) {
 	pfd, name, err := a.parentFD(o, "read attributes of")
 	if err != nil {
-		return nil, err
+		return -1, err
 	}
 	fd, err := unix.Openat(pfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("read attributes of %q: %w", o.Path, err)
+		return -1, fmt.Errorf("read attributes of %q: %w", o.Path, err)
 	}
-	defer unix.Close(fd)
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil || st.Ino != o.seen.Ino || st.Dev != o.seen.Dev {
-		return nil, fmt.Errorf("read attributes of %q: changed in the workspace: %w", o.Path, ErrConflict)
+		unix.Close(fd)
+		return -1, fmt.Errorf("read attributes of %q: changed in the workspace: %w", o.Path, ErrConflict)
 	}
-	xs, err := listXattrs(procPath(fd))
-	if err != nil {
-		return nil, fmt.Errorf("read attributes of %q: %w", o.Path, err)
-	}
-	return xs, nil
+	return fd, nil
 }
