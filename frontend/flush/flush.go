@@ -18,9 +18,10 @@
 //     with renameat2 (RENAME_NOREPLACE for added paths), set modes with fchmod (always
 //     masked with 0777) and fsync each touched directory once. Files are reflinked
 //     from S where the filesystem can, else copied with their holes; a replaced file's
-//     extended attributes and ACL are set on the temp file before its mode and before
-//     the rename (xattrRules says which; one that cannot be set is refused in phase 1,
-//     where an unnamed O_TMPFILE probe shows it, unless Options.DropMetadata).
+//     inode flags (flagRules), extended attributes and ACL (xattrRules) are set on the
+//     temp file before its mode and before the rename (one that cannot be set is refused
+//     in phase 1, where an unnamed O_TMPFILE probe shows it, unless
+//     Options.DropMetadata; an immutable or append-only file is always refused there).
 //
 // Every W path is resolved from W's root fd with openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS), so a directory swapped for a symlink makes the write fail with
