@@ -21,7 +21,7 @@ import (
 func init() { commands = append(commands, newApplyCommand, newUndoCommand) }
 
 type applyFlags struct {
-	all, includeRisky, yes bool
+	all, includeRisky, yes, dropMetadata bool
 }
 
 func newApplyCommand() *cobra.Command {
@@ -43,7 +43,10 @@ conflict is never applied.
 
 Each file is written to a temp file next to its target, fsync'd and verified against the
 reviewed SHA-256, then renamed into place only if the workspace still holds what it held
-at snapshot time. An apply interrupted earlier is rolled back first.
+at snapshot time. An apply interrupted earlier is rolled back first. Holes of sparse files
+stay holes. A replaced file's extended attributes and ACL are kept; one that cannot be set
+on the new file is printed before anything is written and the change is not applied,
+unless --drop-metadata (docs/flush-metadata.md).
 
 On a terminal the selection is shown and confirmed; otherwise add --yes. Exit status 3
 when a change was left out (refused, conflict, high-risk) or could not be applied; each
@@ -56,6 +59,7 @@ such path is printed with the reason.`,
 	c.Flags().BoolVar(&f.all, "all", false, "apply every change that is not refused, in conflict or high-risk")
 	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with PATH: high-risk changes below named directories too")
 	c.Flags().BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation (required without a terminal)")
+	c.Flags().BoolVar(&f.dropMetadata, "drop-metadata", false, "apply a change even when an extended attribute or ACL of the replaced file cannot be kept")
 	return c
 }
 
@@ -173,6 +177,15 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		fmt.Fprintln(out, "nothing to apply; the workspace is unchanged")
 		return leftErr()
 	}
+	items := make([]flush.Item, len(sel.apply))
+	for i, c := range sel.apply {
+		items[i] = flush.Item{Change: c}
+	}
+	losses, err := flush.CheckMetadata(sess, m, items)
+	if err != nil {
+		return fmt.Errorf("apply session %s: %w", id, err)
+	}
+	printMetaLosses(out, losses, f.dropMetadata, "not applied without --drop-metadata")
 	if !f.yes {
 		ok, err := confirm(in, out, fmt.Sprintf("apply %d change(s) to %s? [y/N] ", len(sel.apply), diff.Escape(sess.Workspace)))
 		if err != nil {
@@ -193,11 +206,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 			}
 		}
 	}
-	items := make([]flush.Item, len(sel.apply))
-	for i, c := range sel.apply {
-		items[i] = flush.Item{Change: c}
-	}
-	res, err := flush.Apply(ctx, sess, m, items, flush.Options{})
+	res, err := flush.Apply(ctx, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, id)
@@ -230,7 +239,7 @@ func countRisky(changes []diff.Change) int {
 // opposed to a failure (exit 1).
 func flushRefusal(err error) bool {
 	for _, s := range []error{flush.ErrConflict, flush.ErrRefused, flush.ErrUnsafePath, flush.ErrSymlinkTarget,
-		flush.ErrNoReviewedHash, flush.ErrHashMismatch, flush.ErrChangedSinceApply} {
+		flush.ErrNoReviewedHash, flush.ErrHashMismatch, flush.ErrChangedSinceApply, flush.ErrMetadata} {
 		if errors.Is(err, s) {
 			return true
 		}
@@ -257,6 +266,24 @@ func printSelection(out io.Writer, sel applySelection) {
 			c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
 	}
 	io.WriteString(out, b.String())
+}
+
+// printMetaLosses prints, before anything is written, one line per extended attribute
+// of a replaced file that the new file will not get: dropped by rule, or refused (the
+// change is then not applied, refusedNote says how to apply it) unless drop.
+func printMetaLosses(out io.Writer, losses []flush.MetaLoss, drop bool, refusedNote string) {
+	for _, l := range losses {
+		switch {
+		case !l.Refused:
+			fmt.Fprintf(out, "metadata %s: %s is not kept: %s\n", diff.Escape(l.Path), diff.Escape(l.Attr), diff.Escape(l.Why))
+		case drop:
+			fmt.Fprintf(out, "metadata %s: %s cannot be kept (%s); dropped (--drop-metadata)\n",
+				diff.Escape(l.Path), diff.Escape(l.Attr), diff.Escape(l.Why))
+		default:
+			fmt.Fprintf(out, "metadata %s: %s cannot be kept (%s); %s\n",
+				diff.Escape(l.Path), diff.Escape(l.Attr), diff.Escape(l.Why), refusedNote)
+		}
+	}
 }
 
 // confirm asks question on out and reads one line from in; only "y" or "yes" agree.

@@ -16,6 +16,7 @@ import (
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/internal/testenv"
 )
 
 // applySession makes a stopped session of a workspace holding files, then writes agent
@@ -300,4 +301,58 @@ func TestReviewCommandRecoversInterrupted(t *testing.T) {
 	if wFile(t, sess, "a.txt") != "A\n" || wFile(t, sess, "b.txt") != "B\n" {
 		t.Errorf("W: a=%q b=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "b.txt"))
 	}
+}
+
+// TestApplyCommandMetadata: a change that would lose an extended attribute of the file
+// it replaces (here a regular file with a user attribute, replaced by a symlink) is named
+// before anything is written and not applied (exit 3) by review --all and by apply
+// without --drop-metadata; apply with it applies it.
+func TestApplyCommandMetadata(t *testing.T) {
+	sess := metadataSession(t)
+	p := filepath.Join(sess.Workspace, "a.txt")
+	out, code := applyCLI(t, nil, "review", sess.ID, "--all")
+	if code != ExitRefused || !strings.Contains(out, "metadata a.txt: user.xdg.origin.url cannot be kept") ||
+		!strings.Contains(out, "not applied by review") || !strings.Contains(out, "not applied a.txt") {
+		t.Fatalf("review --all: exit %d:\n%s", code, out)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("a.txt changed by review: %v %v", fi, err)
+	}
+	out, code = applyCLI(t, nil, "apply", sess.ID, "a.txt", "--yes")
+	if code != ExitRefused || !strings.Contains(out, "metadata a.txt: user.xdg.origin.url cannot be kept") ||
+		!strings.Contains(out, "not applied without --drop-metadata") || !strings.Contains(out, "not applied a.txt") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if fi, err := os.Lstat(p); err != nil || !fi.Mode().IsRegular() {
+		t.Fatalf("a.txt changed without --drop-metadata: %v %v", fi, err)
+	}
+	if i, j := strings.Index(out, "metadata a.txt"), strings.Index(out, "applied 0 change(s)"); i < 0 || j < i {
+		t.Fatalf("the loss is not printed before the apply:\n%s", out)
+	}
+	out, code = applyCLI(t, nil, "apply", sess.ID, "a.txt", "--yes", "--drop-metadata")
+	if code != ExitOK || !strings.Contains(out, "dropped (--drop-metadata)") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+	if target, err := os.Readlink(p); err != nil || target != "b.txt" {
+		t.Fatalf("a.txt: %q %v", target, err)
+	}
+}
+
+// metadataSession is a session whose W file a.txt has a user attribute and whose S
+// replaced a.txt by a symlink to b.txt.
+func metadataSession(t *testing.T) *session.Session {
+	t.Helper()
+	sess := applySession(t, map[string]string{"a.txt": "a\n", "b.txt": "b\n"}, nil)
+	p := filepath.Join(sess.Workspace, "a.txt")
+	if err := unix.Lsetxattr(p, "user.xdg.origin.url", []byte("https://example.test/"), 0); err != nil {
+		testenv.Skip(t, "the temp filesystem refuses user attributes: "+err.Error())
+	}
+	s := filepath.Join(sess.SnapshotDir(), "a.txt")
+	if err := os.Remove(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("b.txt", s); err != nil {
+		t.Fatal(err)
+	}
+	return sess
 }

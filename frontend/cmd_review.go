@@ -186,13 +186,20 @@ func reviewInteractive(ctx context.Context, sess *session.Session, m *manifest.M
 	return applyErr
 }
 
-// applyItems flushes items into the workspace and reports what happened; paths the flush
-// left alone are named with their reason (exit 3 when they were refused or in conflict).
+// applyItems flushes items into the workspace and reports what happened: first the
+// extended attributes of replaced files that will not be kept (a change that would lose
+// one the flush keeps is not applied: review has no --drop-metadata), then the paths the
+// flush left alone with their reason (exit 3 when they were refused or in conflict).
 func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *manifest.Manifest, items []review.Item) error {
 	fi := make([]flush.Item, len(items))
 	for i, it := range items {
 		fi[i] = flush.Item{Change: it.Change, Content: it.Content}
 	}
+	losses, err := flush.CheckMetadata(sess, m, fi)
+	if err != nil {
+		return fmt.Errorf("review session %s: %w", sess.ID, err)
+	}
+	printMetaLosses(out, losses, false, "not applied by review (brood apply "+sess.ID+" PATH --drop-metadata applies it)")
 	res, err := flush.Apply(ctx, sess, m, fi, flush.Options{})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), review.EscapeName(sess.Workspace))
 	if res.Tx != "" {
@@ -206,7 +213,7 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		return nil
 	}
 	if errors.Is(err, flush.ErrConflict) || errors.Is(err, flush.ErrRefused) || errors.Is(err, flush.ErrUnsafePath) ||
-		errors.Is(err, flush.ErrSymlinkTarget) {
+		errors.Is(err, flush.ErrSymlinkTarget) || errors.Is(err, flush.ErrMetadata) {
 		return refusedErr(fmt.Errorf("review session %s: %d change(s) not applied", sess.ID, len(res.Problems)))
 	}
 	return fmt.Errorf("review session %s: %w", sess.ID, err)

@@ -21,6 +21,10 @@ var (
 	ErrNoReviewedHash = errors.New("no reviewed hash for new content")
 	// ErrHashMismatch: the bytes written differ from the reviewed hash.
 	ErrHashMismatch = errors.New("content does not match the reviewed hash")
+	// ErrMetadata: an extended attribute (or ACL) of the file a change replaces cannot be
+	// set on the new file here, and Options.DropMetadata was not given; or setting one
+	// failed while writing.
+	ErrMetadata = errors.New("extended attribute cannot be kept")
 	// ErrChangedSinceApply: undo found a workspace path that is neither what the apply
 	// wrote nor what it replaced; nothing is reverted.
 	ErrChangedSinceApply = errors.New("workspace changed since the apply")

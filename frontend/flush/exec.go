@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -129,11 +128,14 @@ func (a *applier) backup(o *op, bfd int, name string, sameFS bool, buf []byte) e
 	}
 	dst := os.NewFile(uintptr(dfd), name)
 	defer dst.Close()
-	h := sha256.New()
-	if _, err := io.CopyBuffer(io.MultiWriter(dst, h), src, buf); err != nil {
+	if o.Old.FlagsRead {
+		setInodeFlags(dfd, o.Old.Flags&keepFlags) // best effort: undo sets them again where it writes
+	}
+	got, err := a.cl.copyFile(int(src.Fd()), dfd, st.Size, buf)
+	if err != nil {
 		return fmt.Errorf("back up %q: copy: %w", o.Path, err)
 	}
-	if !bytes.Equal(h.Sum(nil), o.Old.Hash) {
+	if !bytes.Equal(got, o.Old.Hash) {
 		return fmt.Errorf("back up %q: content changed since it was checked: %w", o.Path, ErrConflict)
 	}
 	if err := unix.Fchmod(dfd, o.Old.Mode&0o777); err != nil {
@@ -341,9 +343,12 @@ func (a *applier) mkdir(o *op) (created bool, err error) {
 	return true, nil
 }
 
-// stage writes o's new content to its temp file in the target directory, verifies the
-// SHA-256 of the bytes written against the reviewed hash, sets the mode (masked with 0777)
-// and, when perFile, fsyncs it.
+// stage writes o's new content to its temp file in the target directory (cloner.copyFile:
+// reflinked or copied with its holes), verifies the SHA-256 of what was written against
+// the reviewed hash, gives it the replaced file's owner (keepOwner) and extended
+// attributes (o.keep, ACL included), then the mode (masked with 0777) and, when perFile,
+// fsyncs it. The replaced file's inode flags (o.keepFlags) are set first, on the empty
+// file.
 func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 	pfd, _, err := a.parentFD(o, "write")
 	if err != nil {
@@ -365,29 +370,43 @@ func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 		unix.Unlinkat(pfd, o.Temp, 0)
 		return err
 	}
-	h := sha256.New()
-	w := io.MultiWriter(f, h)
-	if o.content != nil {
-		if _, err := w.Write(o.content); err != nil {
+	if o.Old.FlagsRead && o.Action == actReplace {
+		// While the file is empty: btrfs applies C (no copy on write) only then.
+		if err := setInodeFlags(fd, o.keepFlags); err != nil {
 			return fail(fmt.Errorf("write %q: %w", o.Path, err))
 		}
+	}
+	var got []byte
+	if o.content != nil {
+		if err := pwriteAll(fd, o.content, 0); err != nil {
+			return fail(fmt.Errorf("write %q: %w", o.Path, err))
+		}
+		h := sha256.Sum256(o.content)
+		got = h[:]
 	} else {
-		src, _, err := a.s.openFile(o.Path)
+		src, st, err := a.s.openFile(o.Path)
 		if err != nil {
 			return fail(fmt.Errorf("write %q: %w", o.Path, err))
 		}
-		_, err = io.CopyBuffer(w, src, buf)
+		got, err = a.cl.copyFile(int(src.Fd()), fd, st.Size, buf)
 		src.Close()
 		if err != nil {
 			return fail(fmt.Errorf("write %q: copy from snapshot: %w", o.Path, err))
 		}
 	}
-	if !bytes.Equal(h.Sum(nil), o.New.Hash) {
+	if !bytes.Equal(got, o.New.Hash) {
 		return fail(fmt.Errorf("write %q: %w", o.Path, ErrHashMismatch))
 	}
 	if o.Action == actReplace && manifest.TypeFromMode(o.seen.Mode) == manifest.TypeRegular {
 		// Before fchmod: chown(2) may clear mode bits.
 		if err := keepOwner(fd, &o.seen); err != nil {
+			return fail(fmt.Errorf("write %q: %w", o.Path, err))
+		}
+	}
+	if o.Old.XattrsRead {
+		// After chown (which clears file capabilities), before fchmod: the temp file is
+		// 0600 until it has the prior file's ACL, so nobody the ACL denies can open it.
+		if err := setXattrs(fd, o.keep); err != nil {
 			return fail(fmt.Errorf("write %q: %w", o.Path, err))
 		}
 	}

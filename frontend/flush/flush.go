@@ -16,7 +16,12 @@
 //     directory, fsync, verify the SHA-256 of what was written against the reviewed hash,
 //     re-check that the target is the very entry checked in phase 1, rename it into place
 //     with renameat2 (RENAME_NOREPLACE for added paths), set modes with fchmod (always
-//     masked with 0777) and fsync each touched directory once.
+//     masked with 0777) and fsync each touched directory once. Files are reflinked
+//     from S where the filesystem can, else copied with their holes; a replaced file's
+//     inode flags (flagRules), extended attributes and ACL (xattrRules) are set on the
+//     temp file before its mode and before the rename (one that cannot be set is refused
+//     in phase 1, where an unnamed O_TMPFILE probe shows it, unless
+//     Options.DropMetadata; an immutable or append-only file is always refused there).
 //
 // Every W path is resolved from W's root fd with openat2(RESOLVE_BENEATH |
 // RESOLVE_NO_SYMLINKS), so a directory swapped for a symlink makes the write fail with
@@ -50,6 +55,11 @@ type Item struct {
 type Options struct {
 	// Workers is the number of files written in parallel (default 4).
 	Workers int
+	// DropMetadata applies a change even when an extended attribute or ACL of the file it
+	// replaces cannot be set on the new file (MetaLoss.Refused); each such attribute is
+	// listed in Result.Dropped. Without it such a change is refused with ErrMetadata
+	// before anything is written.
+	DropMetadata bool
 }
 
 // Problem is one path that was not applied (or not reverted) and why. Err wraps one of
@@ -67,6 +77,9 @@ type Result struct {
 	Applied  []string  // paths changed in W (reverted, for Undo and Recover), in order
 	Kept     []string  // UndoExcept: paths of the apply left as they are now, in order
 	Problems []Problem // paths left alone, with the reason
+	// Dropped: extended attributes of replaced files that the applied files did not get
+	// (never carried over by rule, or refused here and dropped by Options.DropMetadata).
+	Dropped []MetaLoss
 }
 
 // err returns nil or the problems joined (each names its path and wraps a sentinel).
@@ -79,6 +92,29 @@ func (r *Result) err() error {
 		errs[i] = p.Err
 	}
 	return errors.Join(errs...)
+}
+
+// CheckMetadata plans items as Apply would, reading only (the probes of what W's
+// filesystem accepts are unnamed O_TMPFILE files), and returns every extended attribute of
+// a replaced file that the new file would not get, in path order: the ones never carried
+// over, and (Refused) the ones Apply refuses to lose without Options.DropMetadata. Items
+// that could not be applied for another reason are not reported here; Apply reports them.
+func CheckMetadata(sess *session.Session, m *manifest.Manifest, items []Item) ([]MetaLoss, error) {
+	ws := sess.Workspace
+	if ws == "" && m != nil {
+		ws = m.Workspace
+	}
+	a, err := newApplier(ws, sess.SnapshotDir(), m, Options{DropMetadata: true})
+	if err != nil {
+		return nil, err
+	}
+	defer a.close()
+	var res Result
+	var out []MetaLoss
+	for _, o := range a.plan(items, &res) {
+		out = append(out, o.lost...)
+	}
+	return out, nil
 }
 
 // testHook, when set by tests, is called at named points of an apply (plan, journal,
@@ -153,6 +189,7 @@ func Apply(ctx context.Context, sess *session.Session, m *manifest.Manifest, ite
 			seen[p] = true
 			res.Applied = append(res.Applied, p)
 		}
+		res.Dropped = append(res.Dropped, ops[i].lost...)
 	}
 	for _, o := range ops {
 		if o.err != nil {

@@ -22,7 +22,8 @@ import (
 // (a transaction, "tx"), numbered 000001, 000002, … in the order they were made:
 //
 //	journal/.lock        flock(2)ed while an apply, undo or recover runs
-//	journal/<tx>/plan    gob record: every operation with the prior and new state
+//	journal/<tx>/plan    gob record: every operation with the prior and new state (a prior
+//	                     file's extended attributes included)
 //	journal/<tx>/b/<i>   prior content of operation i (hard link of the replaced inode when
 //	                     W and the session are on one filesystem, else an fsync'd copy)
 //	journal/<tx>/done    gob list of the operations that were applied (apply completed)
@@ -77,6 +78,13 @@ type entryState struct {
 	Mode uint32
 	Hash []byte
 	Link string
+	// Xattrs are a prior regular file's extended attributes, sorted by name, when
+	// XattrsRead (journals written before attributes were recorded have none).
+	Xattrs     []Xattr
+	XattrsRead bool
+	// Flags are a prior regular file's inode flags (FS_IOC_GETFLAGS), when FlagsRead.
+	Flags     uint32
+	FlagsRead bool
 }
 
 // op is one journaled operation. Exported fields are the on-disk record (gob).
@@ -89,10 +97,14 @@ type op struct {
 	Temp     string // temp name in the parent directory (create/replace)
 	Backup   bool   // b/<index> holds the prior inode or a copy of it
 
-	content []byte      // Item.Content, nil when the bytes come from S
-	seen    unix.Stat_t // lstat of the W entry as checked (identity re-checked before writing)
-	created bool        // mkdir: this apply created the directory
-	err     error       // first failure of this operation
+	content []byte     // Item.Content, nil when the bytes come from S
+	keep    []Xattr    // replace: the prior file's attributes the new file gets
+	lost    []MetaLoss // replace: the prior file's attributes it does not get
+	// keepFlags: replace: the prior file's inode flags (of keepFlags) the new file gets.
+	keepFlags uint32
+	seen      unix.Stat_t // lstat of the W entry as checked (identity re-checked before writing)
+	created   bool        // mkdir: this apply created the directory
+	err       error       // first failure of this operation
 }
 
 type record struct {

@@ -15,9 +15,11 @@ import (
 
 // applier holds the open trees of one apply, undo or recover.
 type applier struct {
-	w, s    *tree // s is nil for undo and recover
-	m       *manifest.Manifest
-	workers int
+	w, s     *tree // s is nil for undo and recover
+	m        *manifest.Manifest
+	workers  int
+	dropMeta bool    // Options.DropMetadata
+	cl       *cloner // FICLONE refusals seen by this apply
 }
 
 func newApplier(ws, snap string, m *manifest.Manifest, opts Options) (*applier, error) {
@@ -25,7 +27,7 @@ func newApplier(ws, snap string, m *manifest.Manifest, opts Options) (*applier, 
 	if err != nil {
 		return nil, err
 	}
-	a := &applier{w: w, m: m, workers: opts.Workers}
+	a := &applier{w: w, m: m, workers: opts.Workers, dropMeta: opts.DropMetadata, cl: &cloner{}}
 	if a.workers <= 0 {
 		a.workers = 4
 	}
@@ -192,14 +194,8 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 	default:
 		return nil, fmt.Errorf("apply %q: unknown change kind %q: %w", c.Path, c.Kind, ErrRefused)
 	}
-	if a.m != nil {
-		// Never copied into S (a secret, a special or unreadable file, or anything below
-		// such a directory): S cannot speak for it.
-		for p := c.Path; p != ""; p, _ = splitPath(p) {
-			if e := a.m.Lookup(p); e != nil && (e.Excluded != "" || e.Skipped != "") {
-				return nil, fmt.Errorf("apply %q: excluded from the snapshot: %w", c.Path, ErrRefused)
-			}
-		}
+	if err := a.excluded(c.Path); err != nil {
+		return nil, err
 	}
 	nw, err := a.newState(it)
 	if err != nil {
@@ -246,6 +242,9 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 		if isDir(nw.Type) {
 			mk.Action = actMkdir
 		}
+		if err := a.planMeta(rm, nw.Type); err != nil {
+			return nil, err
+		}
 		return []*op{rm, mk}, nil
 	case old.Type == manifest.TypeRegular && nw.Type == manifest.TypeRegular && bytes.Equal(old.Hash, nw.Hash):
 		if old.Mode == nw.Mode {
@@ -258,7 +257,64 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 	if o.Action == actChmod && it.Content != nil {
 		o.content = nil
 	}
+	if err := a.planMeta(o, nw.Type); err != nil {
+		return nil, err
+	}
 	return []*op{o}, nil
+}
+
+// excluded fails with ErrRefused when path, or a directory above it, was never copied
+// into S (a secret, a special or unreadable file): S cannot speak for it.
+func (a *applier) excluded(path string) error {
+	if a.m == nil {
+		return nil
+	}
+	for p := path; p != ""; p, _ = splitPath(p) {
+		if e := a.m.Lookup(p); e != nil && (e.Excluded != "" || e.Skipped != "") {
+			return fmt.Errorf("apply %q: excluded from the snapshot: %w", path, ErrRefused)
+		}
+	}
+	return nil
+}
+
+// planMeta records the inode flags (planFlags) and extended attributes of the regular
+// file o replaces, deletes or changes the mode of in o.Old (for undo) and, when an entry
+// of type newType replaces it, decides which ones the new file gets (o.keep,
+// o.keepFlags) and which it loses (o.lost). A loss of one the flush keeps by rule fails
+// with ErrMetadata unless the apply drops metadata: the change is then refused before
+// anything is written.
+func (a *applier) planMeta(o *op, newType manifest.Type) error {
+	if o.Old.Type != manifest.TypeRegular || (o.Action != actReplace && o.Action != actDelete && o.Action != actChmod) {
+		return nil
+	}
+	fd, err := a.openSeen(o)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	replaced := newType != manifest.TypeNone && o.Action != actChmod
+	if err := a.planFlags(o, fd, replaced, newType == manifest.TypeRegular); err != nil {
+		return err
+	}
+	if o.Action == actChmod {
+		return nil
+	}
+	xs, err := listXattrs(procPath(fd))
+	if err != nil {
+		return fmt.Errorf("read attributes of %q: %w", o.Path, err)
+	}
+	o.Old.Xattrs, o.Old.XattrsRead = xs, true
+	if !replaced {
+		return nil // deleted as reviewed; undo puts the attributes back
+	}
+	keep, lost := a.keptXattrs(o, xs, newType)
+	o.keep, o.lost = keep, append(o.lost, lost...)
+	for _, l := range o.lost {
+		if l.Refused && !a.dropMeta {
+			return fmt.Errorf("apply %q: cannot keep %s (%s): %w", o.Path, l.Attr, l.Why, ErrMetadata)
+		}
+	}
+	return nil
 }
 
 // newState is what the item asks W to hold: from Content, or from S's entry.

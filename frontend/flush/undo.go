@@ -19,7 +19,8 @@ import (
 )
 
 // Undo reverts the latest apply of the session that is not undone yet, from its journal:
-// deleted and replaced files get their prior inode (or a verified copy) back, created
+// deleted and replaced files get their prior inode (or a verified copy, with its holes)
+// back with exactly the extended attributes and ACL recorded in the journal, created
 // entries are removed, modes are restored exactly. If any path the apply changed is now
 // neither what the apply wrote nor what it replaced, Undo changes nothing and returns
 // ErrChangedSinceApply naming each such path. Undo is idempotent: a path already back
@@ -399,16 +400,44 @@ func (a *applier) restore(pfd int, name, txd, tx string, i int, o *op, flags uin
 		return fmt.Errorf("revert %q: open journal: %w", o.Path, err)
 	}
 	defer unix.Close(bfd)
-	err = unix.Renameat2(bfd, bname, pfd, name, flags)
-	if err == unix.EXDEV {
+	var bst, wst unix.Stat_t
+	if err := unix.Fstat(bfd, &bst); err != nil {
+		return fmt.Errorf("revert %q: fstat journal: %w", o.Path, err)
+	}
+	if err := unix.Fstat(pfd, &wst); err != nil {
+		return fmt.Errorf("revert %q: fstat workspace directory: %w", o.Path, err)
+	}
+	if bst.Dev != wst.Dev {
 		err = a.restoreCopy(pfd, name, temp, src, o, flags)
-	} else if err == nil {
-		err = fchmodEntry(pfd, name, manifest.TypeRegular, o.Old.Mode)
+	} else if err = restoreXattrs(int(src.Fd()), o); err == nil {
+		// The prior inode itself (its attributes intact) or a copy given them above.
+		err = unix.Renameat2(bfd, bname, pfd, name, flags)
+		if err == unix.EXDEV {
+			err = a.restoreCopy(pfd, name, temp, src, o, flags)
+		} else if err == nil {
+			err = fchmodEntry(pfd, name, manifest.TypeRegular, o.Old.Mode)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("revert %q: %w", o.Path, err)
 	}
 	return nil
+}
+
+// restoreXattrs gives the file fd exactly the extended attributes o's prior file had
+// (setXattrs), and its kept inode flags, when the journal recorded them. A flag the
+// filesystem takes only on an empty file (C on btrfs) is left to the journal's copy,
+// which got it when it was made.
+func restoreXattrs(fd int, o *op) error {
+	if o.Old.FlagsRead {
+		if cur, ok := inodeFlags(fd); ok && cur&keepFlags != o.Old.Flags&keepFlags {
+			setInodeFlags(fd, o.Old.Flags&keepFlags) // best effort, see above
+		}
+	}
+	if !o.Old.XattrsRead {
+		return nil
+	}
+	return setXattrs(fd, o.Old.Xattrs)
 }
 
 func (a *applier) restoreCopy(pfd int, name, temp string, src *os.File, o *op, flags uint) error {
@@ -425,12 +454,22 @@ func (a *applier) restoreCopy(pfd int, name, temp string, src *os.File, o *op, f
 		unix.Unlinkat(pfd, temp, 0)
 		return err
 	}
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(f, h), src); err != nil {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(src.Fd()), &st); err != nil {
+		return fail(fmt.Errorf("fstat journal copy: %w", err))
+	}
+	if o.Old.FlagsRead {
+		setInodeFlags(fd, o.Old.Flags&keepFlags) // best effort: an undo is not refused for a flag
+	}
+	got, err := a.cl.copyFile(int(src.Fd()), fd, st.Size, make([]byte, copyBufSize))
+	if err != nil {
 		return fail(fmt.Errorf("copy: %w", err))
 	}
-	if !bytes.Equal(h.Sum(nil), o.Old.Hash) {
+	if !bytes.Equal(got, o.Old.Hash) {
 		return fail(fmt.Errorf("copy: %w", ErrHashMismatch))
+	}
+	if err := restoreXattrs(fd, o); err != nil {
+		return fail(err)
 	}
 	if err := unix.Fchmod(fd, o.Old.Mode); err != nil {
 		return fail(fmt.Errorf("fchmod: %w", err))

@@ -1,0 +1,264 @@
+package flush
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/internal/testenv"
+)
+
+// mountLoop makes a filesystem image of 768 MiB (sparse) with mkfs, mounts it with
+// -o loop,opts and returns the mount point (mode 0755, reachable by other uids); the
+// mount is undone when the test ends.
+func mountLoop(t *testing.T, mkfs, opts string, args ...string) string {
+	t.Helper()
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, mkfs)
+	testenv.RequireCommand(t, "mount")
+	dir := t.TempDir()
+	img := filepath.Join(dir, "fs.img")
+	if err := os.WriteFile(img, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(img, 768<<20); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(mkfs, append(args, img)...).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", mkfs, err, out)
+	}
+	mnt := filepath.Join(dir, "mnt")
+	os.Mkdir(mnt, 0o755)
+	o := "loop"
+	if opts != "" {
+		o += "," + opts
+	}
+	if out, err := exec.Command("mount", "-o", o, img, mnt).CombinedOutput(); err != nil {
+		testenv.Skip(t, "mount -o "+o+" "+mkfs+" image: "+err.Error()+": "+string(out))
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			exec.Command("umount", "-l", mnt).Run()
+			t.Errorf("umount %s: %v %s", mnt, err, out)
+		}
+	})
+	reachable(t, mnt)
+	return mnt
+}
+
+// reachable gives every directory from p up to the system temp directory o+x, so that a
+// process of another uid can reach p (t.TempDir makes 0700 directories).
+func reachable(t *testing.T, p string) {
+	t.Helper()
+	top := filepath.Clean(os.TempDir())
+	for d := p; strings.HasPrefix(d, top+"/"); d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(d, fi.Mode().Perm()|0o055); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// fixtureIn is newFixture with W and the session state below root (one filesystem).
+func fixtureIn(t *testing.T, root string, files map[string]string) *fixture {
+	t.Helper()
+	t.Setenv("BROOD_STATE_DIR", filepath.Join(root, "state"))
+	w := filepath.Join(root, "w")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range files {
+		put(t, w, p, c, 0o644)
+	}
+	return snapshotOf(t, w)
+}
+
+// fileSum is the SHA-256 of the file at p, read as a stream.
+func fileSum(t testing.TB, p string) []byte {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return h.Sum(nil)
+}
+
+// bigChange is f.change for a file too large to read into memory.
+func (f *fixture) bigChange(t testing.TB, k diff.Kind, rel string) diff.Change {
+	c := diff.Change{Path: rel, Kind: k, NewMode: 0o644, NewHash: fileSum(t, filepath.Join(f.S, rel))}
+	if e := f.m.Lookup(rel); e != nil {
+		c.OldMode, c.OldHash, c.OldSize = e.W.Mode, e.Hash, e.W.Size
+	}
+	return c
+}
+
+// makeSparse writes a file of size bytes at p holding chunks random 512 KiB extents,
+// evenly spaced, and holes elsewhere (mode 0644).
+func makeSparse(t testing.TB, p string, size int64, chunks int) {
+	t.Helper()
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 512<<10)
+	for i := 0; i < chunks; i++ {
+		rand.Read(buf)
+		if _, err := f.WriteAt(buf, int64(i)*(size/int64(chunks))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func allocated(t testing.TB, p string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	lstat(t, p, &st)
+	return st.Blocks * 512
+}
+
+// FIEMAP ABI from <linux/fiemap.h> and <linux/fs.h>.
+const (
+	fsIocFiemap        = 0xC020660B // _IOWR('f', 11, struct fiemap)
+	fiemapFlagSync     = 0x1
+	fiemapExtentShared = 0x2000
+	fiemapHeaderSize   = 32 // struct fiemap without extents
+	fiemapExtentSize   = 56 // struct fiemap_extent
+)
+
+// sharedExtents returns how many extents the file has and how many carry
+// FIEMAP_EXTENT_SHARED (data shared with another file: a reflink).
+func sharedExtents(t *testing.T, p string) (total, shared int) {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	const n = 256
+	buf := make([]byte, fiemapHeaderSize+n*fiemapExtentSize)
+	binary.NativeEndian.PutUint64(buf[8:], ^uint64(0)) // fm_length
+	binary.NativeEndian.PutUint32(buf[16:], fiemapFlagSync)
+	binary.NativeEndian.PutUint32(buf[24:], n) // fm_extent_count
+	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFiemap, uintptr(unsafe.Pointer(&buf[0]))); e != 0 {
+		t.Fatalf("FIEMAP %s: %v", p, e)
+	}
+	for i := 0; i < int(binary.NativeEndian.Uint32(buf[20:])); i++ {
+		total++
+		if binary.NativeEndian.Uint32(buf[fiemapHeaderSize+i*fiemapExtentSize+40:])&fiemapExtentShared != 0 {
+			shared++
+		}
+	}
+	return total, shared
+}
+
+// POSIX ACL xattr format, <linux/posix_acl_xattr.h> and <linux/posix_acl.h>: a
+// little-endian u32 version (2), then entries of u16 tag, u16 perm, u32 id.
+const (
+	aclUserObj  = 0x01
+	aclUser     = 0x02
+	aclGroupObj = 0x04
+	aclMask     = 0x10
+	aclOther    = 0x20
+	aclNoID     = 0xffffffff
+)
+
+type aclEntry struct {
+	tag, perm uint16
+	id        uint32
+}
+
+func aclXattr(es ...aclEntry) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, 2)
+	for _, e := range es {
+		b = binary.LittleEndian.AppendUint16(b, e.tag)
+		b = binary.LittleEndian.AppendUint16(b, e.perm)
+		b = binary.LittleEndian.AppendUint32(b, e.id)
+	}
+	return b
+}
+
+// denyACL is the access ACL of a 0644 file that denies uid (user::rw-, user:uid:---,
+// group::r--, mask::r--, other::r--).
+func denyACL(uid uint32) []byte {
+	return aclXattr(aclEntry{aclUserObj, 6, aclNoID}, aclEntry{aclUser, 0, uid},
+		aclEntry{aclGroupObj, 4, aclNoID}, aclEntry{aclMask, 4, aclNoID}, aclEntry{aclOther, 4, aclNoID})
+}
+
+// nobody is the uid (and gid) of the other user of the tests.
+const nobody = 65534
+
+// canRead reports whether a process of uid and gid nobody, without supplementary groups,
+// can read the file at p (setpriv(1) runs cat(1) as that user).
+func canRead(t *testing.T, p string) bool {
+	t.Helper()
+	testenv.RequireCommand(t, "setpriv")
+	u := strconv.Itoa(nobody)
+	out, err := exec.Command("setpriv", "--reuid", u, "--regid", u, "--clear-groups", "cat", p).CombinedOutput()
+	if err != nil && !strings.Contains(string(out), "Permission denied") {
+		t.Fatalf("setpriv cat %s: %v %s", p, err, out)
+	}
+	return err == nil
+}
+
+func setXattr(t testing.TB, p, name string, value []byte) {
+	t.Helper()
+	if err := unix.Lsetxattr(p, name, value, 0); err != nil {
+		t.Fatalf("setxattr %s %s: %v", p, name, err)
+	}
+}
+
+// xattrsOf returns every attribute of the file at p as name=value lines (values quoted).
+func xattrsOf(t testing.TB, p string) string {
+	t.Helper()
+	xs, err := listXattrs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, x := range xs {
+		b.WriteString(x.Name + "=" + strconv.Quote(string(x.Value)) + "\n")
+	}
+	return b.String()
+}
+
+// dropCapOnThread locks the calling goroutine to its thread and removes capability c
+// from the thread's effective set; the thread is never unlocked, so it exits with the
+// goroutine (run it in a subtest).
+func dropCapOnThread(t *testing.T, c uint) {
+	t.Helper()
+	runtime.LockOSThread()
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		t.Fatal(err)
+	}
+	data[c/32].Effective &^= 1 << (c % 32)
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		t.Fatal(err)
+	}
+}
