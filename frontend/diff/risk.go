@@ -348,6 +348,40 @@ var riskRules = []riskRule{
 	{"codemagic.yaml", "Codemagic: workflow"},
 }
 
+// compiledRule is a riskRules row split into its pattern components once.
+type compiledRule struct {
+	pat   []string // pattern components without a final "**"
+	glob  []bool   // pat[i] holds a path.Match metacharacter other than one '*'
+	star  []int    // index of pat[i]'s only '*' (prefix*suffix match), -1 when none
+	below bool     // the pattern ended in "**"
+	rule  *riskRule
+}
+
+// compiledRisk is riskRules split for matching (derived from the literal table, in order).
+var compiledRisk = compileRisk(riskRules)
+
+func compileRisk(rules []riskRule) []compiledRule {
+	out := make([]compiledRule, len(rules))
+	for i := range rules {
+		pat := strings.Split(rules[i].match, "/")
+		c := compiledRule{rule: &rules[i]}
+		if pat[len(pat)-1] == "**" {
+			c.below, pat = true, pat[:len(pat)-1]
+		}
+		c.pat = pat
+		for _, pc := range pat {
+			star := strings.IndexByte(pc, '*')
+			glob := strings.ContainsAny(pc, "?[\\") || star >= 0 && strings.Count(pc, "*") > 1
+			if glob {
+				star = -1
+			}
+			c.glob, c.star = append(c.glob, glob), append(c.star, star)
+		}
+		out[i] = c
+	}
+	return out
+}
+
 // PathRisk returns why a change at the slash-separated relative path p is high-risk by
 // its name alone ("" when it is not): any ".git" component (git's own files), or the
 // first row of riskRules whose pattern matches p's last components, compared by
@@ -357,38 +391,46 @@ func PathRisk(p string) string {
 	if slices.Contains(comps, ".git") {
 		return "git metadata"
 	}
-	for _, r := range riskRules {
-		if matchRisk(comps, r.match) {
-			return r.why
+	for i := range compiledRisk {
+		if compiledRisk[i].matches(comps) {
+			return compiledRisk[i].rule.why
 		}
 	}
 	return ""
 }
 
-// matchRisk reports whether the folded path components comps end with pattern (see
-// riskRule.match), or lie below a pattern ending in "**".
-func matchRisk(comps []string, pattern string) bool {
-	pat := strings.Split(pattern, "/")
-	below := pat[len(pat)-1] == "**"
-	if below {
-		pat = pat[:len(pat)-1]
+// matches reports whether the folded path components comps end with the pattern, or
+// lie below (or at) its directory when it ended in "**".
+func (c *compiledRule) matches(comps []string) bool {
+	n := len(c.pat)
+	if len(comps) < n {
+		return false
 	}
-	for i := range comps {
-		rest := comps[i:]
-		if len(rest) < len(pat) || !below && len(rest) != len(pat) {
-			continue
-		}
-		if matchComps(rest[:len(pat)], pat) {
+	if !c.below {
+		return c.matchAt(comps[len(comps)-n:])
+	}
+	for i := 0; i+n <= len(comps); i++ {
+		if c.matchAt(comps[i : i+n]) {
 			return true
 		}
 	}
 	return false
 }
 
-// matchComps reports whether every component matches its path.Match pattern.
-func matchComps(comps, pat []string) bool {
-	for j, pc := range pat {
-		if ok, _ := path.Match(pc, comps[j]); !ok {
+// matchAt reports whether every component of comps (as many as the pattern's) matches.
+func (c *compiledRule) matchAt(comps []string) bool {
+	for j, pc := range c.pat {
+		switch s := c.star[j]; {
+		case c.glob[j]:
+			if ok, _ := path.Match(pc, comps[j]); !ok {
+				return false
+			}
+		case s >= 0:
+			pre, suf := pc[:s], pc[s+1:]
+			if len(comps[j]) < len(pre)+len(suf) || !strings.HasPrefix(comps[j], pre) || !strings.HasSuffix(comps[j], suf) {
+				return false
+			}
+		case pc != comps[j]:
 			return false
 		}
 	}
@@ -400,14 +442,16 @@ func matchComps(comps, pat []string) bool {
 // ".vscode" makes whatever it points at the files git or the editor reads.
 func linkRisk(p string) string {
 	comps := strings.Split(foldPath(p), "/")
-	for _, r := range riskRules {
-		pat := strings.Split(r.match, "/")
-		if pat[len(pat)-1] == "**" {
-			pat = pat[:len(pat)-1]
-		}
-		for i := range comps {
-			if rest := comps[i:]; len(rest) < len(pat) && matchComps(rest, pat[:len(rest)]) {
-				return "symlink in place of a directory holding " + r.match + " (" + r.why + ")"
+	for i := range compiledRisk {
+		c := &compiledRisk[i]
+		for k := range comps {
+			rest := comps[k:]
+			if len(rest) >= len(c.pat) {
+				continue
+			}
+			short := compiledRule{pat: c.pat[:len(rest)], glob: c.glob[:len(rest)], star: c.star[:len(rest)]}
+			if short.matchAt(rest) {
+				return "symlink in place of a directory holding " + c.rule.match + " (" + c.rule.why + ")"
 			}
 		}
 	}

@@ -282,3 +282,24 @@ func TestLinkIntoGitDirFolded(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPathRisk: the cost of deciding one path's risk (every change calls it once).
+func BenchmarkPathRisk(b *testing.B) {
+	paths := []string{"src/main.go", "internal/pkg/deep/er/file_test.go", ".github/workflows/ci.yml", "caf\u00e9/r\u00e9sum\u00e9.txt"}
+	for b.Loop() {
+		for _, p := range paths {
+			PathRisk(p)
+		}
+	}
+}
+
+// BenchmarkFoldPath: the cost of one collision key (every path of W and S on a folding W).
+func BenchmarkFoldPath(b *testing.B) {
+	for _, p := range []string{"internal/pkg/deep/er/File_test.go", "caf\u00e9/R\u00e9sum\u00e9.txt"} {
+		b.Run(p, func(b *testing.B) {
+			for b.Loop() {
+				foldPath(p)
+			}
+		})
+	}
+}
