@@ -286,6 +286,12 @@ func (a StartVMArgs) PolicyArgs() ResolvePolicyArgs {
 		UserEgress: a.UserEgress, WorkspaceEgress: a.WorkspaceEgress}
 }
 
+// SetPolicyArgs sets a's egress inputs to p's.
+func (a *StartVMArgs) SetPolicyArgs(p ResolvePolicyArgs) {
+	a.Egress, a.AllowHosts, a.Agent = p.Egress, p.AllowHosts, p.Agent
+	a.UserEgress, a.WorkspaceEgress = p.UserEgress, p.WorkspaceEgress
+}
+
 // Policy answers ResolvePolicy: an effective egress policy, the layer and source of every
 // part of it, and its digest.
 type Policy struct {
