@@ -118,7 +118,7 @@ func loadUserConfig(path string) (*userConfig, error) {
 //	profile    = "locked"            # may tighten, never loosen
 //	deny_hosts = ["*.paste.example"] # a workspace may remove hosts, never add them
 type workspaceConfig struct {
-	Egress netpolicy.ConfigFile `toml:"egress"`
+	Egress netpolicy.ConfigFile  `toml:"egress"`
 	egress netpolicy.LayerConfig // Egress parsed, by loadWorkspaceConfig
 }
 

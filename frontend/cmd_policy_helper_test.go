@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,6 +130,12 @@ func TestPolicyShowRealHelper(t *testing.T) {
 		WorkspaceEgress: &api.EgressLayer{DenyHosts: []string{"github.com"}}})
 	if err != nil || direct.Digest != got.Digest {
 		t.Errorf("policy show digest %s, the helper's for the same inputs %s (%v)", got.Digest, direct.Digest, err)
+	}
+	// A workspace adding a host: the helper refuses, and policy show exits as brood run would.
+	loose := t.TempDir()
+	writeFile(t, loose, ".brood.toml", "[egress]\nallow_hosts = [\"x.example\"]\n")
+	if out, code := policyShow(t, "--workspace", loose, "--egress", "locked"); code != ExitRefused || !strings.Contains(out, "resolve egress policy") {
+		t.Errorf("a loosening workspace through the helper: exit %d\n%s", code, out)
 	}
 	noHelper(t)
 	local := showJSON(t, append(args, "--egress", "locked")...)

@@ -130,7 +130,7 @@ type Capabilities struct {
 	Accel    string   `json:"accel"`    // "kvm" when /dev/kvm exists, else "tcg"
 	Landlock Landlock `json:"landlock"`
 	Peer     Peer     `json:"peer"`          // who the helper thinks you are
-	Policy   string   `json:"policy_digest"` // digest of the system egress policy ("none" until netpolicy lands)
+	Policy   string   `json:"policy_digest"` // digest of the system egress policy file ("none": no file)
 	// Images lists the names of the built images the helper can boot (ValidImageName
 	// names), so a client can refuse an unknown image before it snapshots anything.
 	// Nil from a helper older than this field: the client cannot tell and asks StartVM.
