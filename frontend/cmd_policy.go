@@ -140,7 +140,7 @@ func showPolicy(ctx context.Context, in *egressInputs, systemPath string) (shown
 	socket := api.SocketPath()
 	c, err := api.Dial(ctx, socket)
 	if err != nil {
-		return localPolicy(in, systemPath, fmt.Sprintf("no helper answers (%v)", err))
+		return localPolicy(in, systemPath, fmt.Sprintf("cannot ask the helper (%v)", err))
 	}
 	defer c.Close()
 	p, err := c.ResolvePolicy(ctx, in.args)

@@ -92,7 +92,7 @@ func TestPolicyShowLocalLayers(t *testing.T) {
 	sys := filepath.Join(t.TempDir(), "no-policy.toml")
 	args := []string{"--system-policy", sys, "--workspace", ws, "--agent", "claude-code", "--egress", "locked", "--allow-host", "extra.example:8443"}
 	out, code := policyShow(t, args...)
-	if code != 0 || !strings.HasPrefix(out, notFromHelper+"no helper answers") {
+	if code != 0 || !strings.HasPrefix(out, notFromHelper+"cannot ask the helper") {
 		t.Fatalf("exit %d, first line not labelled:\n%s", code, out)
 	}
 	for _, want := range []string{"locked\t(flags)", "api.anthropic.com (443/tcp)\t(agent (claude-code))",

@@ -54,7 +54,9 @@ const (
 	CallStopVM  = "stop_vm"
 	CallWaitVM  = "wait_vm"
 	// CallResolvePolicy answers the effective egress policy a StartVM with the same
-	// egress inputs would enforce (ResolvePolicyArgs, Policy).
+	// egress inputs would enforce (ResolvePolicyArgs, Policy). It is an addition to
+	// Version 1 that older clients never send; an older helper answers it with
+	// CodeUnknownCall.
 	CallResolvePolicy = "resolve_policy"
 )
 
