@@ -2,7 +2,7 @@
 // RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
 // session table with owners, confines itself with Landlock, and cleans up what a crashed
 // predecessor left (taps, the nft table, orphaned VM runners, per-session run dirs). See
-// DESIGN.md "Processes and trust boundaries" and "Helper protocol".
+// docs/ARCHITECTURE.md "Processes and trust boundaries" and "Helper protocol".
 //
 // VMs: StartVM opens the boot artifacts from root-owned locations (artifacts_linux.go),
 // writes the session initramfs with a fresh guest host key, and asks the runner spawner
@@ -78,7 +78,7 @@ func Main(args []string) int {
 	return 0
 }
 
-// Run is the helper's startup, one linear sequence (STYLE.md 7), then serving until ctx
+// Run is the helper's startup, one linear, numbered sequence (one comment per step), then serving until ctx
 // ends or the idle timeout (ErrIdle).
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 1. Validate the configuration (file, then flags).

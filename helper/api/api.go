@@ -20,7 +20,7 @@ import (
 // different version with CodeVersionMismatch.
 const Version = 1
 
-// MaxFrame is the largest frame body in bytes (64 KiB, DESIGN.md "Helper protocol").
+// MaxFrame is the largest frame body in bytes (64 KiB, docs/ARCHITECTURE.md "Helper protocol").
 const MaxFrame = 64 << 10
 
 // MaxFDs is the largest number of descriptors one frame may carry.
@@ -47,7 +47,7 @@ const (
 	CallListSessions   = "list_sessions"
 	CallDestroySession = "destroy_session"
 	CallDoctor         = "doctor"
-	// VM calls (issue 4). StartVM boots the session's microVM on its share; Attach returns
+	// VM calls. StartVM boots the session's microVM on its share; Attach returns
 	// a connected stream to the guest's SSH server; WaitVM blocks until the VMM is gone.
 	CallStartVM = "start_vm"
 	CallAttach  = "attach"

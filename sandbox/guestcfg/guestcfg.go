@@ -162,5 +162,6 @@ func (k *Keys) Config() Config {
 }
 
 // Ciphers is the SSH cipher preference for the virtio-serial channel: under TCG
-// chacha20-poly1305 moves 2-3x the bytes of AES-GCM (LAB.md 3).
+// chacha20-poly1305 moves 2-3x the bytes of AES-GCM (measured with 32 MiB transfers on a
+// 512 MiB microvm guest: no AES-NI is emulated, so AES-GCM runs in software).
 var Ciphers = []string{"chacha20-poly1305@openssh.com", "aes128-gcm@openssh.com", "aes256-gcm@openssh.com"}

@@ -25,7 +25,7 @@ import (
 )
 
 // DefaultModules are the modules brood-guest needs (Debian's generic kernel builds them
-// all as modules, LAB.md 1): virtio-mmio transport, virtio-serial (SSH channel), entropy,
+// all as modules, none built in): virtio-mmio transport, virtio-serial (SSH channel), entropy,
 // the rootfs disk (virtio_blk + erofs, see package image),
 // the tmpfs overlay, the 9p workspace share and (only with a network) virtio_net.
 // erofs needs libcrc32c, whose crc32c algorithm must already be registered: there is

@@ -1,7 +1,7 @@
 // Package kernel fetches and unpacks the Debian guest kernel brood boots, once per kernel
 // version, without installing anything on the host.
 //
-// Recipe (LAB.md 1): `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
+// Recipe: `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
 // cloud flavour has no 9p), `dpkg-deb -x` into the cache, `depmod -b` (the package ships
 // no modules.dep; its postinst would run depmod), and the uncompressed PVH vmlinux
 // extracted from the bzImage. The cache lives under /var/lib/brood/kernels/<release> for
