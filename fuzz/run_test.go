@@ -1,6 +1,3 @@
-// Package fuzz holds the fuzz stage's driver, run.sh, and the tests of its decisions:
-// which failed runs it repeats (only Go's coordinator deadline race) and which fail the
-// stage (everything else).
 package fuzz
 
 import (

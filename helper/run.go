@@ -10,6 +10,12 @@
 // inherited) to start `broodd-helper vm-run` as the session owner with descriptors 3..8
 // (vmproto.go). The runner confines itself and runs QEMU through sandbox/qemu; it reports
 // to the helper on a control socket and hands Attach the connected SSH channel.
+//
+// Privilege: root. This package holds three processes: the helper daemon (root,
+// Landlock-confined after startup step 9), the runner spawner (root, started unconfined
+// before step 9; it only forks runners and kills them) and the VM runner (the session
+// owner's uid and gid plus the kvm group, no_new_privs, not dumpable, Landlock).
+// Splitting them into one package each is planned.
 package helper
 
 import (

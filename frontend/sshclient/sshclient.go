@@ -4,6 +4,8 @@
 // for the guest (pinned; no known_hosts, no trust on first use), preferring
 // chacha20-poly1305 (2–3× AES-GCM's throughput under TCG, which emulates no AES-NI). Run runs one command
 // or login shell in a session, with or without a PTY, and reports its exit status.
+//
+// Privilege: none; it runs in brood as the developer.
 package sshclient
 
 import (

@@ -8,6 +8,9 @@
 // fields and trailing data are rejected. The first call on a connection must be Hello.
 // File descriptors travel with SCM_RIGHTS on the frames of the calls that declare them
 // (Request.FDs); the API carries no filesystem paths at all.
+//
+// Privilege: none; pure types and the codec, linked into both brood (the client) and
+// broodd-helper (the server).
 package api
 
 import (

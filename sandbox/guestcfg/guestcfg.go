@@ -4,6 +4,8 @@
 //
 // It is a leaf package (standard library and x/crypto/ssh only) so the unprivileged
 // frontend can build a session's configuration without linking guest or helper code.
+//
+// Privilege: none; pure values, linked into brood, broodd-helper and brood-guest.
 package guestcfg
 
 import (

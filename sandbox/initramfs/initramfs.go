@@ -4,6 +4,9 @@
 // (modules.softdep, resolved to module names), modules.builtin and /dev/console. The base archive is the same for every session and cached by content
 // digest; WithSession appends a small uncompressed archive with the session's
 // configuration (the kernel unpacks concatenated archives in order).
+//
+// Privilege: none; it writes an archive from files it is given. The root helper uses it
+// for each session's initramfs.
 package initramfs
 
 import (

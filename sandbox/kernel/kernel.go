@@ -7,6 +7,9 @@
 // extracted from the bzImage. The cache lives under /var/lib/brood/kernels/<release> for
 // root (root-owned, what the helper trusts) and $XDG_CACHE_HOME/brood/kernels/<release>
 // otherwise.
+//
+// Privilege: fetching into the system cache needs root (/var/lib/brood/kernels);
+// otherwise none.
 package kernel
 
 import (
