@@ -9,7 +9,8 @@ import (
 )
 
 // privileged are import-path prefixes that only the helper may link (docs/ARCHITECTURE.md,
-// "Processes and trust boundaries": the frontend holds no privilege and never links helper, nftables, netlink or Landlock code).
+// "Processes and trust boundaries": the frontend holds no privilege and never links
+// helper, nftables, netlink or Landlock code).
 var privileged = []string{
 	"brood.dev/brood/helper",
 	"github.com/google/nftables",

@@ -84,8 +84,8 @@ func Main(args []string) int {
 	return 0
 }
 
-// Run is the helper's startup, one linear, numbered sequence (one comment per step), then serving until ctx
-// ends or the idle timeout (ErrIdle).
+// Run is the helper's startup, one linear, numbered sequence (one comment per step), then
+// serving until ctx ends or the idle timeout (ErrIdle).
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 1. Validate the configuration (file, then flags).
 	cfg, err := LoadConfig(o.ConfigPath)

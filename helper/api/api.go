@@ -23,7 +23,8 @@ import (
 // different version with CodeVersionMismatch.
 const Version = 1
 
-// MaxFrame is the largest frame body in bytes (64 KiB, docs/ARCHITECTURE.md "Helper protocol").
+// MaxFrame is the largest frame body in bytes (64 KiB, docs/ARCHITECTURE.md "Helper
+// protocol").
 const MaxFrame = 64 << 10
 
 // MaxFDs is the largest number of descriptors one frame may carry.

@@ -159,8 +159,8 @@ var excludeDocs = []string{
 
 // codexStaticHook points /usr/local/bin/codex at the static musl binary that
 // @openai/codex ships in its platform package, bypassing the Node launcher: under TCG
-// Node's start-up alone costs ~2.5 s per run (measured on a 2-core TCG host). Without that binary the
-// launcher stays.
+// Node's start-up alone costs ~2.5 s per run (measured on a 2-core TCG host). Without
+// that binary the launcher stays.
 const codexStaticHook = `chroot "$1" sh -c 'b=$(ls /usr/local/lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-*/vendor/*-unknown-linux-musl/bin/codex 2>/dev/null | head -n1); [ -z "$b" ] || ln -sf "$b" /usr/local/bin/codex'`
 
 // Recipes are the built-in images.
