@@ -1,4 +1,4 @@
-// Package helper is broodd-helper, brood's only privileged process: a socket-activated
+// Package helper is broodd-helper, brood's privileged binary: a socket-activated
 // RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
 // session table with owners, confines itself with Landlock, and cleans up what a crashed
 // predecessor left (taps, the nft table, orphaned VM runners, per-session run dirs). See
