@@ -8,6 +8,9 @@
 // fields and trailing data are rejected. The first call on a connection must be Hello.
 // File descriptors travel with SCM_RIGHTS on the frames of the calls that declare them
 // (Request.FDs); the API carries no filesystem paths at all.
+//
+// Privilege: none; pure types and the codec, linked into both brood (the client) and
+// broodd-helper (the server).
 package api
 
 import (
@@ -20,7 +23,8 @@ import (
 // different version with CodeVersionMismatch.
 const Version = 1
 
-// MaxFrame is the largest frame body in bytes (64 KiB, DESIGN.md "Helper protocol").
+// MaxFrame is the largest frame body in bytes (64 KiB, docs/ARCHITECTURE.md "Helper
+// protocol").
 const MaxFrame = 64 << 10
 
 // MaxFDs is the largest number of descriptors one frame may carry.
@@ -47,7 +51,7 @@ const (
 	CallListSessions   = "list_sessions"
 	CallDestroySession = "destroy_session"
 	CallDoctor         = "doctor"
-	// VM calls (issue 4). StartVM boots the session's microVM on its share; Attach returns
+	// VM calls. StartVM boots the session's microVM on its share; Attach returns
 	// a connected stream to the guest's SSH server; WaitVM blocks until the VMM is gone.
 	CallStartVM = "start_vm"
 	CallAttach  = "attach"
