@@ -26,6 +26,9 @@ const (
 	hashLimit = 16 << 20
 	// gitConfigLimit: larger git config files are emptied in S rather than parsed (bytes).
 	gitConfigLimit = 4 << 20
+	// gitRecordLimit: larger line files of gitDirFiles (reflogs of long-lived
+	// repositories grow past gitConfigLimit) are emptied in S rather than read (bytes).
+	gitRecordLimit = 64 << 20
 	// jobQueue bounds the batches waiting for a worker, and so the directory fds kept
 	// open; batchSize is the most entries per batch.
 	jobQueue  = 128
@@ -586,8 +589,8 @@ func (w *worker) file(j job) error {
 		t.mu.Unlock()
 	}
 	e := manifest.Entry{Path: j.rel, W: manifest.FromStat(&st)}
-	if isGitConfig(j.rel) {
-		return w.gitConfig(j, src, &st, e)
+	if kind := gitFileOf(j.rel); kind != notGitFile {
+		return w.gitFile(j, kind, src, &st, e)
 	}
 	if j.d.dst < 0 {
 		w.r.entries = append(w.r.entries, e)
@@ -792,15 +795,20 @@ func (w *worker) copyRange(src, dst int, off, n int64) error {
 	return nil
 }
 
-// gitConfig writes a sanitized copy of a git config file. When nothing needs removing
-// the bytes are copied unchanged; when the file cannot be parsed (or exceeds
-// gitConfigLimit) S gets an empty file. The manifest hash is of W's bytes.
-func (w *worker) gitConfig(j job, src int, st *unix.Stat_t, e manifest.Entry) error {
+// gitFile writes a sanitized copy of a file of gitDirFiles (kind is not notGitFile).
+// When nothing needs removing the bytes are copied unchanged; when a config file cannot
+// be parsed, or the file exceeds gitConfigLimit (gitRecordLimit for line files), S gets
+// an empty file. The manifest hash is of W's bytes.
+func (w *worker) gitFile(j job, kind gitFileKind, src int, st *unix.Stat_t, e manifest.Entry) error {
 	t := w.t
 	var content []byte
 	var note string
-	if st.Size > gitConfigLimit {
-		note = fmt.Sprintf("larger than %d bytes: emptied", gitConfigLimit)
+	limit := int64(gitConfigLimit)
+	if kind != configFile {
+		limit = gitRecordLimit
+	}
+	if st.Size > limit {
+		note = fmt.Sprintf("larger than %d bytes: emptied", limit)
 	} else {
 		content = make([]byte, st.Size)
 		for off := 0; off < len(content); {
@@ -822,7 +830,14 @@ func (w *worker) gitConfig(j job, src int, st *unix.Stat_t, e manifest.Entry) er
 	}
 	out := content
 	if note == "" {
-		clean, removed, err := gitconfig.Sanitize(content)
+		var clean []byte
+		var removed []gitconfig.Removal
+		var err error
+		if kind == configFile {
+			clean, removed, err = gitconfig.Sanitize(content)
+		} else {
+			clean, removed = gitconfig.SanitizeLines(kind.lineKind(), content)
+		}
 		switch {
 		case err != nil:
 			note = "unparseable git config (" + err.Error() + "): emptied"
