@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestGitReadFilesRefused: every file git reads as configuration or as a pointer to
-// another git directory is refused wherever a git directory is (.git, nested
+// TestGitReadFilesRefused: every file git reads as configuration, as a remote (legacy
+// remotes/ and branches/ files) or as a pointer to another git directory is refused wherever a git directory is (.git, nested
 // repositories, submodules under .git/modules, worktrees, bare repositories), and so is
 // a .git file (gitdir: pointer), whether S adds or changes them.
 func TestGitReadFilesRefused(t *testing.T) {
@@ -31,6 +31,9 @@ func TestGitReadFilesRefused(t *testing.T) {
 		"docs/HEAD":                   "just a file\n",
 		".git/refs/heads/main":        "0000\n",
 		".git/objects/info/packs":     "\n",
+		".git/remotes/old":            "URL: https://gitlab.example.test/r.git\n",
+		".git/branches/old":           "https://gitlab.example.test/r.git\n",
+		".git/refs/remotes/up/main":   "0000\n",
 	})
 	m := testSnapshot(t, w, s, true)
 	writeFiles(t, s, map[string]string{
@@ -55,16 +58,29 @@ func TestGitReadFilesRefused(t *testing.T) {
 		"Bare.GIT/CONFIG":                      "[core]\n\tfsmonitor = x\n", // bare.git's on a folding W
 		"bare.git/Hooks/post-merge":            "#!/bin/sh\n",
 		"cfg/Head":                             "ref: refs/heads/main\n", // beside W's config, folded
+		".git/remotes/old":                     "URL: https://evil.example.test/r.git\n",
+		".git/branches/old":                    "https://evil.example.test/r.git\n",
+		".git/remotes/new":                     "URL: https://evil.example.test/r.git\n",
+		".git/branches/new":                    "https://evil.example.test/r.git#main\n",
+		".git/modules/sub/remotes/origin":      "URL: https://evil.example.test/r.git\n",
+		".git/worktrees/wt/branches/x":         "https://evil.example.test/r.git\n",
+		"nested/.git/Remotes/x":                "URL: https://evil.example.test/r.git\n",
+		".GIT/BRANCHES/y":                      "https://evil.example.test/r.git\n",
+		"bare.git/remotes/x":                   "URL: https://evil.example.test/r.git\n",
+		"bare.git/Branches/x":                  "https://evil.example.test/r.git\n",
 		// Not refused: ordinary names outside git directories, and git data.
-		"src/hooks/useThing.ts":   "y\n",
-		"lib/config":              "a=2\n",
-		".git/refs/heads/feature": "1111\n",
-		".git/info/exclude":       "*.o\n",
+		"src/hooks/useThing.ts":     "y\n",
+		"lib/config":                "a=2\n",
+		".git/refs/heads/feature":   "1111\n",
+		".git/info/exclude":         "*.o\n",
+		".git/refs/remotes/up/main": "1111\n",
+		"src/remotes/x":             "URL: https://example.test/\n",
 	})
 	got, err := Compute(context.Background(), w, s, m, Options{})
 	must(t, err)
 	gm := byPath(got)
-	allowed := map[string]bool{"src/hooks/useThing.ts": true, "lib/config": true, ".git/refs/heads/feature": true, ".git/info/exclude": true}
+	allowed := map[string]bool{"src/hooks/useThing.ts": true, "lib/config": true, ".git/refs/heads/feature": true, ".git/info/exclude": true,
+		".git/refs/remotes/up/main": true, "src/remotes/x": true}
 	for _, p := range []string{
 		".git/config.worktree", ".git/worktrees/wt/config.worktree", ".git/worktrees/wt/gitdir",
 		".git/worktrees/wt/commondir", ".git/commondir", ".git/objects/info/alternates",
@@ -74,6 +90,10 @@ func TestGitReadFilesRefused(t *testing.T) {
 		"bare.git/config", "bare.git/hooks/pre-commit", "deploy/HEAD",
 		"Bare.GIT/CONFIG", "bare.git/Hooks/post-merge", "cfg/Head",
 		"src/hooks/useThing.ts", "lib/config", ".git/refs/heads/feature", ".git/info/exclude",
+		".git/remotes/old", ".git/branches/old", ".git/remotes/new", ".git/branches/new",
+		".git/modules/sub/remotes/origin", ".git/worktrees/wt/branches/x", "nested/.git/Remotes/x",
+		".GIT/BRANCHES/y", "bare.git/remotes/x", "bare.git/Branches/x",
+		".git/refs/remotes/up/main", "src/remotes/x",
 	} {
 		c, ok := gm[p]
 		if !ok {
@@ -86,6 +106,9 @@ func TestGitReadFilesRefused(t *testing.T) {
 	}
 	if r := gm["bare.git/config"].Reason; r != "config of a bare git repository (bare.git holds HEAD)" {
 		t.Errorf("bare.git/config reason %q", r)
+	}
+	if r := gm["bare.git/Branches/x"].Reason; r != "branches/ of a bare git repository (bare.git holds HEAD)" {
+		t.Errorf("bare.git/Branches/x reason %q", r)
 	}
 }
 

@@ -725,9 +725,10 @@ func (p *planner) sIsSymlink(path string) bool {
 // named ".git" ("" when it need not be): git treats any directory holding HEAD (with
 // objects/ and refs/) as a bare repository when run inside it, and then reads its config
 // and hooks like .git's. In a directory of S holding HEAD, the DefaultProtected names
-// directly below it are refused; and so is a HEAD added beside a config, commondir or
-// hooks (which would turn existing files into git's). Names only count directly in that
-// directory, so an ordinary project with a file called HEAD keeps its src/hooks/.
+// directly below it are refused; and so is a HEAD added beside a config, commondir,
+// hooks, remotes or branches (which would turn existing files into git's). Names only
+// count directly in that directory, so an ordinary project with a file called HEAD keeps
+// its src/hooks/.
 func (p *planner) bareGitDirProblem(path string) string {
 	dir, base := "", path
 	if i := strings.LastIndexByte(path, '/'); i >= 0 {
@@ -745,7 +746,7 @@ func (p *planner) bareGitDirProblem(path string) string {
 		return d + "/" + n
 	}
 	if foldName(base) == "head" {
-		for _, n := range []string{"config", "config.worktree", "commondir", "hooks"} {
+		for _, n := range []string{"config", "config.worktree", "commondir", "hooks", "remotes", "branches"} {
 			if p.sHolds(join(dir, n)) {
 				return fmt.Sprintf("makes %s a bare git repository holding %s", Escape(join(dir, "")), n)
 			}
@@ -763,6 +764,8 @@ func (p *planner) bareGitDirProblem(path string) string {
 		switch {
 		case rel[0] == "hooks":
 			rule = "hooks/"
+		case gitDirDirs[rel[0]]:
+			rule = rel[0] + "/"
 		case len(rel) == 1 && gitDirFiles[rel[0]]:
 			rule = rel[0]
 		case slices.Contains(gitDirSuffixes, strings.Join(rel, "/")):

@@ -22,7 +22,14 @@ import (
 //     from other repositories (gitrepository-layout(5));
 //   - "info/attributes": per-repository attributes select filter, diff and merge drivers
 //     by name. Unlike .gitattributes (only high-risk, see riskRules) it is neither tracked
-//     nor shown by git status, so a change there would never be seen again after review.
+//     nor shown by git status, so a change there would never be seen again after review;
+//   - "remotes/", "branches/": legacy remote definitions (gitrepository-layout(5)), a
+//     file "remotes/<name>" of "URL:" lines or "branches/<name>" holding one URL that
+//     git fetch and push connect to like remote.<name>.url, so the agent could point a
+//     remote the developer uses at a server it controls. Matched as a directory directly
+//     in a git directory: the component before it is not "refs" (refs/remotes/ holds
+//     remote-tracking branches, which stay applicable), except in .git/modules/refs/
+//     (a submodule named "refs"). A branch named "remotes/x" is refused too.
 //
 // The files are matched by name anywhere below a ".git" component (a branch named
 // "config" under refs/ is refused too: being over-strict there costs nothing). Entries
@@ -33,7 +40,12 @@ import (
 var DefaultProtected = []string{
 	".git", ".git/hooks/", ".git/config", ".git/config.worktree", ".git/commondir", ".git/gitdir",
 	".git/objects/info/alternates", ".git/objects/info/http-alternates", ".git/info/attributes",
+	".git/remotes/", ".git/branches/",
 }
+
+// gitDirDirs are directories of a git directory whose every entry git reads as a remote
+// (see DefaultProtected), unless they follow a "refs" component.
+var gitDirDirs = map[string]bool{"remotes": true, "branches": true}
 
 // gitDirFiles are the file names git reads inside a git directory as configuration or
 // as a pointer to other git directories (see DefaultProtected).
@@ -75,9 +87,15 @@ func gitDirRule(after []string) string {
 	if len(after) == 0 {
 		return ".git"
 	}
-	for _, a := range after {
+	for i, a := range after {
 		if a == "hooks" {
 			return ".git/hooks/"
+		}
+		// A "refs" before it is a refs/ directory unless it follows "modules/"
+		// (a submodule named "refs").
+		refs := i > 0 && after[i-1] == "refs" && (i < 2 || after[i-2] != "modules")
+		if gitDirDirs[a] && !refs {
+			return ".git/" + a + "/"
 		}
 	}
 	return gitFileRule(after)

@@ -54,6 +54,28 @@ func TestProtectedPath(t *testing.T) {
 		{"SECRETS/x", "secrets/"},
 		{"Deploy.SH", "deploy.sh"},
 		{".gitx/config", ""},
+		// Legacy remotes: every entry of remotes/ and branches/ in a git directory, not
+		// remote-tracking branches under refs/remotes/ (nor their reflogs).
+		{".git/remotes/old", ".git/remotes/"},
+		{".git/remotes", ".git/remotes/"},
+		{".git/branches/old", ".git/branches/"},
+		{".git/branches", ".git/branches/"},
+		{".git/modules/sub/remotes/origin", ".git/remotes/"},
+		{".git/modules/a/b/branches/x", ".git/branches/"},
+		{".git/modules/refs/remotes/x", ".git/remotes/"}, // a submodule named "refs"
+		{".git/worktrees/wt/branches/x", ".git/branches/"},
+		{"vendor/.git/remotes/up", ".git/remotes/"},
+		{".GIT/Remotes/old", ".git/remotes/"},
+		{".git/BRANCHES/old", ".git/branches/"},
+		{".git/remoteS/old", ".git/remotes/"},
+		{".git/refs/heads/remotes/x", ".git/remotes/"}, // over-strict, like refs/heads/config
+		{".git/refs/remotes/origin/main", ""},
+		{".git/refs/REMOTES/origin/main", ""},
+		{".git/logs/refs/remotes/origin/main", ""},
+		{".git/modules/sub/refs/remotes/origin/main", ""},
+		{".git/refs/branches", ""},
+		{"remotes/old", ""},
+		{"src/branches/x", ""},
 	} {
 		if got := protectedPath(tc.in, extra); got != tc.want {
 			t.Errorf("protectedPath(%q) = %q, want %q", tc.in, got, tc.want)
