@@ -9,9 +9,10 @@ import (
 )
 
 // TestGitReadFilesRefused: every file git reads as configuration, as a remote (legacy
-// remotes/ and branches/ files) or as a pointer to another git directory is refused wherever a git directory is (.git, nested
-// repositories, submodules under .git/modules, worktrees, bare repositories), and so is
-// a .git file (gitdir: pointer), whether S adds or changes them.
+// remotes/ and branches/ files) or as a pointer to another git directory is refused
+// wherever a git directory is (.git, nested repositories, submodules under
+// .git/modules, worktrees, bare repositories), and so is a .git file (gitdir: pointer),
+// whether S adds or changes them.
 func TestGitReadFilesRefused(t *testing.T) {
 	w, s, _ := setup(t, nil, true)
 	writeFiles(t, w, map[string]string{

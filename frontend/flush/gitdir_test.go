@@ -11,8 +11,9 @@ import (
 
 // TestGitDirNeverWritten: flush refuses git's configuration, pointer files, hooks,
 // legacy remotes (remotes/, branches/, in any case spelling) and symlinks into .git
-// even when a caller hands them over with an applicable kind, and never creates a refused directory (evil/.git) as the parent of an applied child, nor
-// writes through a W symlink into .git.
+// even when a caller hands them over with an applicable kind, and never creates a
+// refused directory (evil/.git) as the parent of an applied child, nor writes through a
+// W symlink into .git.
 func TestGitDirNeverWritten(t *testing.T) {
 	// Legacy remotes W holds, in any case spelling, which S points elsewhere.
 	legacy := []string{".git/remotes/old", ".git/branches/old", ".git/modules/s/remotes/o", ".git/REMOTES/x",
