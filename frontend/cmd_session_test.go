@@ -60,6 +60,9 @@ func sessCanaryWorkspace(t *testing.T) string {
 		"[url \"https://x:"+sessCanary+"@github.com/\"]\n\tinsteadOf = https://github.com/\n"+
 		"[credential]\n\thelper = store\n[include]\n\tpath = /home/"+sessCanary+"\n")
 	sessWriteFile(t, filepath.Join(w, ".git/HEAD"), "ref: refs/heads/main\n")
+	// Legacy remotes git still fetches from (gitrepository-layout(5)).
+	sessWriteFile(t, filepath.Join(w, ".git/remotes/old"), "URL: https://u:"+sessCanary+"@gitlab.example.test/r.git\n")
+	sessWriteFile(t, filepath.Join(w, ".git/branches/old"), "https://u:"+sessCanary+"@gitlab.example.test/r.git\n")
 	if err := unix.Mkfifo(filepath.Join(w, "pipe"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +112,7 @@ func TestSessionNewCanary(t *testing.T) {
 				t.Fatalf("JSON output: %v\n%s", err, out)
 			}
 			id, snap = j.ID, j.Snapshot
-			if len(j.Excluded) != 9 || len(j.Skipped) != 1 || len(j.Sanitized) != 1 || j.Stats.Files != 4 {
+			if len(j.Excluded) != 9 || len(j.Skipped) != 1 || len(j.Sanitized) != 3 || j.Stats.Files != 6 {
 				t.Errorf("report: %+v", j)
 			}
 		} else {
@@ -124,7 +127,9 @@ func TestSessionNewCanary(t *testing.T) {
 			}
 			for _, want := range []string{"excluded .env (secret rule .env)", "excluded .ssh (secret rule .ssh/)", "skipped pipe (fifo:", "sanitized .git/config: remote.origin.url: credentials removed (the URL is kept)", "removed include (",
 				"sanitized .git/config: remote.gl.url: credentials removed (the URL is kept): credential query parameter in URL",
-				"sanitized .git/config: removed remote.nl.url (URL with a control character)"} {
+				"sanitized .git/config: removed remote.nl.url (URL with a control character)",
+				"sanitized .git/remotes/old: line 1: credentials removed (the URL is kept): credentials in URL",
+				"sanitized .git/branches/old: line 1: credentials removed (the URL is kept): credentials in URL"} {
 				if !strings.Contains(errOut, want) {
 					t.Errorf("stderr lacks %q:\n%s", want, errOut)
 				}

@@ -53,11 +53,12 @@ type gitDirFile struct {
 // branch 'x' of <url>"), whose bytes are their names, and MERGE_MSG, SQUASH_MSG and
 // COMMIT_EDITMSG, messages git proposes and the user edits, not URLs it uses.
 var gitDirFiles = []gitDirFile{
+	// First, so that a branch named "remotes/x" has its reflog read as a reflog.
+	{[]string{"logs", "**"}, recordFile},                         // reflogs: "clone: from <url>", "pull <url>: Fast-forward" (git-reflog(1))
 	{[]string{"svn", ".metadata"}, configFile},                   // git-svn: config syntax, svn-remote.<name>.reposRoot is a URL (git-svn(1))
 	{[]string{"remotes", "*"}, remotesFile},                      // legacy remote: "URL: <url>" lines git fetches from and pushes to
 	{[]string{"branches", "*"}, branchesFile},                    // legacy remote: "<url>#<branch>" git fetches from
 	{[]string{"FETCH_HEAD"}, recordFile},                         // "<sha>\t[not-for-merge]\t<what> of <url>" per fetched ref (git-fetch(1))
-	{[]string{"logs", "**"}, recordFile},                         // reflogs: "clone: from <url>", "pull <url>: Fast-forward" (git-reflog(1))
 	{[]string{"objects", "info", "http-alternates"}, recordFile}, // URLs of object stores served along over dumb HTTP
 }
 
@@ -89,7 +90,8 @@ func gitFileOf(rel string) gitFileKind {
 
 // matchGitDirFile reports whether rel (the components below a ".git") is named by m:
 // m's components match rel's last ones, or, for m ending in "**", m's others match
-// consecutive components of rel followed by at least one more.
+// consecutive components of rel, not right after a "modules" component, followed by at
+// least one more.
 func matchGitDirFile(m, rel []string) bool {
 	eq := func(m, rel []string) bool {
 		for i := range m {
@@ -102,7 +104,8 @@ func matchGitDirFile(m, rel []string) bool {
 	if m[len(m)-1] == "**" {
 		m = m[:len(m)-1]
 		for i := 0; i+len(m) < len(rel); i++ {
-			if eq(m, rel[i:]) {
+			// After "modules/" the name is a submodule's ("logs"), not its reflogs.
+			if eq(m, rel[i:]) && (i == 0 || rel[i-1] != "modules") {
 				return true
 			}
 		}
