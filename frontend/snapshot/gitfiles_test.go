@@ -1,6 +1,8 @@
 package snapshot
 
 import (
+	"net/http/cgi"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +10,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/frontend/gitconfig"
+	"brood.dev/brood/internal/testenv"
 )
 
 // TestGitFileOf: every gitDirFiles row names its files in every git directory (.git at
@@ -171,5 +174,48 @@ func checkLegacyReport(t *testing.T, rep *Report) {
 				t.Errorf("report for %s: %+v, want none", p, got[p])
 			}
 		}
+	}
+}
+
+// TestRealGitHTTPRecords: git fetching over smart HTTP (git http-backend on loopback)
+// from a URL with user info stores that URL in .git/config but records it without the
+// user info in FETCH_HEAD and the reflogs (transport_anonymize_url); S holds the secret
+// in none of them.
+func TestRealGitHTTPRecords(t *testing.T) {
+	git := gitRunner(t)
+	execPath, _ := git(true, t.TempDir(), "--exec-path")
+	backend := filepath.Join(execPath, "git-http-backend")
+	if _, err := os.Stat(backend); err != nil {
+		testenv.RequireCommand(t, backend) // skips, or fails in CI, with the reason
+	}
+	root := t.TempDir()
+	git(true, root, "init", "-q", "--bare", "-b", "main", filepath.Join(root, "plain.git"))
+	seed := filepath.Join(root, "seed")
+	git(true, root, "init", "-q", "-b", "main", seed)
+	git(true, seed, "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-q", "--allow-empty", "-m", "one")
+	git(true, seed, "push", "-q", filepath.Join(root, "plain.git"), "main")
+	t.Setenv("no_proxy", "127.0.0.1") // loopback only, whatever proxy the environment names
+	t.Setenv("NO_PROXY", "127.0.0.1")
+	srv := httptest.NewServer(&cgi.Handler{Path: backend,
+		Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}})
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://") // 127.0.0.1:port
+	secretURL := "http://u:" + canary + "@" + host + "/plain.git"
+	w := filepath.Join(t.TempDir(), "w")
+	git(true, root, "clone", "-q", secretURL, w)
+	git(true, w, "fetch", "-q", secretURL, "main")
+	for _, p := range []string{".git/FETCH_HEAD", ".git/logs/HEAD"} {
+		b, err := os.ReadFile(filepath.Join(w, p))
+		if err != nil || strings.Contains(string(b), canary) || !strings.Contains(string(b), "http://"+host+"/plain") {
+			t.Errorf("git wrote W/%s = %q (%v), want the URL without user info", p, b, err)
+		}
+	}
+	s, _, rep := take(t, w, Options{})
+	grepTree(t, s, canary)
+	if got, _ := git(false, s, "remote", "get-url", "origin"); got != "http://"+host+"/plain.git" {
+		t.Errorf("origin in S = %q", got)
+	}
+	if len(rep.Sanitized) != 1 || rep.Sanitized[0].Path != ".git/config" {
+		t.Errorf("sanitized %+v, want only .git/config", rep.Sanitized)
 	}
 }
