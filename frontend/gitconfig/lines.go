@@ -57,14 +57,19 @@ func SanitizeLines(kind LineKind, in []byte) ([]byte, []Removal) {
 				continue
 			}
 		}
+		if !bytes.Contains(l, []byte("://")) { // credentials need a "scheme://" URL
+			out.Write(l)
+			continue
+		}
 		s := string(l)
-		if hasUserinfoCredentials(s) {
+		clean := StripURLCredentials(s)
+		if clean != s && hasUserinfoCredentials(s) {
 			note(ReasonURLCredentials, n)
 		}
-		if hasQueryCredentials(s) {
+		if clean != s && hasQueryCredentials(s) {
 			note(ReasonURLQuery, n)
 		}
-		out.WriteString(StripURLCredentials(s))
+		out.WriteString(clean)
 	}
 	if len(order) == 0 {
 		return in, nil

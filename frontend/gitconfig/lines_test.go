@@ -85,3 +85,27 @@ func TestSanitizeLines(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkSanitizeLines: SanitizeLines on 64 MiB reflogs (the snapshot's largest line
+// file), one recording a clone URL with a token in every line, one of commits only, and
+// on hostileValues as one line of a remotes file (run with -bench SanitizeLines
+// -benchtime 1x).
+func BenchmarkSanitizeLines(b *testing.B) {
+	line := "0123456789abcdef0123456789abcdef01234567 89abcdef0123456789abcdef0123456789abcdef a <a@x> 1796126429 +0000\tclone: from https://gitlab.example.test/o/r.git?private_token=x\n"
+	plain := "0123456789abcdef0123456789abcdef01234567 89abcdef0123456789abcdef0123456789abcdef a <a@x> 1796126429 +0000\tcommit: fix the parser\n"
+	inputs := map[string][]byte{
+		"64 MiB reflog of clones":  []byte(strings.Repeat(line, (64<<20)/len(line))),
+		"64 MiB reflog of commits": []byte(strings.Repeat(plain, (64<<20)/len(plain))),
+	}
+	for name, v := range hostileValues() {
+		inputs[name] = []byte("URL: " + v + "\n")
+	}
+	for name, in := range inputs {
+		b.Run(strings.ReplaceAll(name, " ", "_"), func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			for i := 0; i < b.N; i++ {
+				SanitizeLines(Remotes, in)
+			}
+		})
+	}
+}

@@ -108,9 +108,18 @@ func credentialParam(name string) bool {
 
 // urlStop reports whether c ends a URL inside a config value: blanks, control bytes and
 // the characters RFC 3986 never allows in a URL that commonly delimit one in text.
-func urlStop(c byte) bool {
-	return c <= ' ' || c == 0x7f || strings.IndexByte("\"'<>`\\", c) >= 0
-}
+func urlStop(c byte) bool { return urlStops[c] }
+
+// urlStops is urlStop as a table (the scan runs once per byte of every value).
+var urlStops = func() (t [256]bool) {
+	for c := 0; c <= ' '; c++ {
+		t[c] = true
+	}
+	for _, c := range []byte("\x7f\"'<>`\\") {
+		t[c] = true
+	}
+	return t
+}()
 
 // hasQueryCredentials reports whether s contains a URL ("scheme://...") with a
 // credentialParams parameter in its query or fragment.
