@@ -52,7 +52,8 @@ Secrets (.env, .env.*, *.pem, *.key, *.p12, *.pfx, *.ppk, id_rsa*, id_ed25519*,
 id_ecdsa*, id_dsa*, .ssh/, .aws/, .gnupg/, .netrc, .git-credentials, .npmrc, .pypirc,
 .docker/config.json, .kube/config, at any depth) are never copied; FIFOs, sockets, devices,
 files you cannot read and brood's own state directory are skipped; git config files are
-copied without credentials, includes or host command hooks.
+copied without credentials, includes or host command hooks, and the other git files
+holding remote URLs (remotes/, branches/, FETCH_HEAD, reflogs) without credentials.
 Each is listed on stderr (or in --json). --dry-run lists them and creates nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -193,8 +194,9 @@ func baseNote(o sessionNewOpts, rep *snapshot.Report) string {
 }
 
 // snapshotReport is the report of what a snapshot left out or changed, one line per
-// excluded file, skipped file and sanitized key (.git/config credentials, includes and
-// hooks), names escaped: `brood session new` and `brood run` print the same lines.
+// excluded file, skipped file and sanitized key or line (.git/config credentials,
+// includes and hooks; credentials in legacy remotes, FETCH_HEAD and reflogs), names
+// escaped: `brood session new` and `brood run` print the same lines.
 func snapshotReport(rep *snapshot.Report, dryRun bool) []string {
 	verb := [3]string{"excluded", "skipped", "sanitized"}
 	if dryRun {

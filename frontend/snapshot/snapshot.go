@@ -13,8 +13,9 @@
 //
 // Secret rules (BuiltinRules, plus Options.ExtraRules which can only add) keep matching
 // entries, and every other name of an excluded file's inode, out of S. Git config files
-// inside .git directories are sanitized with package gitconfig. Excluded, skipped and
-// sanitized entries are recorded in the manifest so the diff never proposes deleting them.
+// and the other files of gitDirFiles inside .git directories are sanitized with package
+// gitconfig. Excluded, skipped and sanitized entries are recorded in the manifest so the
+// diff never proposes deleting them.
 //
 // Privilege: none; it runs in brood as the developer, before any VM exists.
 package snapshot
@@ -66,7 +67,9 @@ type Item struct {
 	Why  string `json:"why"`
 }
 
-// SanitizedFile is a git config file whose copy in S was rewritten.
+// SanitizedFile is a file of a git directory (a config, a legacy remote, FETCH_HEAD, a
+// reflog: see gitDirFiles) whose copy in S was rewritten. Removal keys of line files are
+// "line 3", "lines 1, 4, 9 and 12 more".
 type SanitizedFile struct {
 	Path    string              `json:"path"`
 	Removed []gitconfig.Removal `json:"removed,omitempty"`
