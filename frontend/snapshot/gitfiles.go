@@ -50,8 +50,7 @@ type gitDirFile struct {
 // objects/info/alternates (local paths), hooks/ (scripts, refused as changes; not URLs
 // git uses), lfs/ (git-lfs keeps objects and temporary files there; its URLs live in
 // config and .lfsconfig). Not sanitizable: commit and tag messages in objects/ ("Merge
-// branch 'x' of <url>"), whose bytes are their names, and MERGE_MSG, SQUASH_MSG and
-// COMMIT_EDITMSG, messages git proposes and the user edits, not URLs it uses.
+// branch 'x' of <url>"), whose bytes are their names.
 var gitDirFiles = []gitDirFile{
 	// First, so that a branch named "remotes/x" has its reflog read as a reflog.
 	{[]string{"logs", "**"}, recordFile},                         // reflogs: "clone: from <url>", "pull <url>: Fast-forward" (git-reflog(1))
@@ -60,6 +59,9 @@ var gitDirFiles = []gitDirFile{
 	{[]string{"branches", "*"}, branchesFile},                    // legacy remote: "<url>#<branch>" git fetches from
 	{[]string{"FETCH_HEAD"}, recordFile},                         // "<sha>\t[not-for-merge]\t<what> of <url>" per fetched ref (git-fetch(1))
 	{[]string{"objects", "info", "http-alternates"}, recordFile}, // URLs of object stores served along over dumb HTTP
+	{[]string{"MERGE_MSG"}, recordFile},                          // "Merge branch 'x' of <url>" from FETCH_HEAD, during a merge (git-merge(1))
+	{[]string{"SQUASH_MSG"}, recordFile},                         // the message of a merge --squash, likewise
+	{[]string{"COMMIT_EDITMSG"}, recordFile},                     // the last commit's message, a merge's "... of <url>" too
 }
 
 // gitFileOf returns how Take sanitizes rel (a '/'-separated path): configFile for

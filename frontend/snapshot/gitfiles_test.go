@@ -42,6 +42,9 @@ func TestGitFileOf(t *testing.T) {
 		{".git/modules/sub/objects/info/http-alternates", recordFile},
 		{".git/modules/logs/remotes/o", remotesFile}, // a submodule named "logs"
 		{".git/modules/logs/logs/HEAD", recordFile},
+		{".git/MERGE_MSG", recordFile},
+		{".git/worktrees/wt/SQUASH_MSG", recordFile},
+		{".git/modules/sub/COMMIT_EDITMSG", recordFile},
 		// Not git-dir files holding URLs.
 		{".git/modules/logs/HEAD", notGitFile},
 		{".git/logs", notGitFile},
@@ -98,6 +101,9 @@ func TestRealGitLegacyRemotes(t *testing.T) {
 		".git/svn/.metadata":                    "[svn-remote \"svn\"]\n\treposRoot = " + u + "\n\tuuid = 1\n",
 		".git/objects/info/http-alternates":     "https://gitlab.example.test/o?X-Amz-Signature=" + canary + "\n",
 		".git/modules/sub/logs/refs/heads/main": "0 1 a <a@x> 1 +0000\tpull " + u + " main: Fast-forward\n",
+		".git/MERGE_MSG":                        "Merge branch 'main' of " + gl + "?private_token=" + canary + "\n\n# Conflicts:\n",
+		".git/worktrees/wt/SQUASH_MSG":          "Squashed commit of the following: " + gl + "?job_token=" + canary + "\n",
+		".git/COMMIT_EDITMSG":                   "Merge branch 'dev' of " + u + "\n",
 	}
 	for p, c := range files {
 		write(t, filepath.Join(w, p), c, 0o644)
@@ -119,7 +125,8 @@ func TestRealGitLegacyRemotes(t *testing.T) {
 		".git/branches/br":   gl + "#main\n",
 		".git/FETCH_HEAD":    "\tbranch 'main' of file://" + filepath.Join(tmp, "src") + "\n",
 		".git/logs/HEAD":     "\tclone: from file://" + filepath.Join(tmp, "src") + "\n",
-		".git/svn/.metadata": "reposroot = " + gl + "\n", // canonical form: git config names ignore case,
+		".git/svn/.metadata": "reposroot = " + gl + "\n", // canonical form: git config names ignore case
+		".git/MERGE_MSG":     "Merge branch 'main' of " + gl + "\n\n# Conflicts:\n",
 	} {
 		if b, _ := os.ReadFile(filepath.Join(s, p)); !strings.Contains(string(b), want) {
 			t.Errorf("S/%s = %q, want it to hold %q", p, b, want)
@@ -155,6 +162,9 @@ func checkLegacyReport(t *testing.T, rep *Report) {
 		".git/svn/.metadata":                    {rw("svn-remote.svn.reposroot", ui)},
 		".git/objects/info/http-alternates":     {rw("line 1", q)},
 		".git/modules/sub/logs/refs/heads/main": {rw("line 1", ui)},
+		".git/MERGE_MSG":                        {rw("line 1", q)},
+		".git/worktrees/wt/SQUASH_MSG":          {rw("line 1", q)},
+		".git/COMMIT_EDITMSG":                   {rw("line 1", ui)},
 	}
 	got := map[string][]gitconfig.Removal{}
 	for _, sf := range rep.Sanitized {
