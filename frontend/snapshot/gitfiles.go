@@ -66,12 +66,17 @@ var gitDirFiles = []gitDirFile{
 
 // gitFileOf returns how Take sanitizes rel (a '/'-separated path): configFile for
 // isGitConfig's files, else the kind of the first gitDirFiles row naming it below its
-// last ".git" component, else notGitFile.
+// last ".git" component, else notGitFile. Names compare ignoring ASCII case, as on a
+// case-insensitive W git finds .GIT/REMOTES/old for .git/remotes/old.
 func gitFileOf(rel string) gitFileKind {
-	if isGitConfig(rel) {
+	lower := lowerASCII(rel)
+	if !strings.Contains(lower, ".git/") { // the common case: no git directory
+		return notGitFile
+	}
+	if isGitConfig(lower) {
 		return configFile
 	}
-	parts := strings.Split(rel, "/")
+	parts := strings.Split(lower, "/")
 	git := -1
 	for i, p := range parts[:len(parts)-1] {
 		if p == ".git" {
@@ -90,14 +95,14 @@ func gitFileOf(rel string) gitFileKind {
 	return notGitFile
 }
 
-// matchGitDirFile reports whether rel (the components below a ".git") is named by m:
-// m's components match rel's last ones, or, for m ending in "**", m's others match
-// consecutive components of rel, not right after a "modules" component, followed by at
-// least one more.
+// matchGitDirFile reports whether rel (the lower-case components below a ".git") is
+// named by m, compared lower-case: m's components match rel's last ones, or, for m
+// ending in "**", m's others match consecutive components of rel, not right after a
+// "modules" component, followed by at least one more.
 func matchGitDirFile(m, rel []string) bool {
 	eq := func(m, rel []string) bool {
 		for i := range m {
-			if m[i] != "*" && m[i] != rel[i] {
+			if m[i] != "*" && lowerASCII(m[i]) != rel[i] {
 				return false
 			}
 		}

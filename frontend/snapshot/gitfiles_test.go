@@ -45,6 +45,14 @@ func TestGitFileOf(t *testing.T) {
 		{".git/MERGE_MSG", recordFile},
 		{".git/worktrees/wt/SQUASH_MSG", recordFile},
 		{".git/modules/sub/COMMIT_EDITMSG", recordFile},
+		// Any ASCII case: the names git opens on a case-insensitive W.
+		{".GIT/Remotes/old", remotesFile},
+		{".git/BRANCHES/x", branchesFile},
+		{".Git/fetch_head", recordFile},
+		{".git/LOGS/HEAD", recordFile},
+		{".git/Modules/Logs/Remotes/o", remotesFile},
+		{".git/CONFIG", configFile},
+		{".git/SVN/.METADATA", configFile},
 		// Not git-dir files holding URLs.
 		{".git/modules/logs/HEAD", notGitFile},
 		{".git/logs", notGitFile},
@@ -58,6 +66,7 @@ func TestGitFileOf(t *testing.T) {
 		{"FETCH_HEAD", notGitFile},
 		{"src/.gitx/FETCH_HEAD", notGitFile},
 		{".git/FETCH_HEAD.lock", notGitFile},
+		{".git/REFS/heads/config", notGitFile},
 	} {
 		if got := gitFileOf(tc.in); got != tc.want {
 			t.Errorf("gitFileOf(%q) = %d, want %d", tc.in, got, tc.want)

@@ -97,9 +97,10 @@ func lowerASCII(s string) string {
 // refs/, logs/ and objects/ directly in .git or in .git/worktrees/<name>/ are skipped
 // (there such names are refs or data); below .git/modules/ every such name is sanitized,
 // because a submodule may itself be named "refs": a branch named "config" of a submodule
-// is then emptied in S, which costs far less than an unsanitized config.
+// is then emptied in S, which costs far less than an unsanitized config. Names compare
+// ignoring ASCII case: on a case-insensitive W, git opening .git/config gets .GIT/CONFIG.
 func isGitConfig(rel string) bool {
-	parts := strings.Split(rel, "/")
+	parts := strings.Split(lowerASCII(rel), "/")
 	base := parts[len(parts)-1]
 	if base != "config" && base != "config.worktree" {
 		return false

@@ -598,6 +598,9 @@ func TestIsGitConfig(t *testing.T) {
 		{"config", false},
 		{"app/config", false},
 		{".git/configs", false},
+		{".GIT/Config", true}, // git's on a case-insensitive W
+		{".git/Modules/Sub/CONFIG.WORKTREE", true},
+		{".git/Refs/heads/config", false},
 	} {
 		if got := isGitConfig(tc.in); got != tc.want {
 			t.Errorf("isGitConfig(%q) = %v, want %v", tc.in, got, tc.want)
