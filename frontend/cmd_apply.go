@@ -206,7 +206,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 			}
 		}
 	}
-	res, err := flush.Apply(ctx, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
+	res, err := applyFlush(ctx, "apply session "+id, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, id)
@@ -216,10 +216,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		fmt.Fprintf(out, "not applied %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 	}
 	if err != nil {
-		if len(res.Problems) > 0 && flushRefusal(err) {
-			return refusedErr(fmt.Errorf("apply session %s: %d change(s) not applied", id, len(res.Problems)))
-		}
-		return fmt.Errorf("apply session %s: %w", id, err)
+		return err
 	}
 	return leftErr()
 }
@@ -233,18 +230,6 @@ func countRisky(changes []diff.Change) int {
 		}
 	}
 	return n
-}
-
-// flushRefusal reports whether err is a refusal or conflict of the flush (exit 3), as
-// opposed to a failure (exit 1).
-func flushRefusal(err error) bool {
-	for _, s := range []error{flush.ErrConflict, flush.ErrRefused, flush.ErrUnsafePath, flush.ErrSymlinkTarget,
-		flush.ErrNoReviewedHash, flush.ErrHashMismatch, flush.ErrChangedSinceApply, flush.ErrMetadata} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
 }
 
 // printSelection prints one line per selected change: what will be applied, and each

@@ -200,7 +200,7 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		return fmt.Errorf("review session %s: %w", sess.ID, err)
 	}
 	printMetaLosses(out, losses, false, "not applied by review (brood apply "+sess.ID+" PATH --drop-metadata applies it)")
-	res, err := flush.Apply(ctx, sess, m, fi, flush.Options{})
+	res, err := applyFlush(ctx, "review session "+sess.ID, sess, m, fi, flush.Options{})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), review.EscapeName(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, sess.ID)
@@ -209,12 +209,5 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 	for _, p := range res.Problems {
 		fmt.Fprintf(out, "not applied %s: %s\n", review.EscapeName(p.Path), review.EscapeLine(p.Err.Error()))
 	}
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, flush.ErrConflict) || errors.Is(err, flush.ErrRefused) || errors.Is(err, flush.ErrUnsafePath) ||
-		errors.Is(err, flush.ErrSymlinkTarget) || errors.Is(err, flush.ErrMetadata) {
-		return refusedErr(fmt.Errorf("review session %s: %d change(s) not applied", sess.ID, len(res.Problems)))
-	}
-	return fmt.Errorf("review session %s: %w", sess.ID, err)
+	return err
 }
