@@ -54,7 +54,7 @@ func fakeHelper(t *testing.T, errCode api.Code) string {
 						resp.Error = &api.Error{Code: errCode, Message: "refused by fake"}
 					case req.Call == api.CallHello:
 						resp.Result, _ = json.Marshal(api.Capabilities{Version: api.Version, Helper: "fake-1", Backends: []string{"qemu"}, Accel: "tcg",
-							Landlock: api.Landlock{ABI: 7, PinnedABI: 7, Enforced: true, Mode: "enforced"},
+							Landlock: api.Landlock{ABI: 7, PinnedABI: 7, Enforced: true, Mode: api.LandlockEnforced},
 							Peer:     api.Peer{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: 42}, Policy: "none"})
 					case req.Call == api.CallDoctor:
 						resp.Result, _ = json.Marshal(api.DoctorReport{Checks: []api.Check{{Name: "kvm", OK: false, Detail: "/dev/kvm missing"},

@@ -186,19 +186,19 @@ type runRequest struct {
 
 // vmRecord is vm.json in the session directory.
 type vmRecord struct {
-	HelperSession string  `json:"helper_session"`
-	Agent         string  `json:"agent"`
-	Image         string  `json:"image"`
-	Accel         string  `json:"accel,omitempty"`
-	Backend       string  `json:"backend,omitempty"`
-	Outcome       string  `json:"outcome"`
-	Detail        string  `json:"detail,omitempty"`
-	ExitStatus    *int    `json:"exit_status,omitempty"`
-	Detached      bool    `json:"detached,omitempty"`
-	BootSeconds   float64 `json:"boot_seconds"`  // StartVM to SSH handshake done (boot to prompt)
-	VMSeconds     float64 `json:"vm_seconds"`    // StartVM to the VMM gone
-	TotalSeconds  float64 `json:"total_seconds"` // whole run up to the review
-	Console       string  `json:"console,omitempty"`
+	HelperSession string        `json:"helper_session"`
+	Agent         string        `json:"agent"`
+	Image         string        `json:"image"`
+	Accel         string        `json:"accel,omitempty"`
+	Backend       string        `json:"backend,omitempty"`
+	Outcome       api.VMOutcome `json:"outcome"`
+	Detail        string        `json:"detail,omitempty"`
+	ExitStatus    *int          `json:"exit_status,omitempty"`
+	Detached      bool          `json:"detached,omitempty"`
+	BootSeconds   float64       `json:"boot_seconds"`  // StartVM to SSH handshake done (boot to prompt)
+	VMSeconds     float64       `json:"vm_seconds"`    // StartVM to the VMM gone
+	TotalSeconds  float64       `json:"total_seconds"` // whole run up to the review
+	Console       string        `json:"console,omitempty"`
 	// Network and Egress are the session's network (nil: none) and the summary of its DNS
 	// decisions (allowed and refused names, pinned addresses) from the helper's log.
 	Network *api.EgressInfo    `json:"network,omitempty"`
@@ -711,7 +711,7 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 // returns an error only when it cannot confirm that the VMM is gone.
 func (v *vmSession) stop() error {
 	v.prog.Start("stop VM")
-	exit := api.VMExit{Outcome: "stopped"} // StopVM returned: the VMM is gone
+	exit := api.VMExit{Outcome: api.OutcomeStopped} // StopVM returned: the VMM is gone
 	if v.waiter != nil && v.waiter.gone(poweroffWait) {
 		exit = v.waiter.exit
 	} else {
@@ -728,8 +728,8 @@ func (v *vmSession) stop() error {
 			exit = v.waiter.exit
 		}
 	}
-	if v.overLifetime && (exit.Outcome == "stopped" || exit.Outcome == "") {
-		exit = api.VMExit{Outcome: "timeout", Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
+	if v.overLifetime && (exit.Outcome == api.OutcomeStopped || exit.Outcome == "") {
+		exit = api.VMExit{Outcome: api.OutcomeTimeout, Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
 	}
 	v.exit = exit
 	v.rec.Outcome, v.rec.Detail, v.rec.Egress = exit.Outcome, exit.Detail, exit.Egress
@@ -738,7 +738,7 @@ func (v *vmSession) stop() error {
 			len(e.Allowed), len(e.Refused), len(e.Pinned), vmRecordFile)
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
-	v.prog.Done(exit.Outcome)
+	v.prog.Done(string(exit.Outcome))
 	return nil
 }
 
@@ -747,12 +747,12 @@ func (v *vmSession) stop() error {
 func (v *vmSession) abnormal() error {
 	e := v.exit
 	switch {
-	case e.Outcome == "timeout":
+	case e.Outcome == api.OutcomeTimeout:
 		return fmt.Errorf("%w: timeout: the VM was stopped after its time limit%s", ErrVMOutcome, detailSuffix(e.Detail))
-	case e.Outcome == "failed":
+	case e.Outcome == api.OutcomeFailed:
 		return fmt.Errorf("%w: failed%s", ErrVMOutcome, detailSuffix(e.Detail))
-	case e.Outcome != "poweroff" && e.Outcome != "stopped":
-		return fmt.Errorf("%w: outcome %q%s", ErrVMOutcome, diff.Escape(e.Outcome), detailSuffix(e.Detail))
+	case e.Outcome != api.OutcomePoweroff && e.Outcome != api.OutcomeStopped:
+		return fmt.Errorf("%w: outcome %q%s", ErrVMOutcome, diff.Escape(string(e.Outcome)), detailSuffix(e.Detail))
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ type fakeVMHelper struct {
 	env      []string      // env requests the guest received, "NAME=value"
 	gone     chan struct{} // closed when the fake VM is gone (hung up or stopped)
 	goneOnce sync.Once
-	outcome  string
+	outcome  api.VMOutcome
 	egress   *api.EgressSummary // returned by WaitVM
 }
 
@@ -81,7 +81,7 @@ func mustKey(t *testing.T) ssh.Signer {
 	return s
 }
 
-func (f *fakeVMHelper) end(outcome string) {
+func (f *fakeVMHelper) end(outcome api.VMOutcome) {
 	f.goneOnce.Do(func() {
 		f.mu.Lock()
 		f.outcome = outcome
@@ -128,7 +128,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			result = api.SessionList{Sessions: f.list}
 			f.mu.Unlock()
 		case api.CallCreateSession:
-			result = api.Session{ID: "0000abcd", State: "created"}
+			result = api.Session{ID: "0000abcd", State: api.SessionCreated}
 		case api.CallStartVM:
 			var a api.StartVMArgs
 			json.Unmarshal(req.Args, &a)
@@ -157,7 +157,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			go f.guest(gc)
 			out = []*os.File{theirs}
 		case api.CallStopVM:
-			f.end("stopped")
+			f.end(api.OutcomeStopped)
 		case api.CallWaitVM:
 			f.mu.Lock()
 			drop := f.dropWait
@@ -205,7 +205,7 @@ func (f *fakeVMHelper) guest(c net.Conn) {
 	want, lingers := f.startArg.ClientKey, f.lingers
 	f.mu.Unlock()
 	if !lingers {
-		defer f.end("poweroff")
+		defer f.end(api.OutcomePoweroff)
 	}
 	defer c.Close()
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
@@ -316,7 +316,7 @@ func TestRunRefusesWrongHostKey(t *testing.T) {
 	if len(ss) != 1 || ss[0].State != session.StateStopped || !strings.Contains(stderr, "the session is kept") {
 		t.Errorf("sessions %+v\n%s", ss, stderr)
 	}
-	if strings.Contains(f.callList(), "stop_vm") == false && f.outcome != "poweroff" {
+	if strings.Contains(f.callList(), "stop_vm") == false && f.outcome != api.OutcomePoweroff {
 		t.Errorf("the VM was neither stopped nor gone: calls %s", f.callList())
 	}
 	t.Logf("stderr:\n%s", stderr)

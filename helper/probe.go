@@ -67,7 +67,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 	} else {
 		add("tun", false, "/dev/net/tun missing: egress cannot be set up (modprobe tun)")
 	}
-	add("landlock", ll.Mode == "enforced", fmt.Sprintf("%s, kernel ABI %d, pinned ABI %d %s", ll.Mode, ll.ABI, ll.PinnedABI, ll.Detail))
+	add("landlock", ll.Mode == api.LandlockEnforced, fmt.Sprintf("%s, kernel ABI %d, pinned ABI %d %s", ll.Mode, ll.ABI, ll.PinnedABI, ll.Detail))
 	if len(cfg.allowGIDs) == 0 && len(cfg.AllowUIDs) == 0 {
 		add("access", false, fmt.Sprintf("group %q does not exist and no allow_uids: only root may use the helper", cfg.AllowGroup))
 	} else {

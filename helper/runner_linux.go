@@ -157,13 +157,13 @@ func runRunner(log *slog.Logger) error {
 	mu.Unlock()
 	switch {
 	case werr == nil && byStop:
-		ev.Outcome = outcomeStopped
+		ev.Outcome = api.OutcomeStopped
 	case werr == nil:
-		ev.Outcome = outcomePoweroff
+		ev.Outcome = api.OutcomePoweroff
 	case errors.Is(werr, sandbox.ErrTimeout):
-		ev.Outcome, ev.Detail = outcomeTimeout, werr.Error()
+		ev.Outcome, ev.Detail = api.OutcomeTimeout, werr.Error()
 	default:
-		ev.Outcome, ev.Detail = outcomeFailed, werr.Error()
+		ev.Outcome, ev.Detail = api.OutcomeFailed, werr.Error()
 	}
 	unix.Unlinkat(runnerFDRunDir, sshSocketName, 0)
 	ctrl.send(ev)

@@ -114,7 +114,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !api.ValidSessionID(s1.ID) || s1.Tap != TapPrefix+s1.ID || s1.Owner != uint32(os.Getuid()) || s1.State != StateCreated {
+	if !api.ValidSessionID(s1.ID) || s1.Tap != TapPrefix+s1.ID || s1.Owner != uint32(os.Getuid()) || s1.State != api.SessionCreated {
 		t.Errorf("session = %+v", s1)
 	}
 	if _, err := c.CreateSession(ctx, open()); err != nil {

@@ -18,14 +18,6 @@ import (
 // this prefix, so nothing else may use it.
 const TapPrefix = "brd"
 
-// Session states: created → running (StartVM) → stopped (the VMM is gone). A session
-// boots at most one VM.
-const (
-	StateCreated = "created"
-	StateRunning = "running"
-	StateStopped = "stopped"
-)
-
 // session is one row of the session table: the public description plus the resources
 // the helper holds for it.
 type session struct {
@@ -85,7 +77,7 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 		}
 	}
 	s := &session{
-		Session: api.Session{ID: id, Owner: owner, State: StateCreated, Tap: TapPrefix + id, Created: time.Now().Unix()},
+		Session: api.Session{ID: id, Owner: owner, State: api.SessionCreated, Tap: TapPrefix + id, Created: time.Now().Unix()},
 		gid:     gid,
 		share:   share,
 	}
@@ -199,7 +191,7 @@ func (t *Table) beginStart(id string, uid uint32) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.State != StateCreated || s.starting {
+	if s.State != api.SessionCreated || s.starting {
 		return nil, fmt.Errorf("start VM of session %q in state %q (starting: %v): %w", id, s.State, s.starting, api.ErrState)
 	}
 	s.starting = true
@@ -216,8 +208,8 @@ func (t *Table) endStart(s *session, vm *vmHandle) {
 		return
 	}
 	s.vm = vm
-	if s.State == StateCreated {
-		s.State = StateRunning
+	if s.State == api.SessionCreated {
+		s.State = api.SessionRunning
 	}
 }
 
@@ -225,7 +217,7 @@ func (t *Table) endStart(s *session, vm *vmHandle) {
 func (t *Table) vmExited(s *session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s.State = StateStopped
+	s.State = api.SessionStopped
 }
 
 // vmOf returns the VM of session id as seen by uid (lookup's errors), api.ErrState when

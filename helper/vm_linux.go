@@ -240,7 +240,7 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 		v.kill()
 	})
 	defer backstop.Stop()
-	exit := api.VMExit{Outcome: outcomeFailed, Detail: "runner exited without reporting"}
+	exit := api.VMExit{Outcome: api.OutcomeFailed, Detail: "runner exited without reporting"}
 	startedSent, startedOK := false, false
 	for {
 		body, files, err := v.conn.ReadFrame()
@@ -333,7 +333,7 @@ func (v *vmHandle) logLines(r io.Reader) {
 }
 
 // request sends one request to the runner.
-func (v *vmHandle) request(op string) error {
+func (v *vmHandle) request(op runnerOp) error {
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()
 	b, _ := json.Marshal(runnerRequest{Op: op})

@@ -1,5 +1,7 @@
 package helper
 
+import "brood.dev/brood/helper/api"
+
 // The control channel between the helper and one VM runner (`broodd-helper vm-run`) is a
 // Unix stream socketpair carrying api frames (4-byte length + strict JSON, descriptors by
 // SCM_RIGHTS). The helper sends runnerConfig first, then runnerRequests; the runner
@@ -36,38 +38,36 @@ type runnerConfig struct {
 	Tap bool `json:"tap,omitempty"`
 }
 
+// runnerOp is runnerRequest.Op.
+type runnerOp string
+
 // Runner requests.
 const (
-	opAttach = "attach" // connect to the VMM's SSH socket and return the connected fd
-	opStop   = "stop"   // stop the VMM (graceful, then SIGKILL)
+	opAttach runnerOp = "attach" // connect to the VMM's SSH socket and return the connected fd
+	opStop   runnerOp = "stop"   // stop the VMM (graceful, then SIGKILL)
 )
 
 // runnerRequest is a later helper → runner message.
 type runnerRequest struct {
-	Op string `json:"op"`
+	Op runnerOp `json:"op"`
 }
+
+// runnerEventKind is runnerEvent.Event.
+type runnerEventKind string
 
 // Runner events.
 const (
-	evStarted  = "started"  // the VMM runs: Pid
-	evAttached = "attached" // answer to opAttach: one descriptor, or Detail on failure
-	evExit     = "exit"     // the VMM is gone: Outcome, Detail, ConsoleTail
-	evError    = "error"    // the VM could not start: Detail
+	evStarted  runnerEventKind = "started"  // the VMM runs: Pid
+	evAttached runnerEventKind = "attached" // answer to opAttach: one descriptor, or Detail on failure
+	evExit     runnerEventKind = "exit"     // the VMM is gone: Outcome, Detail, ConsoleTail
+	evError    runnerEventKind = "error"    // the VM could not start: Detail
 )
 
 // runnerEvent is a runner → helper message.
 type runnerEvent struct {
-	Event       string `json:"event"`
-	Pid         int    `json:"pid,omitempty"`
-	Outcome     string `json:"outcome,omitempty"`
-	Detail      string `json:"detail,omitempty"`
-	ConsoleTail string `json:"console_tail,omitempty"`
+	Event       runnerEventKind `json:"event"`
+	Pid         int             `json:"pid,omitempty"`
+	Outcome     api.VMOutcome   `json:"outcome,omitempty"`
+	Detail      string          `json:"detail,omitempty"`
+	ConsoleTail string          `json:"console_tail,omitempty"`
 }
-
-// VM outcomes (api.VMExit.Outcome).
-const (
-	outcomePoweroff = "poweroff"
-	outcomeStopped  = "stopped"
-	outcomeTimeout  = "timeout"
-	outcomeFailed   = "failed"
-)

@@ -218,7 +218,7 @@ func TestCleanupRunDirs(t *testing.T) {
 // accelerator and its reason, and the runner gets an absolute QEMU path.
 func TestProbeHostQEMU(t *testing.T) {
 	cfg := DefaultConfig()
-	caps, checks, vmh := ProbeHost(&cfg, api.Landlock{Mode: "off"})
+	caps, checks, vmh := ProbeHost(&cfg, api.Landlock{Mode: api.LandlockOff})
 	if _, err := lookQEMU(); err != nil {
 		if vmh.QEMU != "" || len(caps.Backends) != 0 {
 			t.Errorf("no QEMU but caps %+v vmhost %+v", caps, vmh)
