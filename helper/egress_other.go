@@ -19,6 +19,6 @@ func (e *Egress) StopAll() {}
 func (e *Egress) Close() {}
 
 // OpenEgress reports that egress needs Linux.
-func OpenEgress(cfg *Config, links Links, log *slog.Logger) (*Egress, error) {
+func OpenEgress(cfg *Config, h *host, log *slog.Logger) (*Egress, error) {
 	return nil, fmt.Errorf("egress: %w", api.ErrUnavailable)
 }

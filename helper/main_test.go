@@ -74,11 +74,10 @@ func (s *syncBuffer) String() string {
 
 // testServer is an in-process helper server on a socket in a world-traversable dir.
 type testServer struct {
-	sock  string
-	srv   *Server
-	log   *syncBuffer
-	links *FakeLinks
-	cfg   *Config
+	sock string
+	srv  *Server
+	log  *syncBuffer
+	cfg  *Config
 }
 
 // publicTempDir returns a fresh directory other uids can traverse (t.TempDir is 0700).
@@ -119,10 +118,9 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 		t.Fatal(err)
 	}
 	buf := &syncBuffer{}
-	links := &FakeLinks{}
 	log := slog.New(slog.NewJSONHandler(buf, nil))
 	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: "tcg", Policy: "none"}
-	srv := NewServer(&cfg, log, links, caps, []api.Check{{Name: "test", OK: true}})
+	srv := NewServer(&cfg, log, caps, []api.Check{{Name: "test", OK: true}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
@@ -137,7 +135,7 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 			t.Errorf("Serve did not stop")
 		}
 	})
-	return &testServer{sock: sock, srv: srv, log: buf, links: links, cfg: &cfg}
+	return &testServer{sock: sock, srv: srv, log: buf, cfg: &cfg}
 }
 
 // dial opens a typed client (after hello) as this process.

@@ -135,7 +135,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer host.Close()
 
 	// 7. Clean up what a crashed predecessor left.
-	rep, err := Cleanup(log, host.links, host.fw, host.runners)
+	rep, err := host.cleanup(log)
 	if err != nil {
 		return err
 	}
@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
-	egress, err := OpenEgress(&cfg, host.links, log)
+	egress, err := OpenEgress(&cfg, host, log)
 	if err != nil {
 		log.Warn("egress unavailable: VMs get no network", "err", err)
 		egress = nil
@@ -193,15 +193,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
 
 	// 11. Serve until stopped or idle; then release every session.
-	srv := NewServer(&cfg, log, host.links, caps, checks)
+	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, spawner)
 	if egress != nil {
 		srv.EnableEgress(egress)
 	}
 	err = srv.Serve(ctx, ln)
-	for _, derr := range srv.Sessions().DestroyAll() {
-		log.Warn("shutdown: release session", "err", derr)
-	}
+	srv.Sessions().DestroyAll()
 	return err
 }
 
@@ -250,7 +248,7 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 		return err
 	}
 	defer host.Close()
-	rep, err := Cleanup(log, host.links, host.fw, host.runners)
+	rep, err := host.cleanup(log)
 	dirs, derr := CleanupRunDirs(runtimeDir)
 	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs)
 	return errors.Join(err, derr)

@@ -39,13 +39,13 @@ type Server struct {
 	wg       sync.WaitGroup
 }
 
-// NewServer returns a server for a validated cfg. links releases session taps (a
-// FakeLinks in tests); caps and doctor are the host facts reported by Hello and Doctor.
-func NewServer(cfg *Config, log *slog.Logger, links Links, caps api.Capabilities, doctor []api.Check) *Server {
+// NewServer returns a server for a validated cfg; caps and doctor are the host facts
+// reported by Hello and Doctor.
+func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []api.Check) *Server {
 	s := &Server{
 		cfg:      cfg,
 		log:      log,
-		sessions: NewTable(cfg.MaxSessionsPerUser, links),
+		sessions: NewTable(cfg.MaxSessionsPerUser),
 		caps:     caps,
 		doctor:   doctor,
 		sem:      make(chan struct{}, cfg.MaxConns),
