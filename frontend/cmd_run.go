@@ -25,6 +25,7 @@ import (
 	"brood.dev/brood/frontend/snapshot"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
 	"brood.dev/brood/sandbox/image"
 )
@@ -189,7 +190,7 @@ type vmRecord struct {
 	HelperSession string        `json:"helper_session"`
 	Agent         string        `json:"agent"`
 	Image         string        `json:"image"`
-	Accel         string        `json:"accel,omitempty"`
+	Accel         sandbox.Accel `json:"accel,omitempty"`
 	Backend       string        `json:"backend,omitempty"`
 	Outcome       api.VMOutcome `json:"outcome"`
 	Detail        string        `json:"detail,omitempty"`
@@ -355,7 +356,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 	defer h.Close()
 	hc := h.c
-	prog.Done(hc.Caps.Accel)
+	prog.Done(string(hc.Caps.Accel))
 	// What the helper can tell before anything is snapshotted: the image and the sizes.
 	if err := checkBootable(hc.Caps, r, f); err != nil {
 		return err
@@ -407,7 +408,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
 	}
 	rec.Accel, rec.Backend, rec.Network = info.Accel, info.Backend, info.Egress
-	prog.Done(info.Backend + ", " + info.Accel)
+	prog.Done(info.Backend + ", " + string(info.Accel))
 	// The helper session id lets later commands ask whether this VM still runs.
 	sess.HelperSession = hs.ID
 	if err := sess.SetState(session.StateRunning); err != nil {

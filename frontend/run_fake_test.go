@@ -18,6 +18,7 @@ import (
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 )
 
 // fakeVMHelper speaks the helper protocol (package api) on a temporary socket with a fake
@@ -54,7 +55,7 @@ func newFakeHelper(t *testing.T) *fakeVMHelper {
 	t.Helper()
 	host := mustKey(t)
 	f := &fakeVMHelper{t: t, sock: filepath.Join(t.TempDir(), "helper.sock"), hostKey: host, guestKey: host, gone: make(chan struct{}),
-		caps: api.Capabilities{Accel: "tcg", Backends: []string{"qemu"}}}
+		caps: api.Capabilities{Accel: sandbox.AccelTCG, Backends: []string{"qemu"}}}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: f.sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +140,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 				rerr = f.startErr
 				break
 			}
-			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: "tcg", Backend: "qemu"}
+			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: sandbox.AccelTCG, Backend: "qemu"}
 		case api.CallAttach:
 			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 			if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/sandbox"
 )
 
 // childEnv selects what a re-executed test binary does instead of running tests.
@@ -119,7 +120,7 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 	}
 	buf := &syncBuffer{}
 	log := slog.New(slog.NewJSONHandler(buf, nil))
-	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: "tcg", Policy: "none"}
+	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: sandbox.AccelTCG, Policy: "none"}
 	srv := NewServer(&cfg, log, caps, []api.Check{{Name: "test", OK: true}})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -189,7 +189,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	logW.Close()
 	go vh.logLines(logR)
 	rcfg := runnerConfig{
-		Session: s.ID, QEMU: h.QEMU, Accel: string(h.Accel), CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
+		Session: s.ID, QEMU: h.QEMU, Accel: h.Accel, CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
 	}
 	var cfgFiles []*os.File
 	if eg != nil && eg.TapFile() != nil {
@@ -222,7 +222,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		"accel", h.Accel, "cpus", cpus, "memory_mib", mem, "timeout", timeout, "image", a.Image, "kernel", arts.Release)
 	info := api.VMInfo{
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))),
-		Accel:   string(h.Accel), Warning: h.Warning, Backend: "qemu",
+		Accel:   h.Accel, Warning: h.Warning, Backend: "qemu",
 	}
 	if eg != nil {
 		ei := eg.info

@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/vmtest"
 )
 
@@ -391,7 +392,7 @@ func TestVMSessionEndToEnd(t *testing.T) {
 	if st.Info.Accel == "" || st.Info.Backend != "qemu" || !strings.HasPrefix(st.Info.HostKey, "ssh-ed25519 ") {
 		t.Errorf("VMInfo = %+v", st.Info)
 	}
-	if st.Info.Accel == "tcg" && st.Info.Warning == "" {
+	if st.Info.Accel == sandbox.AccelTCG && st.Info.Warning == "" {
 		t.Errorf("TCG without a warning: %+v", st.Info)
 	}
 	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "echo from-guest > /workspace/out.txt && cat /workspace/README.md && id -u"})

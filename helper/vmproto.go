@@ -1,6 +1,9 @@
 package helper
 
-import "brood.dev/brood/helper/api"
+import (
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
+)
 
 // The control channel between the helper and one VM runner (`broodd-helper vm-run`) is a
 // Unix stream socketpair carrying api frames (4-byte length + strict JSON, descriptors by
@@ -27,12 +30,12 @@ const consoleTailMax = 8 << 10
 
 // runnerConfig is the helper's first message to a runner.
 type runnerConfig struct {
-	Session    string `json:"session"`
-	QEMU       string `json:"qemu"`  // absolute path of qemu-system-*, resolved by the helper
-	Accel      string `json:"accel"` // "kvm" or "tcg" (the helper's probe)
-	CPUs       int    `json:"cpus"`
-	MemoryMiB  int    `json:"memory_mib"`
-	TimeoutSec int    `json:"timeout_sec"`
+	Session    string        `json:"session"`
+	QEMU       string        `json:"qemu"`  // absolute path of qemu-system-*, resolved by the helper
+	Accel      sandbox.Accel `json:"accel"` // the helper's probe (sandbox.AccelKVM or AccelTCG)
+	CPUs       int           `json:"cpus"`
+	MemoryMiB  int           `json:"memory_mib"`
+	TimeoutSec int           `json:"timeout_sec"`
 	// Tap: the config frame carries the session's tap queue descriptor (the VM's only
 	// network device); false: the VM has none.
 	Tap bool `json:"tap,omitempty"`

@@ -225,7 +225,7 @@ func TestProbeHostQEMU(t *testing.T) {
 		}
 		return
 	}
-	if !filepath.IsAbs(vmh.QEMU) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != string(vmh.Accel) {
+	if !filepath.IsAbs(vmh.QEMU) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != vmh.Accel {
 		t.Errorf("caps %+v vmhost %+v", caps, vmh)
 	}
 	var accel *api.Check
@@ -234,10 +234,10 @@ func TestProbeHostQEMU(t *testing.T) {
 			accel = &checks[i]
 		}
 	}
-	if accel == nil || !strings.HasPrefix(accel.Detail, caps.Accel+": ") || !accel.OK || accel.Warn != (caps.Accel == "tcg") {
+	if accel == nil || !strings.HasPrefix(accel.Detail, string(caps.Accel)+": ") || !accel.OK || accel.Warn != (caps.Accel == sandbox.AccelTCG) {
 		t.Errorf("accel check %+v for accel %s", accel, caps.Accel)
 	}
-	if caps.Accel == "tcg" && (vmh.Warning == "" || !strings.Contains(accel.Detail, "WARNING")) {
+	if caps.Accel == sandbox.AccelTCG && (vmh.Warning == "" || !strings.Contains(accel.Detail, "WARNING")) {
 		t.Errorf("TCG without a warning: %+v %+v", vmh, accel)
 	}
 }
@@ -289,7 +289,7 @@ func childRunnerLandlock() int {
 	if err := json.Unmarshal([]byte(os.Getenv("BROOD_TEST_LL")), &s); err != nil {
 		return 3
 	}
-	if err := confineRunner(slog.New(slog.NewTextHandler(os.Stderr, nil)), runnerConfig{Accel: "tcg", QEMU: "/bin/true"}); err != nil {
+	if err := confineRunner(slog.New(slog.NewTextHandler(os.Stderr, nil)), runnerConfig{Accel: sandbox.AccelTCG, QEMU: "/bin/true"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
 	}

@@ -3,6 +3,8 @@ package api
 import (
 	"encoding/json"
 	"strings"
+
+	"brood.dev/brood/sandbox"
 	"testing"
 )
 
@@ -23,6 +25,8 @@ func TestEnumWireValues(t *testing.T) {
 		{Landlock{Mode: LandlockEnforced}, `"mode":"enforced"`},
 		{Landlock{Mode: LandlockDegraded}, `"mode":"degraded"`},
 		{Landlock{Mode: LandlockOff}, `"mode":"off"`},
+		{VMInfo{Accel: sandbox.AccelKVM}, `"accel":"kvm"`},
+		{Capabilities{Accel: sandbox.AccelTCG}, `"accel":"tcg"`},
 	} {
 		b, err := json.Marshal(tc.v)
 		if err != nil {
