@@ -22,7 +22,7 @@ import (
 func init() { commands = append(commands, newImageCommand) }
 
 // imageBuildTimeout bounds one image build (mmdebstrap + mke2fs): ~30 s for `test`,
-// ~1 min for `codex` here (LAB.md 9); a slow mirror gets ample slack.
+// ~1 min for `codex` on a 2-core host with a nearby mirror; a slow mirror gets ample slack.
 const imageBuildTimeout = 30 * time.Minute
 
 func newImageCommand() *cobra.Command {

@@ -33,7 +33,7 @@ type fakeVMHelper struct {
 	guestKey ssh.Signer       // the key the fake guest presents
 	caps     api.Capabilities // Hello's answer (Version is set by serve)
 	// dropAfter: after answering this call the fake closes the connection (the real
-	// helper closing an idle connection, issue 4); once.
+	// helper closing an idle connection); once.
 	dropAfter string
 	// dropWait: the first wait_vm is answered by closing the connection.
 	dropWait bool
@@ -49,6 +49,11 @@ type fakeVMHelper struct {
 	goneOnce sync.Once
 	outcome  api.VMOutcome
 	egress   *api.EgressSummary // returned by WaitVM
+	vmEgress *api.EgressInfo    // VMInfo.Egress of StartVM
+	// policy answers resolve_policy (nil: the call is unknown, as to an older helper);
+	// policyArg records the request.
+	policy    *api.Policy
+	policyArg api.ResolvePolicyArgs
 }
 
 func newFakeHelper(t *testing.T) *fakeVMHelper {
@@ -140,7 +145,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 				rerr = f.startErr
 				break
 			}
-			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: sandbox.AccelTCG, Backend: "qemu"}
+			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: sandbox.AccelTCG, Backend: "qemu", Egress: f.vmEgress}
 		case api.CallAttach:
 			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 			if err != nil {
@@ -172,6 +177,15 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n", Egress: f.egress}
 			f.mu.Unlock()
 		case api.CallDestroySession:
+		case api.CallResolvePolicy:
+			f.mu.Lock()
+			json.Unmarshal(req.Args, &f.policyArg)
+			if f.policy == nil {
+				rerr = &api.Error{Code: api.CodeUnknownCall, Message: "unknown call"}
+			} else {
+				result = *f.policy
+			}
+			f.mu.Unlock()
 		}
 		var resp api.Response
 		if rerr != nil {

@@ -1,8 +1,13 @@
 // Package assets finds or builds everything a brood VM boots from — the guest kernel,
 // the base initramfs with brood-guest, and the rootfs image — and turns them plus a
-// session's guest configuration into a sandbox.Spec. It is the one call the helper's VM
-// runner (and `brood image build`) needs; the pieces live in packages kernel, initramfs
-// and image.
+// session's guest configuration into a sandbox.Spec. `brood image build` and the real-VM
+// tests (sandbox/vmtest) call Ensure; the helper does not link it and opens the built
+// artifacts itself (helper/artifacts_linux.go). The pieces live in packages kernel,
+// initramfs and image.
+//
+// Privilege: none to find assets; building them (kernel, images) needs root, because the
+// caches are root-owned. Linked into brood today; moving the builds into broodd-helper is
+// planned.
 package assets
 
 import (

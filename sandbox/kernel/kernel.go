@@ -1,12 +1,15 @@
 // Package kernel fetches and unpacks the Debian guest kernel brood boots, once per kernel
 // version, without installing anything on the host.
 //
-// Recipe (LAB.md 1): `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
+// Recipe: `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
 // cloud flavour has no 9p), `dpkg-deb -x` into the cache, `depmod -b` (the package ships
 // no modules.dep; its postinst would run depmod), and the uncompressed PVH vmlinux
 // extracted from the bzImage. The cache lives under /var/lib/brood/kernels/<release> for
 // root (root-owned, what the helper trusts) and $XDG_CACHE_HOME/brood/kernels/<release>
 // otherwise.
+//
+// Privilege: fetching into the system cache needs root (/var/lib/brood/kernels);
+// otherwise none.
 package kernel
 
 import (

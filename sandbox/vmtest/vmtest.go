@@ -3,6 +3,9 @@
 // once per test process and cached like production does (kernel and images under
 // /var/lib/brood for root). Tests call RequireVM first: it skips locally and fails in CI
 // when root or a needed tool is missing.
+//
+// Privilege: tests only; it builds into root-owned caches, so its tests run as root and
+// are gated by testenv.
 package vmtest
 
 import (
