@@ -34,7 +34,7 @@ type fakeVMHelper struct {
 	caps     api.Capabilities // Hello's answer (Version is set by serve)
 	// dropAfter: after answering this call the fake closes the connection (the real
 	// helper closing an idle connection); once.
-	dropAfter string
+	dropAfter api.Call
 	// dropWait: the first wait_vm is answered by closing the connection.
 	dropWait bool
 	// lingers: the fake guest does not power off after the command; only StopVM ends it.
@@ -117,7 +117,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			return
 		}
 		f.mu.Lock()
-		f.calls = append(f.calls, req.Call)
+		f.calls = append(f.calls, string(req.Call))
 		f.mu.Unlock()
 		var result any = api.Empty{}
 		var rerr *api.Error

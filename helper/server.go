@@ -256,7 +256,7 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		closeFiles(files)
 		return nil, nil, err
 	}
-	call = req.Call
+	call = string(req.Call)
 	want, ok := api.CallFDs[req.Call]
 	if !ok {
 		closeFiles(files)

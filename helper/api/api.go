@@ -46,29 +46,32 @@ func SocketPath() string {
 	return DefaultSocket
 }
 
+// Call is Request.Call, the name of a call.
+type Call string
+
 // Call names. Each call declares how many descriptors its request carries (CallFDs).
 const (
-	CallHello          = "hello"
-	CallCreateSession  = "create_session"
-	CallListSessions   = "list_sessions"
-	CallDestroySession = "destroy_session"
-	CallDoctor         = "doctor"
+	CallHello          Call = "hello"
+	CallCreateSession  Call = "create_session"
+	CallListSessions   Call = "list_sessions"
+	CallDestroySession Call = "destroy_session"
+	CallDoctor         Call = "doctor"
 	// VM calls. StartVM boots the session's microVM on its share; Attach returns
 	// a connected stream to the guest's SSH server; WaitVM blocks until the VMM is gone.
-	CallStartVM = "start_vm"
-	CallAttach  = "attach"
-	CallStopVM  = "stop_vm"
-	CallWaitVM  = "wait_vm"
+	CallStartVM Call = "start_vm"
+	CallAttach  Call = "attach"
+	CallStopVM  Call = "stop_vm"
+	CallWaitVM  Call = "wait_vm"
 	// CallResolvePolicy answers the effective egress policy a StartVM with the same
 	// egress inputs would enforce (ResolvePolicyArgs, Policy). It is an addition to
 	// Version 1 that older clients never send; an older helper answers it with
 	// CodeUnknownCall.
-	CallResolvePolicy = "resolve_policy"
+	CallResolvePolicy Call = "resolve_policy"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
 // whose Request.FDs or received descriptors differ is rejected with CodeBadRequest.
-var CallFDs = map[string]int{
+var CallFDs = map[Call]int{
 	CallHello:          0,
 	CallCreateSession:  1, // the workspace share: an O_DIRECTORY fd opened by the client
 	CallListSessions:   0,
@@ -83,14 +86,14 @@ var CallFDs = map[string]int{
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
 // carries (Response.FDs). Error responses carry none.
-var ResponseFDs = map[string]int{
+var ResponseFDs = map[Call]int{
 	CallAttach: 1, // a connected unix stream socket: the guest's SSH channel
 }
 
 // Request is one call from the client. Args is the call's argument object (decoded
 // strictly into the call's *Args type); FDs is the number of descriptors attached.
 type Request struct {
-	Call string          `json:"call"`
+	Call Call            `json:"call"`
 	FDs  int             `json:"fds,omitempty"`
 	Args json.RawMessage `json:"args,omitempty"`
 }

@@ -48,7 +48,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 
 // Call sends one request with files attached and decodes the result into result (a
 // pointer, or nil to discard it). A helper error is returned as *Error.
-func (c *Client) Call(ctx context.Context, call string, args, result any, files ...*os.File) error {
+func (c *Client) Call(ctx context.Context, call Call, args, result any, files ...*os.File) error {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return fmt.Errorf("encode %s arguments: %w", call, err)
@@ -63,7 +63,7 @@ func (c *Client) Call(ctx context.Context, call string, args, result any, files 
 
 // CallFiles is Call for calls whose response carries descriptors (ResponseFDs); it
 // returns them, and closes them itself on any error.
-func (c *Client) CallFiles(ctx context.Context, call string, args, result any, files ...*os.File) ([]*os.File, error) {
+func (c *Client) CallFiles(ctx context.Context, call Call, args, result any, files ...*os.File) ([]*os.File, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s arguments: %w", call, err)
@@ -84,7 +84,7 @@ func (c *Client) CallRaw(ctx context.Context, body []byte, result any, files ...
 
 // callRaw sends body and reads the response; call (may be "") selects how many response
 // descriptors are expected (ResponseFDs).
-func (c *Client) callRaw(ctx context.Context, call string, body []byte, result any, files ...*os.File) (rfiles []*os.File, err error) {
+func (c *Client) callRaw(ctx context.Context, call Call, body []byte, result any, files ...*os.File) (rfiles []*os.File, err error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(DefaultCallTimeout)

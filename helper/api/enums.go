@@ -3,7 +3,8 @@ package api
 // The string enums of the wire protocol. Each is a named type with its values as typed
 // constants, so that the helper, the runner and the CLI spell a value only through these
 // names: renaming one fails to compile instead of silently changing the protocol. The
-// string values are the protocol (TestEnumWireValues pins them). The accelerator of
+// string values are the protocol (TestEnumWireValues pins them, and the Call names of
+// api.go). The accelerator of
 // Capabilities.Accel and VMInfo.Accel is sandbox.Accel, the backends' own type.
 
 // SessionState is Session.State: created → running (StartVM) → stopped (the VMM is gone).

@@ -36,6 +36,22 @@ func TestEnumWireValues(t *testing.T) {
 			t.Errorf("%T: %s, want it to hold %s", tc.v, b, tc.want)
 		}
 	}
+	// Call names: every call in CallFDs, with its wire name.
+	calls := map[Call]string{CallHello: "hello", CallCreateSession: "create_session", CallListSessions: "list_sessions",
+		CallDestroySession: "destroy_session", CallDoctor: "doctor", CallStartVM: "start_vm", CallAttach: "attach",
+		CallStopVM: "stop_vm", CallWaitVM: "wait_vm", CallResolvePolicy: "resolve_policy"}
+	if len(calls) != len(CallFDs) {
+		t.Errorf("%d calls pinned, CallFDs has %d", len(calls), len(CallFDs))
+	}
+	for c, want := range calls {
+		if _, ok := CallFDs[c]; !ok {
+			t.Errorf("call %q not in CallFDs", c)
+		}
+		b, _ := json.Marshal(Request{Call: c})
+		if string(b) != `{"call":"`+want+`"}` {
+			t.Errorf("call %s: %s", want, b)
+		}
+	}
 	// A message from an older peer decodes into the typed constants.
 	var s Session
 	if err := DecodeArgs(json.RawMessage(`{"id":"0000abcd","owner":1000,"state":"stopped","tap":"brd0000abcd","created":1}`), &s); err != nil || s.State != SessionStopped {
