@@ -41,8 +41,11 @@ type Options struct {
 	IdleTimeout time.Duration // --idle-timeout overrides idle_seconds when >= 0
 }
 
-// subcommands are the hidden subcommands of broodd-helper (the VM runner lands here).
-var subcommands = map[string]func(args []string) int{}
+// subcommands are the subcommands of broodd-helper: `image` (image.go) and, registered by
+// the Linux files, the hidden vm-spawn and vm-run.
+var subcommands = map[string]func(args []string) int{
+	ImageSubcommand: imageMain,
+}
 
 // Main runs broodd-helper with args (without the program name) and returns the exit code:
 // 0 after a clean stop or idle exit, 1 on failure, 2 on bad flags.
