@@ -57,6 +57,10 @@ func Main(args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	fs := flag.NewFlagSet("broodd-helper", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: broodd-helper [flags]  (serve)\n%s\n\nflags:\n", imageUsage)
+		fs.PrintDefaults()
+	}
 	var o Options
 	fs.StringVar(&o.ConfigPath, "config", DefaultConfigPath, "helper configuration `file` (TOML)")
 	fs.StringVar(&o.Listen, "listen", "", "create the socket at `path` instead of taking it from socket activation (development, tests)")

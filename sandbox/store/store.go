@@ -18,7 +18,6 @@ package store
 import (
 	"path/filepath"
 	"regexp"
-	"strings"
 )
 
 // DefaultRoot is the store's root when the helper configuration does not set state_dir.
@@ -109,5 +108,5 @@ func shortDigest(d string) string {
 	if len(d) < DigestLen || !hexRe.MatchString(d) {
 		panic("store: content digest " + d + " is not hex of at least 32 digits")
 	}
-	return strings.ToLower(d[:DigestLen])
+	return d[:DigestLen]
 }
