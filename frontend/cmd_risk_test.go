@@ -30,8 +30,8 @@ var riskFiles = map[string]string{
 	"ok.txt":         "ok\n",
 }
 
-// riskAgent writes the inputs: every one needs a host tool to run code, and
-// ok.txt is an ordinary change.
+// riskAgent writes the agent's changes under test: every one needs a host tool to run
+// code, and ok.txt is an ordinary change.
 var riskAgent = map[string]string{
 	"src/.gitattributes": "*.c filter=evil\n",
 	"repo.gitconfig":     "[core]\n\tfsmonitor = ./evil\n",

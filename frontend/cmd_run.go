@@ -35,7 +35,7 @@ const (
 	// stopWait bounds StopVM plus the WaitVM that confirms the VMM is gone.
 	stopWait = 60 * time.Second
 	// maxHandshake bounds boot plus SSH handshake when the VM has a longer lifetime;
-	// a TCG boot takes ~2 s here (LAB.md 3), so minutes mean the guest is stuck.
+	// a TCG boot takes ~2 s on a 2-core host, so minutes mean the guest is stuck.
 	maxHandshake = 3 * time.Minute
 	// waitSlack is added to the VM's lifetime for the WaitVM call's deadline.
 	waitSlack = 5 * time.Minute
@@ -236,7 +236,7 @@ func startWaiter(socket, id string, lifetime time.Duration) (*vmWaiter, error) {
 // helperConn is a helper connection that survives being closed under it: a call that
 // fails because the connection broke (not with a helper *api.Error) is retried once on
 // a new connection. Calls that matter after a long wait (Attach, StopVM, WaitVM,
-// DestroySession) go through it; issue 4 saw a VM orphaned when StopVM met a
+// DestroySession) go through it: without it a VM was orphaned when StopVM met a
 // connection the helper had closed during a slow boot.
 type helperConn struct {
 	socket string
@@ -431,7 +431,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	waiter, werr := startWaiter(socket, hs.ID, lifetime)
 
 	// From here on the VM is running: every path stops it and waits for it to be gone
-	// before the snapshot is looked at (DESIGN.md review gate step 2).
+	// before the snapshot is looked at (the guest must not change S while it is diffed).
 	vm := &vmSession{r: r, hc: h, id: hs.ID, sess: sess, waiter: waiter, prog: prog, rec: &rec, bootStart: bootStart}
 	var runErr error
 	if werr != nil {

@@ -8,8 +8,9 @@ import (
 	"brood.dev/brood/internal/testenv"
 )
 
-// privileged are import-path prefixes that only the helper may link (DESIGN.md: the
-// frontend holds no privilege and never links helper, nftables, netlink or Landlock code).
+// privileged are import-path prefixes that only the helper may link (docs/ARCHITECTURE.md,
+// "Processes and trust boundaries": the frontend holds no privilege and never links
+// helper, nftables, netlink or Landlock code).
 var privileged = []string{
 	"brood.dev/brood/helper",
 	"github.com/google/nftables",

@@ -1,10 +1,10 @@
 package frontend_test
 
-// End-to-end tests of `brood run` and `brood run-image` (DESIGN.md testing tier 3): a
-// real broodd-helper on a temporary socket, real QEMU VMs (TCG here) booting the `test`
-// image with brood-guest, the real brood binary running as an unprivileged user, and
-// the review gate afterwards. They share the kernel, initramfs and image caches of
-// sandbox/vmtest and boot five VMs in all.
+// End-to-end tests of `brood run` and `brood run-image` (testing tier 3,
+// docs/ARCHITECTURE.md "Testing tiers"): a real broodd-helper on a temporary socket, real
+// QEMU VMs (TCG here) booting the `test` image with brood-guest, the real brood binary
+// running as an unprivileged user, and the review gate afterwards. They share the
+// kernel, initramfs and image caches of sandbox/vmtest and boot five VMs in all.
 
 import (
 	"bufio"
@@ -355,10 +355,10 @@ func readFile(t testing.TB, p string) string {
 	return string(b)
 }
 
-// TestRunImageEndToEnd is the acceptance test of issue 4: the command changes S only,
-// W stays untouched while the VM runs, the VM is gone before the diff, brood diff
-// --json lists exactly the changes, brood apply lands them; then the exit status of a
-// command is propagated.
+// TestRunImageEndToEnd is the acceptance test of `brood run-image`: the command changes
+// S only, W stays untouched while the VM runs, the VM is gone before the diff, brood
+// diff --json lists exactly the changes, brood apply lands them; then the exit status of
+// a command is propagated.
 func TestRunImageEndToEnd(t *testing.T) {
 	r := getRig(t)
 	w := r.workspace("w-e2e")

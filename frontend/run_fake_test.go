@@ -32,7 +32,7 @@ type fakeVMHelper struct {
 	guestKey ssh.Signer       // the key the fake guest presents
 	caps     api.Capabilities // Hello's answer (Version is set by serve)
 	// dropAfter: after answering this call the fake closes the connection (the real
-	// helper closing an idle connection, issue 4); once.
+	// helper closing an idle connection); once.
 	dropAfter string
 	// dropWait: the first wait_vm is answered by closing the connection.
 	dropWait bool

@@ -22,7 +22,7 @@ func shortPoweroff(t *testing.T) {
 	t.Cleanup(func() { poweroffWait = old })
 }
 
-// TestRunSurvivesClosedHelperConnection (issue 4): the helper closes brood's main
+// TestRunSurvivesClosedHelperConnection: the helper closes brood's main
 // connection after StartVM (as its read timeout did during a slow boot). Attach and the
 // StopVM that ends a guest which does not power off go through a new connection: the
 // VM is stopped, not orphaned, and the run ends normally.
@@ -215,7 +215,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// TestRunningSessionSettles (issue 4): a session left "running" by a killed brood is
+// TestRunningSessionSettles: a session left "running" by a killed brood is
 // marked stopped when the helper does not know its VM (or lists it stopped, or is not
 // running at all), and diff/review/apply go on; a live VM is refused with a pointer to
 // brood session stop, which stops it through the helper.

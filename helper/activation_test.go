@@ -28,7 +28,8 @@ type helperChild struct {
 
 // startHelperChild starts Main with args. With activate set, the listener ln is passed as
 // fd 3 with LISTEN_FDS/LISTEN_FDNAMES, and LISTEN_PID is set by exec in place through
-// sh (a parent cannot know its child's pid before exec; LAB.md 7).
+// sh (a parent cannot know its child's pid before exec, and go-systemd's activation
+// checks that LISTEN_PID is its own pid).
 func startHelperChild(t *testing.T, env []string, activate *os.File, args ...string) *helperChild {
 	t.Helper()
 	bin := publicTestBinary(t)

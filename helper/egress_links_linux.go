@@ -19,7 +19,7 @@ var _ TapLinks = (*NetlinkLinks)(nil)
 // CreateTap implements TapLinks: a persistent tap (TUNSETPERSIST, so it outlives the
 // descriptor until DeleteLink) with one queue, owned by uid:gid (TUNSETOWNER/GROUP), with
 // the host addresses (IFA_F_NODAD: usable at once) and set up. The returned descriptor is
-// the queue the VMM uses (LAB.md 4: QEMU -netdev tap,fd=N). /dev/net/tun is opened in the
+// the queue the VMM uses (QEMU -netdev tap,fd=N). /dev/net/tun is opened in the
 // caller's network namespace, which must be the handle's.
 func (l *NetlinkLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
 	tap := &netlink.Tuntap{

@@ -1,8 +1,8 @@
-// Package helper is broodd-helper, brood's only privileged process: a socket-activated
+// Package helper is broodd-helper, brood's privileged binary: a socket-activated
 // RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
 // session table with owners, confines itself with Landlock, and cleans up what a crashed
 // predecessor left (taps, the nft table, orphaned VM runners, per-session run dirs). See
-// DESIGN.md "Processes and trust boundaries" and "Helper protocol".
+// docs/ARCHITECTURE.md "Processes and trust boundaries" and "Helper protocol".
 //
 // VMs: StartVM opens the boot artifacts from root-owned locations (artifacts_linux.go),
 // writes the session initramfs with a fresh guest host key, and asks the runner spawner
@@ -10,6 +10,12 @@
 // inherited) to start `broodd-helper vm-run` as the session owner with descriptors 3..8
 // (vmproto.go). The runner confines itself and runs QEMU through sandbox/qemu; it reports
 // to the helper on a control socket and hands Attach the connected SSH channel.
+//
+// Privilege: root. This package holds three processes: the helper daemon (root,
+// Landlock-confined after startup step 9), the runner spawner (root, started unconfined
+// before step 9; it only forks runners and kills them) and the VM runner (the session
+// owner's uid and gid plus the kvm group, no_new_privs, not dumpable, Landlock).
+// Splitting them into one package each is planned.
 package helper
 
 import (
@@ -85,8 +91,8 @@ func Main(args []string) int {
 	return 0
 }
 
-// Run is the helper's startup, one linear sequence (STYLE.md 7), then serving until ctx
-// ends or the idle timeout (ErrIdle).
+// Run is the helper's startup, one linear, numbered sequence (one comment per step), then
+// serving until ctx ends or the idle timeout (ErrIdle).
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 1. Validate the configuration (file, then flags).
 	cfg, err := LoadConfig(o.ConfigPath)

@@ -496,8 +496,8 @@ type hostResources struct {
 }
 
 // hostLimits reads the host's CPU count and physical memory. A VM with more vCPUs than
-// host CPUs boots very slowly under TCG (each vCPU is a thread; the report in issue 4
-// was a 64-vCPU guest taking minutes on 2 cores), and more memory than the host has
+// host CPUs boots very slowly under TCG (each vCPU is a thread; a 64-vCPU guest took
+// minutes on 2 cores), and more memory than the host has
 // ends in the OOM killer.
 func hostLimits() hostResources {
 	h := hostResources{CPUs: runtime.NumCPU()}

@@ -12,7 +12,7 @@ import (
 	"brood.dev/brood/sandbox/store"
 )
 
-// VMs run only on Linux for now (the krun backend for macOS is a later issue): these
+// VMs run only on Linux for now (the krun backend for macOS is not written yet): these
 // stubs keep the helper building elsewhere and answer api.ErrUnavailable.
 
 type vmHandle struct{}

@@ -548,7 +548,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 		t.Errorf("run dirs left: %v", ents)
 	}
 
-	// The connection that started a VM is its lease (issue 4): silent for longer than
+	// The connection that started a VM is its lease: silent for longer than
 	// read_timeout_seconds while the VM boots or runs, it stays open; when the client
 	// dies (SIGKILL) the helper stops the VM and destroys the session.
 	lease := startVMClient(t, h.sock, 4242)

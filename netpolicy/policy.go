@@ -10,7 +10,7 @@ import (
 // value is Locked.
 type Profile uint8
 
-// The egress profiles (DESIGN.md, "Network egress").
+// The egress profiles, in order from tightest (the zero value) to loosest.
 const (
 	// Locked allows the agent's LLM provider hosts only (plus hosts the system policy adds
 	// and, unless forbidden, hosts the user adds).

@@ -15,6 +15,8 @@
 //
 // Names are raw bytes; Escape renders them for a terminal, and the JSON form of a Change
 // (json.go) carries invalid UTF-8 exactly in path_b64.
+//
+// Privilege: none; it runs in brood as the developer and only reads W and S.
 package diff
 
 // Kind classifies one change. The string values are part of `brood diff --json`.

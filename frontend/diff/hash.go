@@ -14,8 +14,9 @@ import (
 	"brood.dev/brood/frontend/manifest"
 )
 
-// hashBufSize is the read size of HashReader: 128 KiB, the size LAB.md §8 measured
-// SHA-256 throughput with; memory stays at one buffer whatever the file size.
+// hashBufSize is the read size of HashReader: 128 KiB, with which SHA-256 (SHA-NI) ran
+// at 375 MB/s on one core over a 23k-file tree; memory stays at one buffer whatever the
+// file size.
 const hashBufSize = 128 << 10
 
 // binarySniffLen is how many leading bytes IsBinary looks at: 8000, git's FIRST_FEW_BYTES

@@ -9,6 +9,9 @@
 // File descriptors travel with SCM_RIGHTS on the frames of the calls that declare them
 // (Request.FDs); no request carries a filesystem path (a reply may name one for display:
 // ImageList.Store).
+//
+// Privilege: none; pure types and the codec, linked into both brood (the client) and
+// broodd-helper (the server).
 package api
 
 import (
@@ -23,7 +26,8 @@ import (
 // different version with CodeVersionMismatch.
 const Version = 1
 
-// MaxFrame is the largest frame body in bytes (64 KiB, DESIGN.md "Helper protocol").
+// MaxFrame is the largest frame body in bytes (64 KiB, docs/ARCHITECTURE.md "Helper
+// protocol").
 const MaxFrame = 64 << 10
 
 // MaxFDs is the largest number of descriptors one frame may carry.
@@ -50,7 +54,7 @@ const (
 	CallListSessions   = "list_sessions"
 	CallDestroySession = "destroy_session"
 	CallDoctor         = "doctor"
-	// VM calls (issue 4). StartVM boots the session's microVM on its share; Attach returns
+	// VM calls. StartVM boots the session's microVM on its share; Attach returns
 	// a connected stream to the guest's SSH server; WaitVM blocks until the VMM is gone.
 	CallStartVM = "start_vm"
 	CallAttach  = "attach"

@@ -16,6 +16,9 @@
 // A test parses every non-test Go file of the repository and fails when a package other
 // than this one (and the exempt ones, exempt) imports os/exec or starts processes by
 // other means.
+//
+// Privilege: none of its own: it runs programs with the privilege of its caller (brood as
+// the developer, broodd-helper as root, image builds as root).
 package hostexec
 
 import (

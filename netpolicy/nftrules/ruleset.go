@@ -38,6 +38,9 @@
 //
 // A pin is one element per address and port of the host entry that allowed the name, so an
 // address is reachable only on the ports of the entry it was resolved for.
+//
+// Privilege: building the ruleset needs none; applying it needs CAP_NET_ADMIN, which only
+// the root helper has.
 package nftrules
 
 import (

@@ -1,8 +1,12 @@
 // Package assets finds or builds everything a brood VM boots from — the guest kernel,
 // the base initramfs with brood-guest, and the rootfs image — and turns them plus a
 // session's guest configuration into a sandbox.Spec. It is the one call that fills the
-// artifact store (package store: `broodd-helper image build`, the VM tests); the pieces
-// live in packages kernel, initramfs and image. Writing the store needs root.
+// artifact store (package store): `broodd-helper image build` and the real-VM tests
+// (sandbox/vmtest) call Ensure; the helper's daemon opens the built artifacts through
+// store's trusted opener. The pieces live in packages kernel, initramfs and image.
+//
+// Privilege: root, to write the root-owned store; linked only into broodd-helper (its
+// image subcommand) and tests, never into brood (frontend/deps_test.go).
 package assets
 
 import (

@@ -7,6 +7,9 @@
 // the image is never written, and the guest loads the 0.24 MB erofs module instead of
 // ext4 + jbd2 + mbcache + crc16 (2.4 MB), which under TCG saves ~0.3 s of every boot
 // (ext4.ko alone took 254 ms to load).
+//
+// Privilege: building into the artifact store needs root (mmdebstrap in root mode, the
+// root-owned store); linked only into broodd-helper and tests, never into brood.
 package image
 
 import (
@@ -142,8 +145,8 @@ var excludeDocs = []string{
 
 // codexStaticHook points /usr/local/bin/codex at the static musl binary that
 // @openai/codex ships in its platform package, bypassing the Node launcher: under TCG
-// Node's start-up alone costs ~2.5 s per run (LAB.md 9). Without that binary the
-// launcher stays.
+// Node's start-up alone costs ~2.5 s per run (measured on a 2-core TCG host). Without
+// that binary the launcher stays.
 const codexStaticHook = `chroot "$1" sh -c 'b=$(ls /usr/local/lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-*/vendor/*-unknown-linux-musl/bin/codex 2>/dev/null | head -n1); [ -z "$b" ] || ln -sf "$b" /usr/local/bin/codex'`
 
 // Recipes are the built-in images.
@@ -153,7 +156,7 @@ const codexStaticHook = `chroot "$1" sh -c 'b=$(ls /usr/local/lib/node_modules/@
 //     `codex` linked to the package's static binary. npm runs
 //     in the chroot trusting the host's CA bundle (copied in for the install and
 //     removed after): package registries may sit behind a TLS-intercepting proxy whose
-//     CA only the host trusts (LAB.md 9).
+//     CA only the host trusts.
 var Recipes = map[string]Recipe{
 	"test": {
 		Name: "test", Suite: "bookworm", Variant: "essential",

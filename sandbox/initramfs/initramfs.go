@@ -4,6 +4,9 @@
 // (modules.softdep, resolved to module names), modules.builtin and /dev/console. The base archive is the same for every session and cached by content
 // digest; WithSession appends a small uncompressed archive with the session's
 // configuration (the kernel unpacks concatenated archives in order).
+//
+// Privilege: none; it writes an archive from files it is given. The root helper uses it
+// for each session's initramfs.
 package initramfs
 
 import (
@@ -26,7 +29,7 @@ import (
 )
 
 // DefaultModules are the modules brood-guest needs (Debian's generic kernel builds them
-// all as modules, LAB.md 1): virtio-mmio transport, virtio-serial (SSH channel), entropy,
+// all as modules, none built in): virtio-mmio transport, virtio-serial (SSH channel), entropy,
 // the rootfs disk (virtio_blk + erofs, see package image),
 // the tmpfs overlay, the 9p workspace share and (only with a network) virtio_net.
 // erofs needs libcrc32c, whose crc32c algorithm must already be registered: there is

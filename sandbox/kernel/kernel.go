@@ -1,11 +1,14 @@
 // Package kernel fetches and unpacks the Debian guest kernel brood boots, once per kernel
 // version, without installing anything on the host.
 //
-// Recipe (LAB.md 1): `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
+// Recipe: `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
 // cloud flavour has no 9p), `dpkg-deb -x` into the cache, `depmod -b` (the package ships
 // no modules.dep; its postinst would run depmod), and the uncompressed PVH vmlinux
 // extracted from the bzImage. The cache is a store.Layout's Kernels() directory: one
 // <release> directory per kernel, laid out as package store describes.
+//
+// Privilege: fetching into the artifact store needs root (it is root-owned); linked only
+// into broodd-helper and tests, never into brood.
 package kernel
 
 import (

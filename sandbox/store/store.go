@@ -13,6 +13,9 @@
 //
 // <hex32> is the first 32 hex digits of a SHA-256 content digest (of the initramfs files,
 // of the image's tree); entries whose name starts with "." are work in progress.
+//
+// Privilege: none to compute paths and names, which brood uses to validate an image
+// name; the helper reads the store as root, and only root writes it (the builders).
 package store
 
 import (

@@ -3,6 +3,9 @@
 // once per test process and cached like production does (in the default artifact store,
 // package store). Tests call RequireVM first: it skips locally and fails in CI
 // when root or a needed tool is missing.
+//
+// Privilege: tests only; it builds into the root-owned store, so its tests run as root
+// and are gated by testenv.
 package vmtest
 
 import (

@@ -14,6 +14,9 @@
 // It is built on go-fuse's path API (github.com/hanwen/go-fuse/v2/fuse/pathfs) over its
 // loopback file system, and mounts with mount(2) directly (DirectMountStrict), so it needs
 // root and /dev/fuse but no fusermount.
+//
+// Privilege: tests only; mounting needs root (or /dev/fuse access), so its tests are
+// gated by testenv.
 package foldfs
 
 import (
