@@ -133,7 +133,7 @@ the VM is stopped and the review starts. The exit status is the agent's when it 
 			if f.image != "" {
 				img = f.image
 			}
-			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f})
+			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f, user: cfg})
 		},
 	}
 	addRunFlags(c, &f, true)
@@ -181,6 +181,27 @@ type runRequest struct {
 	argv  []string // the guest command; empty: a login shell
 	image string
 	flags runFlags
+	user  *userConfig // the user config as read by the command; nil: not read yet
+}
+
+// configs returns the user config (r.user, else read now) and the workspace's
+// .brood.toml, each read once per run.
+func (r runRequest) configs() (*userConfig, *workspaceConfig, error) {
+	user := r.user
+	if user == nil {
+		path, err := userConfigPath()
+		if err != nil {
+			return nil, nil, err
+		}
+		if user, err = loadUserConfig(path); err != nil {
+			return nil, nil, err
+		}
+	}
+	ws, err := loadWorkspaceConfig(r.flags.workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return user, ws, nil
 }
 
 // vmRecord is vm.json in the session directory.
@@ -313,18 +334,17 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		return err
 	}
 	// The user's and the workspace's [egress] tables travel to the helper, which merges
-	// them tighten-only under the system policy; a malformed one stops the run here.
-	cfgPath, err := userConfigPath()
+	// them tighten-only under the system policy; a malformed one stops the run here. With
+	// a network, so do the registries of the user's own npm/pip/cargo/go configuration.
+	user, ws, err := r.configs()
+	if err != nil {
+		return usageErr("run: %v", err)
+	}
+	in, err := newEgressInputs(cmd.Context(), user, ws, f.workspace, startArgs.Agent, &f.egress, startArgs.Egress != "")
 	if err != nil {
 		return err
 	}
-	if startArgs.UserEgress, startArgs.WorkspaceEgress, err = egressLayers(cfgPath, f.workspace); err != nil {
-		return usageErr("run: %v", err)
-	}
-	if startArgs.Egress != "" {
-		// Registries of the user's own npm/pip/cargo/go configuration (standard profile).
-		startArgs.UserEgress = withUserDiscovered(cmd.Context(), startArgs.UserEgress, f.workspace)
-	}
+	startArgs.SetPolicyArgs(in.args)
 	base := cmd.Context()
 	if base == nil {
 		base = context.Background()
@@ -416,7 +436,8 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		prog.Warn("%s", diff.Escape(strings.TrimPrefix(info.Warning, "WARNING: ")))
 	}
 	if e := info.Egress; e != nil {
-		prog.Printf("network: profile %s, guest %s, %d allowed host entr(ies)", diff.Escape(e.Profile), diff.Escape(e.GuestV4), len(e.Hosts))
+		prog.Printf("network: profile %s, guest %s, %d allowed host entr(ies), policy %s (brood policy show prints it)",
+			diff.Escape(e.Profile), diff.Escape(e.GuestV4), len(e.Hosts), diff.Escape(e.Digest))
 		if e.Warning != "" {
 			prog.Warn("egress: %s", diff.Escape(e.Warning))
 		}

@@ -49,6 +49,11 @@ type fakeVMHelper struct {
 	goneOnce sync.Once
 	outcome  string
 	egress   *api.EgressSummary // returned by WaitVM
+	vmEgress *api.EgressInfo    // VMInfo.Egress of StartVM
+	// policy answers resolve_policy (nil: the call is unknown, as to an older helper);
+	// policyArg records the request.
+	policy    *api.Policy
+	policyArg api.ResolvePolicyArgs
 }
 
 func newFakeHelper(t *testing.T) *fakeVMHelper {
@@ -140,7 +145,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 				rerr = f.startErr
 				break
 			}
-			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: "tcg", Backend: "qemu"}
+			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: "tcg", Backend: "qemu", Egress: f.vmEgress}
 		case api.CallAttach:
 			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 			if err != nil {
@@ -176,6 +181,15 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			result = f.images
 			f.mu.Unlock()
 		case api.CallDestroySession:
+		case api.CallResolvePolicy:
+			f.mu.Lock()
+			json.Unmarshal(req.Args, &f.policyArg)
+			if f.policy == nil {
+				rerr = &api.Error{Code: api.CodeUnknownCall, Message: "unknown call"}
+			} else {
+				result = *f.policy
+			}
+			f.mu.Unlock()
 		}
 		var resp api.Response
 		if rerr != nil {

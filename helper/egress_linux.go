@@ -167,13 +167,9 @@ func (e *Egress) forwarding(name string) error {
 // proxy on the tap's host addresses. Policy errors wrap api.ErrPolicy and happen before
 // anything is created; on any later error everything created is removed again.
 func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, error) {
-	var disc []netpolicy.Discovered
-	if e.Discover != nil {
-		disc = e.Discover()
-	}
-	eff, digest, err := egressPolicy(&e.cfg, a, disc)
+	eff, sysDigest, err := e.Resolve(a.PolicyArgs())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
 	}
 	tap, err := nftrules.TapName(a.ID)
 	if err != nil {
@@ -198,14 +194,26 @@ func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, erro
 	}
 	s.info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
 		GuestV4: netip.PrefixFrom(s.addrs.Guest4, 30).String(), DNS: s.addrs.Host4.String(),
-		Hosts: hostList(eff), Digest: digest}
+		Hosts: hostList(eff), Digest: eff.Digest(), SystemDigest: sysDigest}
 	if s.v6 {
 		s.info.GuestV6 = netip.PrefixFrom(s.addrs.Guest6, 126).String()
 		s.info.DNS6 = s.addrs.Host6.String()
 	}
 	e.log.Info("audit: egress up", "session", a.ID, "tap", tap, "guest", s.info.GuestV4, "guest_v6", s.info.GuestV6,
-		"profile", s.info.Profile, "hosts", s.info.Hosts, "policy_digest", digest)
+		"profile", s.info.Profile, "hosts", s.info.Hosts,
+		"policy_digest", s.info.Digest, "system_policy_digest", sysDigest)
 	return s, nil
+}
+
+// Resolve returns the effective policy of a session started with a's egress inputs and
+// the system policy's digest: resolvePolicy over the registries of the host's system
+// configuration (Discover). Start enforces exactly this; the ResolvePolicy call answers it.
+func (e *Egress) Resolve(a api.ResolvePolicyArgs) (*netpolicy.Effective, string, error) {
+	var disc []netpolicy.Discovered
+	if e.Discover != nil {
+		disc = e.Discover()
+	}
+	return resolvePolicy(&e.cfg, a, disc)
 }
 
 func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint32) error {

@@ -120,6 +120,12 @@ func TestVMEgress(t *testing.T) {
 		eg.GuestV6 == "" || eg.DNS6 == "" {
 		t.Fatalf("VMInfo.Egress = %+v", eg)
 	}
+	// The confined helper answers resolve_policy for the same inputs with this session's
+	// hosts and digest.
+	pol := a.must(vmCmd{Op: "policy", Egress: "locked"}).Policy
+	if pol.Digest != eg.Digest || len(pol.Hosts) != 1 || pol.Hosts[0].Name+" ("+strings.Join(pol.Hosts[0].Ports, ", ")+")" != eg.Hosts[0] {
+		t.Errorf("resolve_policy = %+v; the session enforces %v, %s", pol, eg.Hosts, eg.Digest)
+	}
 	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "cat /etc/resolv.conf; " +
 		"busybox nslookup ok.pkg.test; " +
 		"busybox nc -w 5 192.0.2.10 443 </dev/null && echo CONNECT-ALLOWED-OK; " +

@@ -97,6 +97,13 @@ func publicTempDir(t *testing.T) string {
 
 func startServer(t *testing.T, mutate func(*Config)) *testServer {
 	t.Helper()
+	return startServerWith(t, mutate, nil)
+}
+
+// startServerWith is startServer with enable run on the server before it serves (e.g.
+// EnableEgress).
+func startServerWith(t *testing.T, mutate func(*Config), enable func(*Server)) *testServer {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.AllowGroup = ""
 	cfg.AllowUIDs = []uint32{uint32(os.Getuid())}
@@ -123,6 +130,9 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 	log := slog.New(slog.NewJSONHandler(buf, nil))
 	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: "tcg", Policy: "none"}
 	srv := NewServer(&cfg, log, links, caps, []api.Check{{Name: "test", OK: true}})
+	if enable != nil {
+		enable(srv)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()

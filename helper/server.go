@@ -299,6 +299,9 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		s.lastBusy.Store(time.Now().UnixNano())
 		s.log.Info("audit: session destroyed", "uid", uid, "session", a.ID)
 		return api.Empty{}, nil, nil
+	case api.CallResolvePolicy:
+		r, err := s.resolvePolicy(req)
+		return r, nil, err
 	case api.CallDoctor:
 		var a api.DoctorArgs
 		if err := api.DecodeArgs(req.Args, &a); err != nil {
@@ -329,6 +332,23 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 		caps.Policy = PolicyDigest(s.cfg.Egress.PolicyPath)
 	}
 	return caps, nil
+}
+
+// resolvePolicy answers the effective egress policy of the request's inputs, from the
+// function whose result Egress.Start enforces (Egress.Resolve).
+func (s *Server) resolvePolicy(req *api.Request) (any, error) {
+	var a api.ResolvePolicyArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, err
+	}
+	if s.egress == nil {
+		return nil, fmt.Errorf("resolve egress policy: this helper gives VMs no network: %w", api.ErrUnavailable)
+	}
+	eff, sysDigest, err := s.egress.Resolve(a)
+	if err != nil {
+		return nil, err
+	}
+	return policyAnswer(eff, sysDigest), nil
 }
 
 // createSession checks the share descriptor with fstat (a directory owned by the peer)

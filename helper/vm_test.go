@@ -46,7 +46,7 @@ func vmChild(env string) (int, bool) {
 
 // vmCmd is one step of the VM client (JSON, one per line on its stdin).
 type vmCmd struct {
-	Op      string `json:"op"` // create, start, run, close, wait, stop, destroy, list, attach
+	Op      string `json:"op"` // create, start, run, close, wait, stop, destroy, list, attach, policy
 	Dir     string `json:"dir,omitempty"`
 	ID      string `json:"id,omitempty"`
 	Cmd     string `json:"cmd,omitempty"`
@@ -64,6 +64,7 @@ type vmOut struct {
 	Info     api.VMInfo    `json:"info"`
 	Exit     api.VMExit    `json:"exit"`
 	Stdout   string        `json:"stdout,omitempty"`
+	Policy   api.Policy    `json:"policy"`           // policy: resolve_policy's answer
 	Millis   int64         `json:"millis,omitempty"` // start: start_vm call; run: start_vm → command done
 }
 
@@ -143,6 +144,8 @@ func childVMClient() int {
 		case "wait":
 			out.Exit, err = c.WaitVM(ctx, cmd.ID)
 			out.Millis = time.Since(started).Milliseconds()
+		case "policy": // resolve_policy with the egress inputs "start" sends
+			out.Policy, err = c.ResolvePolicy(ctx, api.ResolvePolicyArgs{Egress: cmd.Egress, Agent: "shell"})
 		case "stop":
 			err = c.StopVM(ctx, cmd.ID)
 		case "destroy":

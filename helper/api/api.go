@@ -60,8 +60,15 @@ const (
 	CallAttach  = "attach"
 	CallStopVM  = "stop_vm"
 	CallWaitVM  = "wait_vm"
-	// CallListImages lists the images the helper boots, from its artifact store.
+	// CallListImages lists the images the helper boots, from its artifact store
+	// (ListImagesArgs, ImageList). Like CallResolvePolicy, an addition to Version 1; an
+	// older helper answers it with CodeUnknownCall.
 	CallListImages = "list_images"
+	// CallResolvePolicy answers the effective egress policy a StartVM with the same
+	// egress inputs would enforce (ResolvePolicyArgs, Policy). It is an addition to
+	// Version 1 that older clients never send; an older helper answers it with
+	// CodeUnknownCall.
+	CallResolvePolicy = "resolve_policy"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
@@ -77,6 +84,7 @@ var CallFDs = map[string]int{
 	CallStopVM:         0,
 	CallWaitVM:         0,
 	CallListImages:     0,
+	CallResolvePolicy:  0,
 }
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
@@ -136,7 +144,7 @@ type Capabilities struct {
 	Accel    string   `json:"accel"`    // "kvm" when /dev/kvm exists, else "tcg"
 	Landlock Landlock `json:"landlock"`
 	Peer     Peer     `json:"peer"`          // who the helper thinks you are
-	Policy   string   `json:"policy_digest"` // digest of the system egress policy ("none" until netpolicy lands)
+	Policy   string   `json:"policy_digest"` // digest of the system egress policy file ("none": no file)
 	// Images lists the names of the built images the helper can boot (ValidImageName
 	// names), so a client can refuse an unknown image before it snapshots anything.
 	// Nil from a helper older than this field: the client cannot tell and asks StartVM.
@@ -290,8 +298,77 @@ type EgressInfo struct {
 	GuestV6 string   `json:"guest_v6,omitempty"` // "fd62:726f:6f64::2/126"; empty: the guest has no IPv6
 	DNS6    string   `json:"dns6,omitempty"`     // the proxy's IPv6 address, when GuestV6 is set
 	Hosts   []string `json:"hosts"`              // the allowed host entries ("pattern (443/tcp)")
-	Digest  string   `json:"policy_digest"`      // digest of the system policy applied
-	Warning string   `json:"warning,omitempty"`  // degraded enforcement (e.g. no IPv6 forwarding)
+	// Digest identifies the effective policy the session enforces (Policy.Digest: the
+	// same value ResolvePolicy answers for the same inputs).
+	Digest string `json:"policy_digest"`
+	// SystemDigest is "sha256:<hex>" of the system policy file applied, or "none".
+	SystemDigest string `json:"system_policy_digest,omitempty"`
+	Warning      string `json:"warning,omitempty"` // degraded enforcement (e.g. no IPv6 forwarding)
+}
+
+// ResolvePolicyArgs are the egress inputs of a StartVM request (StartVMArgs.PolicyArgs),
+// with the same meaning and JSON names, except that an empty Egress leaves the profile to
+// the configuration layers (StartVM gives no network then).
+type ResolvePolicyArgs struct {
+	Egress          string       `json:"egress,omitempty"`
+	AllowHosts      []string     `json:"allow_hosts,omitempty"`
+	Agent           string       `json:"agent,omitempty"`
+	UserEgress      *EgressLayer `json:"user_egress,omitempty"`
+	WorkspaceEgress *EgressLayer `json:"workspace_egress,omitempty"`
+}
+
+// PolicyArgs returns the egress inputs of a.
+func (a StartVMArgs) PolicyArgs() ResolvePolicyArgs {
+	return ResolvePolicyArgs{Egress: a.Egress, AllowHosts: a.AllowHosts, Agent: a.Agent,
+		UserEgress: a.UserEgress, WorkspaceEgress: a.WorkspaceEgress}
+}
+
+// SetPolicyArgs sets a's egress inputs to p's.
+func (a *StartVMArgs) SetPolicyArgs(p ResolvePolicyArgs) {
+	a.Egress, a.AllowHosts, a.Agent = p.Egress, p.AllowHosts, p.Agent
+	a.UserEgress, a.WorkspaceEgress = p.UserEgress, p.WorkspaceEgress
+}
+
+// Policy answers ResolvePolicy: an effective egress policy, the layer and source of every
+// part of it, and its digest.
+type Policy struct {
+	Profile      string `json:"profile"`       // "locked", "standard" or "permissive"
+	ProfileLayer string `json:"profile_layer"` // the layer that chose it ("default", "system", "user", ...)
+	// AllowHostForbidden: the system policy refuses hosts added by the user or flags.
+	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
+	// Hosts are the allowed entries in the order the DNS proxy consults them.
+	Hosts  []PolicyHost   `json:"hosts"`
+	Denied []PolicyDenial `json:"denied,omitempty"`
+	// Dropped are entries left out, each with the reason.
+	Dropped []PolicyNote `json:"dropped,omitempty"`
+	// Digest is "sha256:<hex>" over the policy's canonical encoding (profile, host
+	// patterns with ports, denied patterns); EgressInfo.Digest of a session started with
+	// the same inputs is equal.
+	Digest string `json:"digest"`
+	// SystemDigest is "sha256:<hex>" of the system policy file, or "none".
+	SystemDigest string `json:"system_policy_digest"`
+}
+
+// PolicyHost is one allowed entry: a name or "*.suffix" pattern, its ports ("443/tcp"),
+// the layer that added it and a detail of its source (the agent, "code hosting", "npm:
+// FILE"; may be empty).
+type PolicyHost struct {
+	Name   string   `json:"name"`
+	Ports  []string `json:"ports"`
+	Layer  string   `json:"layer"`
+	Source string   `json:"source,omitempty"`
+}
+
+// PolicyDenial is one denied pattern and the layer that denied it.
+type PolicyDenial struct {
+	Pattern string `json:"pattern"`
+	Layer   string `json:"layer"`
+}
+
+// PolicyNote is an entry left out of the policy and why.
+type PolicyNote struct {
+	What string `json:"what"`
+	Why  string `json:"why"`
 }
 
 // EgressSummary condenses a session's egress decision log, returned by WaitVM.

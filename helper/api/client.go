@@ -173,6 +173,15 @@ func (c *Client) DestroySession(ctx context.Context, id string) error {
 	return c.Call(ctx, CallDestroySession, SessionArgs{ID: id}, nil)
 }
 
+// ResolvePolicy returns the effective egress policy the helper would enforce for a
+// session started with args' egress inputs. A policy the inputs may not have (a layer
+// loosening another, a host the system forbids adding) is a CodePolicy error.
+func (c *Client) ResolvePolicy(ctx context.Context, args ResolvePolicyArgs) (Policy, error) {
+	var p Policy
+	err := c.Call(ctx, CallResolvePolicy, args, &p)
+	return p, err
+}
+
 // Doctor returns the helper's view of the host.
 func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
 	var r DoctorReport
