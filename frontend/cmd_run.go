@@ -27,7 +27,6 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
-	"brood.dev/brood/sandbox/image"
 )
 
 func init() { commands = append(commands, newRunCommand, newRunImageCommand) }
@@ -540,13 +539,8 @@ func resourcesHint(caps api.Capabilities) string {
 // images (nil: unknown). --image is suggested only to `brood run` without it (the image
 // was the agent's default), never when it was given or to run-image, which has none.
 func imageHint(r runRequest, built []string) string {
-	name := r.image
 	var b strings.Builder
-	if _, ok := image.Recipes[name]; ok {
-		fmt.Fprintf(&b, "\nhint: is the image built? sudo brood image build %s", name)
-	} else {
-		fmt.Fprintf(&b, "\nhint: brood has no recipe for an image %q (recipes: %s)", name, strings.Join(recipeNames(), ", "))
-	}
+	fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
 	switch {
 	case built == nil:
 		b.WriteString("\nbrood image list shows the built images")

@@ -40,6 +40,7 @@ type fakeVMHelper struct {
 	// lingers: the fake guest does not power off after the command; only StopVM ends it.
 	lingers bool
 	list    []api.Session // ListSessions' answer
+	images  api.ImageList // ListImages' answer
 
 	mu       sync.Mutex
 	calls    []string
@@ -175,6 +176,10 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			<-f.gone
 			f.mu.Lock()
 			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n", Egress: f.egress}
+			f.mu.Unlock()
+		case api.CallListImages:
+			f.mu.Lock()
+			result = f.images
 			f.mu.Unlock()
 		case api.CallDestroySession:
 		case api.CallResolvePolicy:
@@ -342,7 +347,7 @@ func TestRunStartVMRefused(t *testing.T) {
 	f := newFakeHelper(t)
 	f.startErr = &api.Error{Code: api.CodeUnavailable, Message: "image \"test\" is not built"}
 	code, _, stderr, ss := fakeRun(t, "run-image", "test", "--", "true")
-	if code != ExitError || !strings.Contains(stderr, "start VM: image \"test\" is not built") || !strings.Contains(stderr, "sudo brood image build test") {
+	if code != ExitError || !strings.Contains(stderr, "start VM: image \"test\" is not built") || !strings.Contains(stderr, "sudo broodd-helper image build test") {
 		t.Errorf("exit %d\n%s", code, stderr)
 	}
 	if len(ss) != 1 || ss[0].State != session.StateReady {
@@ -382,12 +387,11 @@ func TestImageHint(t *testing.T) {
 	agent := func(name, image, flag string) runRequest {
 		return runRequest{agent: Agent{Name: name, Image: image}, image: image, flags: runFlags{image: flag}}
 	}
-	if h := imageHint(agent("run-image", "test", ""), nil); !strings.Contains(h, "sudo brood image build test") || strings.Contains(h, "--image") {
-		t.Errorf("recipe hint %q", h)
+	if h := imageHint(agent("run-image", "test", ""), nil); !strings.Contains(h, "sudo broodd-helper image build test") || strings.Contains(h, "--image") {
+		t.Errorf("build hint %q", h)
 	}
-	if h := imageHint(agent("claude-code", "claude-code", ""), []string{"test"}); !strings.Contains(h, "no recipe") ||
-		!strings.Contains(h, "--image") || strings.Contains(h, "image build claude-code") || !strings.Contains(h, "built images: test") {
-		t.Errorf("no-recipe hint %q", h)
+	if h := imageHint(agent("claude-code", "claude-code", ""), []string{"test"}); !strings.Contains(h, "--image") || !strings.Contains(h, "built images: test") {
+		t.Errorf("agent image hint %q", h)
 	}
 	// --image was given: the hint does not tell the developer to pass it.
 	if h := imageHint(agent("shell", "nosuch", "nosuch"), []string{}); strings.Contains(h, "--image") || !strings.Contains(h, "no image is built yet") {

@@ -47,8 +47,11 @@ type Options struct {
 	IdleTimeout time.Duration // --idle-timeout overrides idle_seconds when >= 0
 }
 
-// subcommands are the hidden subcommands of broodd-helper (the VM runner lands here).
-var subcommands = map[string]func(args []string) int{}
+// subcommands are the subcommands of broodd-helper: `image` (image.go) and, registered by
+// the Linux files, the hidden vm-spawn and vm-run.
+var subcommands = map[string]func(args []string) int{
+	ImageSubcommand: imageMain,
+}
 
 // Main runs broodd-helper with args (without the program name) and returns the exit code:
 // 0 after a clean stop or idle exit, 1 on failure, 2 on bad flags.
@@ -60,6 +63,10 @@ func Main(args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	fs := flag.NewFlagSet("broodd-helper", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: broodd-helper [flags]  (serve)\n%s\n\nflags:\n", imageUsage)
+		fs.PrintDefaults()
+	}
 	var o Options
 	fs.StringVar(&o.ConfigPath, "config", DefaultConfigPath, "helper configuration `file` (TOML)")
 	fs.StringVar(&o.Listen, "listen", "", "create the socket at `path` instead of taking it from socket activation (development, tests)")

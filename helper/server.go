@@ -308,6 +308,9 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 			return nil, nil, err
 		}
 		return api.DoctorReport{Checks: s.doctor}, nil, nil
+	case api.CallListImages:
+		r, err := s.listImages(req)
+		return r, nil, err
 	}
 	closeFiles(files)
 	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)

@@ -16,9 +16,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +28,6 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
-	"brood.dev/brood/sandbox/image"
 	"brood.dev/brood/sandbox/initramfs"
 )
 
@@ -510,35 +507,6 @@ func hostLimits() hostResources {
 	}
 	return h
 }
-
-// builtImages lists the names of the images under the state directory that openArtifacts
-// would find ("<name>-<hex32><image.Ext>"), sorted and without duplicates; an empty list
-// when there are none or the directory cannot be read safely.
-func builtImages(cfg *Config) []string {
-	out := []string{}
-	root, err := openTrustedDir(-1, cfg.StateDir)
-	if err != nil {
-		return out
-	}
-	defer root.Close()
-	d, err := openTrustedDir(int(root.Fd()), imagesDir)
-	if err != nil {
-		return out
-	}
-	defer d.Close()
-	names, _ := readNames(d)
-	for _, n := range names {
-		m := builtImageRe.FindStringSubmatch(n)
-		if m != nil && api.ValidImageName(m[1]) && !slices.Contains(out, m[1]) {
-			out = append(out, m[1])
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// builtImageRe matches an image file name and captures the image name.
-var builtImageRe = regexp.MustCompile(`^(.+)-[0-9a-f]{32}` + regexp.QuoteMeta(image.Ext) + `$`)
 
 // newHostKey generates the guest's per-session ed25519 SSH host key: the private key as
 // OpenSSH PEM for the guest config, the public key for VMInfo.

@@ -189,6 +189,13 @@ func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
 	return r, err
 }
 
+// ListImages asks which images the helper boots (CallListImages).
+func (c *Client) ListImages(ctx context.Context) (ImageList, error) {
+	var r ImageList
+	err := c.Call(ctx, CallListImages, ListImagesArgs{}, &r)
+	return r, err
+}
+
 // OpenShare opens dir as a workspace share descriptor: a directory, not followed through
 // a final symlink. The helper never sees the path.
 func OpenShare(dir string) (*os.File, error) {
