@@ -247,12 +247,16 @@ func flushRefusal(err error) bool {
 	return false
 }
 
-// printSelection prints one line per selected change: what will be applied, and each
-// change left out with the reason.
+// printSelection prints one line per selected change: what will be applied, with what
+// the apply does to its mode (diff.ModeNote) and its risk, and each change left out with
+// the reason.
 func printSelection(out io.Writer, sel applySelection) {
 	var b strings.Builder
 	for _, c := range sel.apply {
 		fmt.Fprintf(&b, "apply    %-9s %s", c.Kind, diff.Escape(c.Path))
+		if n := diff.ModeNote(c); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
 		if c.Risk != "" {
 			fmt.Fprintf(&b, " [risk: %s]", diff.Escape(c.Risk))
 		}
@@ -262,8 +266,11 @@ func printSelection(out io.Writer, sel applySelection) {
 		fmt.Fprintf(&b, "%-8s %s: %s\n", c.Kind, diff.Escape(c.Path), diff.Escape(c.Reason))
 	}
 	for _, c := range sel.risky {
-		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name its path to apply it\n",
-			c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
+		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name its path to apply it", c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
+		if n := diff.ModeNote(c); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
+		b.WriteByte('\n')
 	}
 	io.WriteString(out, b.String())
 }

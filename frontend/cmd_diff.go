@@ -97,8 +97,8 @@ func blocked(changes []diff.Change) int {
 	return n
 }
 
-// writeDiffText prints one line per change: kind, escaped path, then the reason and the
-// risk in brackets. Reasons are built by package diff from escaped names only.
+// writeDiffText prints one line per change: kind, escaped path, then the reason, what
+// the apply does to the mode (diff.ModeNote) and the risk in brackets. Reasons are built by package diff from escaped names only.
 func writeDiffText(out io.Writer, changes []diff.Change) error {
 	var b strings.Builder
 	for _, c := range changes {
@@ -111,6 +111,9 @@ func writeDiffText(out io.Writer, changes []diff.Change) error {
 		}
 		if c.Reason != "" {
 			fmt.Fprintf(&b, ": %s", diff.Escape(c.Reason))
+		}
+		if n := diff.ModeNote(c); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
 		}
 		if c.Risk != "" {
 			fmt.Fprintf(&b, " [risk: %s]", diff.Escape(c.Risk))
@@ -138,7 +141,8 @@ func writeDiffJSON(out io.Writer, changes []diff.Change) error {
 
 // writeDiffStat prints, per change, the path and its added/deleted line counts for text
 // files (read back from W and S, verified against the reviewed hashes), or the sizes for
-// binary and large files, then a summary line like git diff --stat.
+// binary and large files, and what the apply does to the mode (diff.ModeNote), then a
+// summary line like git diff --stat.
 func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) error {
 	var b strings.Builder
 	var files, ins, del int
@@ -157,7 +161,11 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 			del += d
 			fmt.Fprintf(&b, "+%d -%d", a, d)
 		case c.Kind == diff.KindMode:
-			fmt.Fprintf(&b, "mode %04o -> %04o", c.OldMode, c.NewMode)
+			note := diff.ModeNote(c)
+			if note == "" {
+				note = fmt.Sprintf("mode %04o -> %04o", c.OldMode, c.NewMode)
+			}
+			b.WriteString(note)
 		case c.Kind == diff.KindSymlink || c.Kind == diff.KindType:
 			fmt.Fprintf(&b, "%s: %s", c.Kind, diff.Escape(c.Reason))
 		case dir:
@@ -166,6 +174,9 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 			fmt.Fprintf(&b, "Bin %d -> %d bytes", c.OldSize, c.NewSize)
 		default:
 			fmt.Fprintf(&b, "%s %d -> %d bytes", c.Kind, c.OldSize, c.NewSize)
+		}
+		if n := diff.ModeNote(c); n != "" && c.Kind != diff.KindMode {
+			fmt.Fprintf(&b, " [%s]", n)
 		}
 		b.WriteByte('\n')
 	}

@@ -119,6 +119,9 @@ func reviewAuto(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		if d.Verdict != review.Accept {
 			fmt.Fprintf(&b, ": %s", review.EscapeLine(d.Note))
 		}
+		if n := diff.ModeNote(d.Change); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
 		b.WriteByte('\n')
 	}
 	if _, err := io.WriteString(out, b.String()); err != nil {

@@ -506,6 +506,9 @@ func (s *Session) confirm(p *printer, k *keys, ds []Decision) (bool, error) {
 		if d.Change.Risk != "" {
 			risk = " " + p.paint(sgrBoldRed, "[HIGH RISK]")
 		}
+		if n := diff.ModeNote(d.Change); n != "" {
+			risk += " [" + n + "]"
+		}
 		p.printf("  %s %-9s %s%s  (%s)\n", v, d.Change.Kind, EscapeName(d.Change.Path), risk, EscapeLine(d.Note))
 	}
 	if na == 0 {
