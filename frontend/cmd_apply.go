@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -91,11 +92,13 @@ type applySelection struct {
 	apply   []diff.Change // to apply
 	blocked []diff.Change // refused or conflict: never applied
 	risky   []diff.Change // high risk, left out: never by --all; PATH needs an exact name or --include-risky
+	emptied []diff.Change // new directories holding only changes left out (diff.EmptiedDirs)
 }
 
 // selectForApply chooses the changes to apply for --all or the PATH arguments (an exact
 // path, raw or as diff.Escape prints it, or a directory covering the changes below it).
-// --all never selects a high-risk change. A PATH that covers no change is an error.
+// --all never selects a high-risk change. A new directory whose content is all left out
+// is left out too (holdEmptied). A PATH that covers no change is an error.
 func selectForApply(changes []diff.Change, all, includeRisky bool, paths []string) (applySelection, error) {
 	var sel applySelection
 	add := func(c diff.Change, exact bool) {
@@ -112,7 +115,7 @@ func selectForApply(changes []diff.Change, all, includeRisky bool, paths []strin
 		for _, c := range changes {
 			add(c, false)
 		}
-		return sel, nil
+		return holdEmptied(sel), nil
 	}
 	hit := make([]int, len(changes)) // 0 not named, 1 below a named directory, 2 named exactly
 	for _, arg := range paths {
@@ -136,7 +139,35 @@ func selectForApply(changes []diff.Change, all, includeRisky bool, paths []strin
 			add(c, hit[i] == 2)
 		}
 	}
-	return sel, nil
+	return holdEmptied(sel), nil
+}
+
+// holdEmptied moves the new directories that would be created only to stay empty, all
+// their content being left out (diff.EmptiedDirs), from sel.apply to sel.emptied.
+func holdEmptied(sel applySelection) applySelection {
+	all := slices.Concat(sel.apply, sel.blocked, sel.risky)
+	slices.SortFunc(all, func(a, b diff.Change) int { return strings.Compare(a.Path, b.Path) })
+	chosen := map[string]bool{}
+	for _, c := range sel.apply {
+		chosen[c.Path] = true
+	}
+	drop := map[string]bool{}
+	for _, i := range diff.EmptiedDirs(all, func(i int) bool { return chosen[all[i].Path] }) {
+		drop[all[i].Path] = true
+	}
+	if len(drop) == 0 {
+		return sel
+	}
+	var keep []diff.Change
+	for _, c := range sel.apply {
+		if drop[c.Path] {
+			sel.emptied = append(sel.emptied, c)
+		} else {
+			keep = append(keep, c)
+		}
+	}
+	sel.apply = keep
+	return sel
 }
 
 func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error {
@@ -166,7 +197,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		return usageErr("apply session %s: %v", id, err)
 	}
 	printSelection(out, sel)
-	left := len(sel.blocked) + len(sel.risky)
+	left := len(sel.blocked) + len(sel.risky) + len(sel.emptied)
 	leftErr := func() error {
 		if left == 0 {
 			return nil
@@ -264,6 +295,9 @@ func printSelection(out io.Writer, sel applySelection) {
 	}
 	for _, c := range sel.blocked {
 		fmt.Fprintf(&b, "%-8s %s: %s\n", c.Kind, diff.Escape(c.Path), diff.Escape(c.Reason))
+	}
+	for _, c := range sel.emptied {
+		fmt.Fprintf(&b, "skip     %-9s %s: new directory holding only changes left out; applied with them\n", c.Kind, diff.Escape(c.Path))
 	}
 	for _, c := range sel.risky {
 		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name its path to apply it", c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
