@@ -327,6 +327,36 @@ func printMetaLosses(out io.Writer, losses []flush.MetaLoss, drop bool, refusedN
 	}
 }
 
+// metaNotes returns, per path of changes that are not refused or in conflict, what the
+// apply would do to the replaced file's extended attributes and ACL beyond keeping them
+// (flush.CheckMetadata, reading only): "metadata: ATTR not kept (WHY)" for one never
+// carried over, "metadata: ATTR cannot be kept (WHY); apply needs --drop-metadata" for
+// one the flush keeps that W's filesystem refuses. Notes of one path are joined by "; ".
+func metaNotes(sess *session.Session, m *manifest.Manifest, changes []diff.Change) (map[string]string, error) {
+	var items []flush.Item
+	for _, c := range changes {
+		if c.Kind != diff.KindRefused && c.Kind != diff.KindConflict {
+			items = append(items, flush.Item{Change: c})
+		}
+	}
+	losses, err := flush.CheckMetadata(sess, m, items)
+	if err != nil {
+		return nil, err
+	}
+	notes := map[string]string{}
+	for _, l := range losses {
+		n := fmt.Sprintf("metadata: %s not kept (%s)", diff.Escape(l.Attr), diff.Escape(l.Why))
+		if l.Refused {
+			n = fmt.Sprintf("metadata: %s cannot be kept (%s); apply needs --drop-metadata", diff.Escape(l.Attr), diff.Escape(l.Why))
+		}
+		if notes[l.Path] != "" {
+			n = notes[l.Path] + "; " + n
+		}
+		notes[l.Path] = n
+	}
+	return notes, nil
+}
+
 // confirm asks question on out and reads one line from in; only "y" or "yes" agree.
 func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 	fmt.Fprint(out, question)

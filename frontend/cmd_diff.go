@@ -65,18 +65,29 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 			return err
 		}
 	}
+	var m *manifest.Manifest
 	changes, err := diff.ComputeLoad(ctx, sess.Workspace, sess.SnapshotDir(),
-		func() (*manifest.Manifest, error) { return manifest.Read(sess.ManifestPath()) }, diff.Options{})
+		func() (*manifest.Manifest, error) {
+			var err error
+			m, err = manifest.Read(sess.ManifestPath())
+			return m, err
+		}, diff.Options{})
 	if err != nil {
 		return err
+	}
+	var notes map[string]string
+	if !asJSON {
+		if notes, err = metaNotes(sess, m, changes); err != nil {
+			return fmt.Errorf("diff session %s: %w", id, err)
+		}
 	}
 	switch {
 	case asJSON:
 		err = writeDiffJSON(out, changes)
 	case stat:
-		err = writeDiffStat(out, sess, changes)
+		err = writeDiffStat(out, sess, changes, notes)
 	default:
-		err = writeDiffText(out, changes)
+		err = writeDiffLines(out, changes, notes)
 	}
 	if err != nil {
 		return err
@@ -98,8 +109,15 @@ func blocked(changes []diff.Change) int {
 }
 
 // writeDiffText prints one line per change: kind, escaped path, then the reason, what
-// the apply does to the mode (diff.ModeNote) and the risk in brackets. Reasons are built by package diff from escaped names only.
+// the apply does to the mode (diff.ModeNote) and the risk in brackets. Reasons are built
+// by package diff from escaped names only.
 func writeDiffText(out io.Writer, changes []diff.Change) error {
+	return writeDiffLines(out, changes, nil)
+}
+
+// writeDiffLines is writeDiffText with notes[path] (metaNotes: what the apply does to
+// the replaced file's attributes) in brackets after the mode.
+func writeDiffLines(out io.Writer, changes []diff.Change, notes map[string]string) error {
 	var b strings.Builder
 	for _, c := range changes {
 		fmt.Fprintf(&b, "%-9s %s", c.Kind, diff.Escape(c.Path))
@@ -113,6 +131,9 @@ func writeDiffText(out io.Writer, changes []diff.Change) error {
 			fmt.Fprintf(&b, ": %s", diff.Escape(c.Reason))
 		}
 		if n := diff.ModeNote(c); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
+		if n := notes[c.Path]; n != "" {
 			fmt.Fprintf(&b, " [%s]", n)
 		}
 		if c.Risk != "" {
@@ -141,9 +162,9 @@ func writeDiffJSON(out io.Writer, changes []diff.Change) error {
 
 // writeDiffStat prints, per change, the path and its added/deleted line counts for text
 // files (read back from W and S, verified against the reviewed hashes), or the sizes for
-// binary and large files, and what the apply does to the mode (diff.ModeNote), then a
-// summary line like git diff --stat.
-func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) error {
+// binary and large files, and what the apply does to the mode (diff.ModeNote) and to the
+// attributes (notes, from metaNotes), then a summary line like git diff --stat.
+func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change, notes map[string]string) error {
 	var b strings.Builder
 	var files, ins, del int
 	for _, c := range changes {
@@ -176,6 +197,9 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 			fmt.Fprintf(&b, "%s %d -> %d bytes", c.Kind, c.OldSize, c.NewSize)
 		}
 		if n := diff.ModeNote(c); n != "" && c.Kind != diff.KindMode {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
+		if n := notes[c.Path]; n != "" {
 			fmt.Fprintf(&b, " [%s]", n)
 		}
 		b.WriteByte('\n')

@@ -165,3 +165,26 @@ func TestReviewModeWidening(t *testing.T) {
 		t.Errorf("after review --all: x %q %v n %q", readW(t, sess, "x.txt"), wMode(t, sess, "x.txt"), readW(t, sess, "n.txt"))
 	}
 }
+
+// TestDiffShowsMetadataLoss: brood diff and --stat say, on the change's line, that the
+// replaced file's user attribute cannot be kept (S made a.txt a symlink) and what apply
+// needs; --json is unchanged.
+func TestDiffShowsMetadataLoss(t *testing.T) {
+	sess := metadataSession(t)
+	want := "[metadata: user.xdg.origin.url cannot be kept ("
+	for _, args := range [][]string{{"diff", sess.ID}, {"diff", "--stat", sess.ID}} {
+		out, msg, code := runBrood(t, args...)
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "a.txt") {
+				line = l
+			}
+		}
+		if code != ExitOK || !strings.Contains(line, want) || !strings.Contains(line, "); apply needs --drop-metadata]") {
+			t.Errorf("brood %v: exit %d (%s), a.txt line %q\n%s", args, code, msg, line, out)
+		}
+	}
+	if out, _, _ := runBrood(t, "diff", "--json", sess.ID); strings.Contains(out, "metadata") {
+		t.Errorf("--json carries the note:\n%s", out)
+	}
+}

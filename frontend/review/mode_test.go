@@ -39,3 +39,21 @@ func TestSessionShowsMode(t *testing.T) {
 		t.Errorf("bare mode line printed besides the note:\n%s", screen)
 	}
 }
+
+// TestSessionShowsNotes: a note for a path (what the apply does to its attributes) is
+// shown in the change's view and in the summary.
+func TestSessionShowsNotes(t *testing.T) {
+	f := newFixture(t)
+	c := f.modified("a.txt", "a\n", "b\n")
+	note := "metadata: security.capability not kept (file capabilities)"
+	var out strings.Builder
+	s := &Session{Changes: []diff.Change{c}, Trees: f.trees, In: strings.NewReader("a" + "y"), Out: &out,
+		Notes: map[string]string{"a.txt": note}}
+	if _, ok, err := s.Run(); err != nil || !ok {
+		t.Fatalf("Run: %v %v\n%s", ok, err, out.String())
+	}
+	screen := out.String()
+	if !strings.Contains(screen, "  "+note+"\n") || !strings.Contains(screen, "a.txt ["+note+"]") {
+		t.Errorf("screen:\n%s", screen)
+	}
+}
