@@ -80,6 +80,7 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 		if notes, err = metaNotes(sess, m, changes); err != nil {
 			return fmt.Errorf("diff session %s: %w", id, err)
 		}
+		addLinkTargets(notes, sess, changes)
 	}
 	switch {
 	case asJSON:
@@ -207,6 +208,26 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change, 
 	fmt.Fprintf(&b, " %d file(s) changed, %d insertion(s)(+), %d deletion(s)(-)\n", files, ins, del)
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// addLinkTargets puts the target the apply gives each symlink that a change adds,
+// retargets or puts in place of another type ("-> TARGET", escaped; read from S, never
+// followed) first in notes[path].
+func addLinkTargets(notes map[string]string, sess *session.Session, changes []diff.Change) {
+	for _, c := range changes {
+		if c.Kind != diff.KindSymlink && c.Kind != diff.KindType {
+			continue
+		}
+		t, err := os.Readlink(filepath.Join(sess.SnapshotDir(), filepath.FromSlash(c.Path)))
+		if err != nil {
+			continue // not a symlink in S (removed, or a type change to a file or directory)
+		}
+		n := "-> " + diff.Escape(t)
+		if notes[c.Path] != "" {
+			n += "; " + notes[c.Path]
+		}
+		notes[c.Path] = n
+	}
 }
 
 // isDirChange reports whether an added or deleted change is a directory (S's entry for

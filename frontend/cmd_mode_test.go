@@ -171,7 +171,7 @@ func TestReviewModeWidening(t *testing.T) {
 // needs; --json is unchanged.
 func TestDiffShowsMetadataLoss(t *testing.T) {
 	sess := metadataSession(t)
-	want := "[metadata: user.xdg.origin.url cannot be kept ("
+	want := "metadata: user.xdg.origin.url cannot be kept ("
 	for _, args := range [][]string{{"diff", sess.ID}, {"diff", "--stat", sess.ID}} {
 		out, msg, code := runBrood(t, args...)
 		line := ""
@@ -186,5 +186,27 @@ func TestDiffShowsMetadataLoss(t *testing.T) {
 	}
 	if out, _, _ := runBrood(t, "diff", "--json", sess.ID); strings.Contains(out, "metadata") {
 		t.Errorf("--json carries the note:\n%s", out)
+	}
+}
+
+// TestDiffShowsLinkTarget: a retargeted symlink and a file that became a symlink show the
+// target the apply writes (escaped) on their brood diff line.
+func TestDiffShowsLinkTarget(t *testing.T) {
+	sess := modeSession(t, map[string]string{"f.txt": "f\n", "g.txt": "g\n"}, nil, func(s string) {
+		if err := os.Symlink("f.txt", filepath.Join(s, "l")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(filepath.Join(s, "g.txt")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink("sub/x\x1b[31m", filepath.Join(s, "g.txt")); err != nil {
+			t.Fatal(err)
+		}
+	})
+	out, msg, code := runBrood(t, "diff", sess.ID)
+	for _, want := range []string{"symlink   l: added [-> f.txt]\n", `type      g.txt: file became symlink [-> sub/x\x1b[31m]`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff (exit %d, %s) lacks %q:\n%s", code, msg, want, out)
+		}
 	}
 }
