@@ -196,7 +196,9 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	if err != nil {
 		return usageErr("apply session %s: %v", id, err)
 	}
-	printSelection(out, sel)
+	notes := map[string]string{}
+	addLinkTargets(notes, sess, sel.apply)
+	printSelection(out, sel, notes)
 	left := len(sel.blocked) + len(sel.risky) + len(sel.emptied)
 	leftErr := func() error {
 		if left == 0 {
@@ -278,15 +280,17 @@ func flushRefusal(err error) bool {
 	return false
 }
 
-// printSelection prints one line per selected change: what will be applied, with what
-// the apply does to its mode (diff.ModeNote) and its risk, and each change left out with
-// the reason.
-func printSelection(out io.Writer, sel applySelection) {
+// printSelection prints one line per selected change: what will be applied, with
+// notes[path] (addLinkTargets: a symlink's target), what the apply does to its mode
+// (diff.ModeNote) and its risk, and each change left out with the reason.
+func printSelection(out io.Writer, sel applySelection, notes map[string]string) {
 	var b strings.Builder
 	for _, c := range sel.apply {
 		fmt.Fprintf(&b, "apply    %-9s %s", c.Kind, diff.Escape(c.Path))
-		if n := diff.ModeNote(c); n != "" {
-			fmt.Fprintf(&b, " [%s]", n)
+		for _, n := range []string{notes[c.Path], diff.ModeNote(c)} {
+			if n != "" {
+				fmt.Fprintf(&b, " [%s]", n)
+			}
 		}
 		if c.Risk != "" {
 			fmt.Fprintf(&b, " [risk: %s]", diff.Escape(c.Risk))

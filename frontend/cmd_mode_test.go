@@ -209,4 +209,8 @@ func TestDiffShowsLinkTarget(t *testing.T) {
 			t.Errorf("diff (exit %d, %s) lacks %q:\n%s", code, msg, want, out)
 		}
 	}
+	out, code = applyCLI(t, nil, "apply", sess.ID, "--all", "--yes")
+	if !strings.Contains(out, "apply    symlink   l [-> f.txt]\n") {
+		t.Errorf("apply (exit %d) does not show the target:\n%s", code, out)
+	}
 }
