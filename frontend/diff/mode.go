@@ -36,10 +36,12 @@ var accessBits = []struct {
 }
 
 // modeApplies reports whether the flush writes c's permission bits onto an entry that
-// W held at the snapshot (a content or mode change of a file or directory); symlink and
-// type changes, deletions, refusals and conflicts carry no mode change of W's entry.
+// W held at the snapshot: a content or mode change of a file or directory, or a conflict
+// the review resolves by taking S's file or merging into it (the flush then writes S's
+// mode too). Symlink and type changes, additions, deletions and refusals carry no mode
+// change of W's entry.
 func modeApplies(c Change) bool {
-	return (c.Kind == KindModified || c.Kind == KindMode) && c.OldMode != 0 && c.NewMode != 0
+	return (c.Kind == KindModified || c.Kind == KindMode || c.Kind == KindConflict) && c.OldMode != 0 && c.NewMode != 0
 }
 
 // Widened describes the group and others permission bits c gives W's entry that it did
@@ -91,7 +93,7 @@ func ModeNote(c Change) string {
 		switch {
 		case modeApplies(c) && c.OldMode&b.bit != 0:
 			parts = append(parts, b.name+" dropped")
-		case c.Kind != KindDeleted && c.Kind != KindRefused && c.Kind != KindConflict && c.NewMode&b.bit != 0:
+		case c.Kind != KindDeleted && c.Kind != KindRefused && c.NewMode&b.bit != 0:
 			parts = append(parts, b.name+" in the snapshot not applied")
 		}
 	}

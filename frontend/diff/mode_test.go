@@ -36,13 +36,15 @@ func TestWidenedEveryBit(t *testing.T) {
 		{Change{Kind: KindModified, OldMode: 0o640, NewMode: 0o644}, "readable by others"},
 		{Change{Kind: KindModified, OldMode: 0o600, NewMode: 0o666}, "readable by group and others, writable by group and others"},
 		{Change{Kind: KindMode, OldMode: 0o700, NewMode: 0o755}, "readable by group and others, executable by group and others"},
-		{Change{Kind: KindModified, OldMode: 0o644, NewMode: 0o600}, ""}, // narrowing
-		{Change{Kind: KindModified, OldMode: 0o444, NewMode: 0o644}, ""}, // owner bit only
-		{Change{Kind: KindAdded, NewMode: 0o644}, ""},                    // nothing in W to widen
-		{Change{Kind: KindAdded, NewMode: 0o666}, "writable by others"},  // anyone may change it
-		{Change{Kind: KindConflict, OldMode: 0o600, NewMode: 0o644}, ""}, // never applied
-		{Change{Kind: KindSymlink, OldMode: 0o644, NewMode: 0o777}, ""},  // links have no mode
-		{Change{Kind: KindType, OldMode: 0o600, NewMode: 0o755}, ""},     // a new entry replaces W's
+		{Change{Kind: KindModified, OldMode: 0o644, NewMode: 0o600}, ""},                             // narrowing
+		{Change{Kind: KindModified, OldMode: 0o444, NewMode: 0o644}, ""},                             // owner bit only
+		{Change{Kind: KindAdded, NewMode: 0o644}, ""},                                                // nothing in W to widen
+		{Change{Kind: KindAdded, NewMode: 0o666}, "writable by others"},                              // anyone may change it
+		{Change{Kind: KindConflict, OldMode: 0o600, NewMode: 0o644}, "readable by group and others"}, // taking S's file in review
+		{Change{Kind: KindConflict, OldMode: 0o600}, ""},                                             // S deleted it
+		{Change{Kind: KindRefused, OldMode: 0o600, NewMode: 0o644}, ""},                              // never applied
+		{Change{Kind: KindSymlink, OldMode: 0o644, NewMode: 0o777}, ""},                              // links have no mode
+		{Change{Kind: KindType, OldMode: 0o600, NewMode: 0o755}, ""},                                 // a new entry replaces W's
 		{Change{Kind: KindModified, OldMode: 0o640, NewMode: 0o4644}, "readable by others"},
 	} {
 		if got := Widened(c.c); got != c.want {
@@ -81,14 +83,19 @@ func TestModeNoteSpecialBits(t *testing.T) {
 // under umask 022 (0644) makes a high-risk content change naming the widening; narrowing
 // is not risky.
 func TestComputeModeWidenedIsRisky(t *testing.T) {
-	w, s, _ := setup(t, map[string]string{"x.txt": "v\n", "n.txt": "n\n"}, true)
+	w, s, _ := setup(t, map[string]string{"x.txt": "v\n", "n.txt": "n\n", "c.txt": "c\n"}, true)
 	must(t, os.Chmod(filepath.Join(w, "x.txt"), 0o640))
+	must(t, os.Chmod(filepath.Join(w, "c.txt"), 0o600))
 	m := testSnapshot(t, w, s, true)
 	must(t, os.Remove(filepath.Join(s, "x.txt")))
 	must(t, os.WriteFile(filepath.Join(s, "x.txt"), []byte("vm\n"), 0o644))
 	must(t, os.Chmod(filepath.Join(s, "x.txt"), 0o644)) // whatever the test's umask
 	must(t, os.WriteFile(filepath.Join(s, "n.txt"), []byte("n2\n"), 0o644))
 	must(t, os.Chmod(filepath.Join(s, "n.txt"), 0o600))
+	// c.txt: both sides edit; taking S's version in the review would widen it.
+	must(t, os.WriteFile(filepath.Join(s, "c.txt"), []byte("agent\n"), 0o644))
+	must(t, os.Chmod(filepath.Join(s, "c.txt"), 0o644))
+	must(t, os.WriteFile(filepath.Join(w, "c.txt"), []byte("developer\n"), 0o600))
 	cs, err := Compute(context.Background(), w, s, m, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -98,6 +105,9 @@ func TestComputeModeWidenedIsRisky(t *testing.T) {
 	if x.Kind != KindModified || x.Risk != "widens access: readable by others" ||
 		ModeNote(x) != "mode 0640 -> 0644: readable by others" {
 		t.Errorf("x.txt = %+v (note %q)", x, ModeNote(x))
+	}
+	if c := got["c.txt"]; c.Kind != KindConflict || c.Risk != "widens access: readable by group and others" {
+		t.Errorf("c.txt = %+v", c)
 	}
 	n := got["n.txt"]
 	if n.Kind != KindModified || n.Risk != "" || ModeNote(n) != "mode 0644 -> 0600" {
