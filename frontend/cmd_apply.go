@@ -35,7 +35,9 @@ func newApplyCommand() *cobra.Command {
 --all selects every change except refused ones, conflicts (you changed the path too; use
 brood review to merge) and high-risk ones (files a host tool runs or reads as commands:
 start-up files, git attributes and configs, CI, hooks, editor tasks, package-manager
-configs, build entry points; brood diff prints why), which --all never applies. PATH...
+configs, build entry points, a mode giving group or others access the workspace's file
+did not have; brood diff prints why), which --all never applies. A new directory holding
+only changes left out is left out too. PATH...
 selects these paths or everything below these directories (relative to the current
 directory when it is inside the workspace, else to the workspace root); a high-risk change
 is applied when its path is named exactly, or below a named directory with

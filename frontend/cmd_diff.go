@@ -31,7 +31,9 @@ func newDiffCommand() *cobra.Command {
 		Long: `List every change the agent made in the snapshot of session ID, relative to the
 workspace as it was when the snapshot was taken: one line per path with its kind
 (added, modified, deleted, mode, symlink, type, conflict, refused), the path with
-control characters escaped, and the risk or reason.
+control characters escaped, the reason, what the apply does besides the content (a
+mode change such as [mode 0640 -> 0644: readable by others], setuid dropped, a symlink's
+target, an extended attribute not kept) and the risk.
 
 --json prints {"changes":[...]}; a path that is not valid UTF-8 also carries its exact
 bytes in path_b64 (base64). Exit status 3 when any change is refused or in conflict.`,

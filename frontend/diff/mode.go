@@ -101,9 +101,10 @@ func ModeNote(c Change) string {
 }
 
 // addModeRisk makes a change that widens access to W's entry (Widened) high-risk
-// ("widens access: readable by others"; ModeNote shows the modes): --all never applies it, as it never applies a new
-// executable bit. A content change whose new file a umask-default recreate made readable by
-// others is held too: from the host, an explicit chmod and a recreate look the same.
+// ("widens access: readable by others"; ModeNote shows the modes): --all never applies
+// it, as it never applies a new executable bit. A content change whose new file a
+// umask-default recreate made readable by others is held too: from the host, an explicit
+// chmod and a recreate look the same.
 func addModeRisk(c *Change) {
 	w := Widened(*c)
 	if w == "" {
