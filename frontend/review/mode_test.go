@@ -35,6 +35,9 @@ func TestSessionShowsMode(t *testing.T) {
 			t.Errorf("screen lacks %q:\n%s", want, screen)
 		}
 	}
+	if strings.Count(screen, "really accept?") != 1 || !strings.Contains(screen, "HIGH RISK (widens access: readable by others): really accept?") {
+		t.Errorf("the widening change was not confirmed once as high risk:\n%s", screen)
+	}
 	if strings.Contains(screen, "mode 0640 -> 0644\n") {
 		t.Errorf("bare mode line printed besides the note:\n%s", screen)
 	}
