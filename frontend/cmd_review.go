@@ -119,6 +119,9 @@ func reviewAuto(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		if d.Verdict != review.Accept {
 			fmt.Fprintf(&b, ": %s", review.EscapeLine(d.Note))
 		}
+		if n := diff.ModeNote(d.Change); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
 		b.WriteByte('\n')
 	}
 	if _, err := io.WriteString(out, b.String()); err != nil {
@@ -157,12 +160,16 @@ func reviewInteractive(ctx context.Context, sess *session.Session, m *manifest.M
 			return usageErr("review session %s: %v", sess.ID, err)
 		}
 	}
+	notes, err := metaNotes(sess, m, changes)
+	if err != nil {
+		return fmt.Errorf("review session %s: %w", sess.ID, err)
+	}
 	term, err := review.OpenTerminal(in, out)
 	if err != nil {
 		return err
 	}
 	s := &review.Session{
-		Changes: changes, In: term, Out: term.Out, Color: review.ColorOK(out), Workspace: sess.Workspace,
+		Changes: changes, In: term, Out: term.Out, Color: review.ColorOK(out), Workspace: sess.Workspace, Notes: notes,
 		Trees: review.Trees{W: sess.Workspace, S: sess.SnapshotDir(), Base: sess.BaseDir()},
 	}
 	ds, ok, err := s.Run()
