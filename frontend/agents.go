@@ -33,7 +33,7 @@ type Agent struct {
 }
 
 // builtinAgents are the agents brood knows without configuration. Images other than
-// `test` and `codex` are built by their own recipes (`brood image build NAME`).
+// `test` and `codex` are built by their own recipes (`sudo broodd-helper image build NAME`).
 var builtinAgents = map[string]Agent{
 	"claude-code": {Image: "claude-code", Command: []string{"claude"},
 		Env: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_*", "CLAUDE_*"}},

@@ -303,3 +303,35 @@ func TestRunWithoutHelperCreatesNothing(t *testing.T) {
 		t.Errorf("a session was created without a helper: %v", ents)
 	}
 }
+
+// TestAllowHostInvalidIsUsage: every --allow-host value that is not a host the flags layer
+// may allow exits with ExitUsage in each command that takes the flag, before anything
+// else happens: a wildcard over an ICANN public suffix, over a private-section one (only
+// the system policy may allow those), a bare TLD, and IP literals in their spellings.
+func TestAllowHostInvalidIsUsage(t *testing.T) {
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ws := t.TempDir()
+	hosts := []string{
+		"*.github.io",             // private section
+		"*.s3.amazonaws.com",      // private section
+		"*.githubusercontent.com", // private section
+		"*.co.uk",                 // ICANN section
+		"*.com",                   // top-level domain
+		"169.254.169.254",         // IPv4 literal
+		"0xa9.254.169.254",        // IPv4 in hex
+		"2852039166",              // IPv4 as one decimal number
+		"[::1]",                   // bracketed IPv6
+	}
+	for _, h := range hosts {
+		for _, args := range [][]string{
+			{"policy", "show", "--workspace", ws, "--egress", "locked", "--allow-host", h},
+			{"run", "--workspace", ws, "--egress", "locked", "--allow-host", h, "shell"},
+			{"run-image", "--workspace", ws, "--egress", "locked", "--allow-host", h, "test", "--", "true"},
+		} {
+			code, _, stderr := broodCode(t, args...)
+			if code != ExitUsage || !strings.Contains(stderr, "--allow-host") {
+				t.Errorf("brood %q: exit %d (%q), want %d naming --allow-host", args, code, stderr, ExitUsage)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,9 @@ func newApplyCommand() *cobra.Command {
 --all selects every change except refused ones, conflicts (you changed the path too; use
 brood review to merge) and high-risk ones (files a host tool runs or reads as commands:
 start-up files, git attributes and configs, CI, hooks, editor tasks, package-manager
-configs, build entry points; brood diff prints why), which --all never applies. PATH...
+configs, build entry points, a mode giving group or others access the workspace's file
+did not have; brood diff prints why), which --all never applies. A new directory holding
+only changes left out is left out too. PATH...
 selects these paths or everything below these directories (relative to the current
 directory when it is inside the workspace, else to the workspace root); a high-risk change
 is applied when its path is named exactly, or below a named directory with
@@ -91,11 +94,13 @@ type applySelection struct {
 	apply   []diff.Change // to apply
 	blocked []diff.Change // refused or conflict: never applied
 	risky   []diff.Change // high risk, left out: never by --all; PATH needs an exact name or --include-risky
+	emptied []diff.Change // new directories holding only changes left out (diff.EmptiedDirs)
 }
 
 // selectForApply chooses the changes to apply for --all or the PATH arguments (an exact
 // path, raw or as diff.Escape prints it, or a directory covering the changes below it).
-// --all never selects a high-risk change. A PATH that covers no change is an error.
+// --all never selects a high-risk change. A new directory whose content is all left out
+// is left out too (holdEmptied). A PATH that covers no change is an error.
 func selectForApply(changes []diff.Change, all, includeRisky bool, paths []string) (applySelection, error) {
 	var sel applySelection
 	add := func(c diff.Change, exact bool) {
@@ -112,7 +117,7 @@ func selectForApply(changes []diff.Change, all, includeRisky bool, paths []strin
 		for _, c := range changes {
 			add(c, false)
 		}
-		return sel, nil
+		return holdEmptied(sel), nil
 	}
 	hit := make([]int, len(changes)) // 0 not named, 1 below a named directory, 2 named exactly
 	for _, arg := range paths {
@@ -136,7 +141,35 @@ func selectForApply(changes []diff.Change, all, includeRisky bool, paths []strin
 			add(c, hit[i] == 2)
 		}
 	}
-	return sel, nil
+	return holdEmptied(sel), nil
+}
+
+// holdEmptied moves the new directories that would be created only to stay empty, all
+// their content being left out (diff.EmptiedDirs), from sel.apply to sel.emptied.
+func holdEmptied(sel applySelection) applySelection {
+	all := slices.Concat(sel.apply, sel.blocked, sel.risky)
+	slices.SortFunc(all, func(a, b diff.Change) int { return strings.Compare(a.Path, b.Path) })
+	chosen := map[string]bool{}
+	for _, c := range sel.apply {
+		chosen[c.Path] = true
+	}
+	drop := map[string]bool{}
+	for _, i := range diff.EmptiedDirs(all, func(i int) bool { return chosen[all[i].Path] }) {
+		drop[all[i].Path] = true
+	}
+	if len(drop) == 0 {
+		return sel
+	}
+	var keep []diff.Change
+	for _, c := range sel.apply {
+		if drop[c.Path] {
+			sel.emptied = append(sel.emptied, c)
+		} else {
+			keep = append(keep, c)
+		}
+	}
+	sel.apply = keep
+	return sel
 }
 
 func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error {
@@ -165,8 +198,10 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	if err != nil {
 		return usageErr("apply session %s: %v", id, err)
 	}
-	printSelection(out, sel)
-	left := len(sel.blocked) + len(sel.risky)
+	notes := map[string]string{}
+	addLinkTargets(notes, sess, sel.apply)
+	printSelection(out, sel, notes)
+	left := len(sel.blocked) + len(sel.risky) + len(sel.emptied)
 	leftErr := func() error {
 		if left == 0 {
 			return nil
@@ -206,7 +241,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 			}
 		}
 	}
-	res, err := flush.Apply(ctx, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
+	res, err := applyFlush(ctx, "apply session "+id, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, id)
@@ -216,10 +251,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		fmt.Fprintf(out, "not applied %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 	}
 	if err != nil {
-		if len(res.Problems) > 0 && flushRefusal(err) {
-			return refusedErr(fmt.Errorf("apply session %s: %d change(s) not applied", id, len(res.Problems)))
-		}
-		return fmt.Errorf("apply session %s: %w", id, err)
+		return err
 	}
 	return leftErr()
 }
@@ -235,24 +267,18 @@ func countRisky(changes []diff.Change) int {
 	return n
 }
 
-// flushRefusal reports whether err is a refusal or conflict of the flush (exit 3), as
-// opposed to a failure (exit 1).
-func flushRefusal(err error) bool {
-	for _, s := range []error{flush.ErrConflict, flush.ErrRefused, flush.ErrUnsafePath, flush.ErrSymlinkTarget,
-		flush.ErrNoReviewedHash, flush.ErrHashMismatch, flush.ErrChangedSinceApply, flush.ErrMetadata} {
-		if errors.Is(err, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// printSelection prints one line per selected change: what will be applied, and each
-// change left out with the reason.
-func printSelection(out io.Writer, sel applySelection) {
+// printSelection prints one line per selected change: what will be applied, with
+// notes[path] (addLinkTargets: a symlink's target), what the apply does to its mode
+// (diff.ModeNote) and its risk, and each change left out with the reason.
+func printSelection(out io.Writer, sel applySelection, notes map[string]string) {
 	var b strings.Builder
 	for _, c := range sel.apply {
 		fmt.Fprintf(&b, "apply    %-9s %s", c.Kind, diff.Escape(c.Path))
+		for _, n := range []string{notes[c.Path], diff.ModeNote(c)} {
+			if n != "" {
+				fmt.Fprintf(&b, " [%s]", n)
+			}
+		}
 		if c.Risk != "" {
 			fmt.Fprintf(&b, " [risk: %s]", diff.Escape(c.Risk))
 		}
@@ -261,9 +287,15 @@ func printSelection(out io.Writer, sel applySelection) {
 	for _, c := range sel.blocked {
 		fmt.Fprintf(&b, "%-8s %s: %s\n", c.Kind, diff.Escape(c.Path), diff.Escape(c.Reason))
 	}
+	for _, c := range sel.emptied {
+		fmt.Fprintf(&b, "skip     %-9s %s: new directory holding only changes left out; applied with them\n", c.Kind, diff.Escape(c.Path))
+	}
 	for _, c := range sel.risky {
-		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name its path to apply it\n",
-			c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
+		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name its path to apply it", c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
+		if n := diff.ModeNote(c); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
+		b.WriteByte('\n')
 	}
 	io.WriteString(out, b.String())
 }
@@ -284,6 +316,36 @@ func printMetaLosses(out io.Writer, losses []flush.MetaLoss, drop bool, refusedN
 				diff.Escape(l.Path), diff.Escape(l.Attr), diff.Escape(l.Why), refusedNote)
 		}
 	}
+}
+
+// metaNotes returns, per path of changes that are not refused or in conflict, what the
+// apply would do to the replaced file's extended attributes and ACL beyond keeping them
+// (flush.CheckMetadata, reading only): "metadata: ATTR not kept (WHY)" for one never
+// carried over, "metadata: ATTR cannot be kept (WHY); apply needs --drop-metadata" for
+// one the flush keeps that W's filesystem refuses. Notes of one path are joined by "; ".
+func metaNotes(sess *session.Session, m *manifest.Manifest, changes []diff.Change) (map[string]string, error) {
+	var items []flush.Item
+	for _, c := range changes {
+		if c.Kind != diff.KindRefused && c.Kind != diff.KindConflict {
+			items = append(items, flush.Item{Change: c})
+		}
+	}
+	losses, err := flush.CheckMetadata(sess, m, items)
+	if err != nil {
+		return nil, err
+	}
+	notes := map[string]string{}
+	for _, l := range losses {
+		n := fmt.Sprintf("metadata: %s not kept (%s)", diff.Escape(l.Attr), diff.Escape(l.Why))
+		if l.Refused {
+			n = fmt.Sprintf("metadata: %s cannot be kept (%s); apply needs --drop-metadata", diff.Escape(l.Attr), diff.Escape(l.Why))
+		}
+		if notes[l.Path] != "" {
+			n = notes[l.Path] + "; " + n
+		}
+		notes[l.Path] = n
+	}
+	return notes, nil
 }
 
 // confirm asks question on out and reads one line from in; only "y" or "yes" agree.

@@ -31,7 +31,9 @@ func newDiffCommand() *cobra.Command {
 		Long: `List every change the agent made in the snapshot of session ID, relative to the
 workspace as it was when the snapshot was taken: one line per path with its kind
 (added, modified, deleted, mode, symlink, type, conflict, refused), the path with
-control characters escaped, and the risk or reason.
+control characters escaped, the reason, what the apply does besides the content (a
+mode change such as [mode 0640 -> 0644: readable by others], setuid dropped, a symlink's
+target, an extended attribute not kept) and the risk.
 
 --json prints {"changes":[...]}; a path that is not valid UTF-8 also carries its exact
 bytes in path_b64 (base64). Exit status 3 when any change is refused or in conflict.`,
@@ -65,18 +67,30 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 			return err
 		}
 	}
+	var m *manifest.Manifest
 	changes, err := diff.ComputeLoad(ctx, sess.Workspace, sess.SnapshotDir(),
-		func() (*manifest.Manifest, error) { return manifest.Read(sess.ManifestPath()) }, diff.Options{})
+		func() (*manifest.Manifest, error) {
+			var err error
+			m, err = manifest.Read(sess.ManifestPath())
+			return m, err
+		}, diff.Options{})
 	if err != nil {
 		return err
+	}
+	var notes map[string]string
+	if !asJSON {
+		if notes, err = metaNotes(sess, m, changes); err != nil {
+			return fmt.Errorf("diff session %s: %w", id, err)
+		}
+		addLinkTargets(notes, sess, changes)
 	}
 	switch {
 	case asJSON:
 		err = writeDiffJSON(out, changes)
 	case stat:
-		err = writeDiffStat(out, sess, changes)
+		err = writeDiffStat(out, sess, changes, notes)
 	default:
-		err = writeDiffText(out, changes)
+		err = writeDiffLines(out, changes, notes)
 	}
 	if err != nil {
 		return err
@@ -97,9 +111,16 @@ func blocked(changes []diff.Change) int {
 	return n
 }
 
-// writeDiffText prints one line per change: kind, escaped path, then the reason and the
-// risk in brackets. Reasons are built by package diff from escaped names only.
+// writeDiffText prints one line per change: kind, escaped path, then the reason, what
+// the apply does to the mode (diff.ModeNote) and the risk in brackets. Reasons are built
+// by package diff from escaped names only.
 func writeDiffText(out io.Writer, changes []diff.Change) error {
+	return writeDiffLines(out, changes, nil)
+}
+
+// writeDiffLines is writeDiffText with notes[path] (metaNotes: what the apply does to
+// the replaced file's attributes) in brackets after the mode.
+func writeDiffLines(out io.Writer, changes []diff.Change, notes map[string]string) error {
 	var b strings.Builder
 	for _, c := range changes {
 		fmt.Fprintf(&b, "%-9s %s", c.Kind, diff.Escape(c.Path))
@@ -111,6 +132,12 @@ func writeDiffText(out io.Writer, changes []diff.Change) error {
 		}
 		if c.Reason != "" {
 			fmt.Fprintf(&b, ": %s", diff.Escape(c.Reason))
+		}
+		if n := diff.ModeNote(c); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
+		if n := notes[c.Path]; n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
 		}
 		if c.Risk != "" {
 			fmt.Fprintf(&b, " [risk: %s]", diff.Escape(c.Risk))
@@ -138,8 +165,9 @@ func writeDiffJSON(out io.Writer, changes []diff.Change) error {
 
 // writeDiffStat prints, per change, the path and its added/deleted line counts for text
 // files (read back from W and S, verified against the reviewed hashes), or the sizes for
-// binary and large files, then a summary line like git diff --stat.
-func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) error {
+// binary and large files, and what the apply does to the mode (diff.ModeNote) and to the
+// attributes (notes, from metaNotes), then a summary line like git diff --stat.
+func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change, notes map[string]string) error {
 	var b strings.Builder
 	var files, ins, del int
 	for _, c := range changes {
@@ -157,7 +185,11 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 			del += d
 			fmt.Fprintf(&b, "+%d -%d", a, d)
 		case c.Kind == diff.KindMode:
-			fmt.Fprintf(&b, "mode %04o -> %04o", c.OldMode, c.NewMode)
+			note := diff.ModeNote(c)
+			if note == "" {
+				note = fmt.Sprintf("mode %04o -> %04o", c.OldMode, c.NewMode)
+			}
+			b.WriteString(note)
 		case c.Kind == diff.KindSymlink || c.Kind == diff.KindType:
 			fmt.Fprintf(&b, "%s: %s", c.Kind, diff.Escape(c.Reason))
 		case dir:
@@ -167,11 +199,37 @@ func writeDiffStat(out io.Writer, sess *session.Session, changes []diff.Change) 
 		default:
 			fmt.Fprintf(&b, "%s %d -> %d bytes", c.Kind, c.OldSize, c.NewSize)
 		}
+		if n := diff.ModeNote(c); n != "" && c.Kind != diff.KindMode {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
+		if n := notes[c.Path]; n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
 		b.WriteByte('\n')
 	}
 	fmt.Fprintf(&b, " %d file(s) changed, %d insertion(s)(+), %d deletion(s)(-)\n", files, ins, del)
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// addLinkTargets puts the target the apply gives each symlink that a change adds,
+// retargets or puts in place of another type ("-> TARGET", escaped; read from S, never
+// followed) first in notes[path].
+func addLinkTargets(notes map[string]string, sess *session.Session, changes []diff.Change) {
+	for _, c := range changes {
+		if c.Kind != diff.KindSymlink && c.Kind != diff.KindType {
+			continue
+		}
+		t, err := os.Readlink(filepath.Join(sess.SnapshotDir(), filepath.FromSlash(c.Path)))
+		if err != nil {
+			continue // not a symlink in S (removed, or a type change to a file or directory)
+		}
+		n := "-> " + diff.Escape(t)
+		if notes[c.Path] != "" {
+			n += "; " + notes[c.Path]
+		}
+		notes[c.Path] = n
+	}
 }
 
 // isDirChange reports whether an added or deleted change is a directory (S's entry for

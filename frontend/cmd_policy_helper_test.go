@@ -18,6 +18,7 @@ import (
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/nftrules"
+	"brood.dev/brood/sandbox"
 )
 
 // startRealHelper serves the real helper (package helper's Server with its egress layer
@@ -34,7 +35,7 @@ func startRealHelper(t *testing.T, mutate func(*helper.Config), discover func() 
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv := helper.NewServer(&cfg, log, &helper.FakeLinks{}, api.Capabilities{Helper: "test", Accel: "tcg", Policy: "none"}, nil)
+	srv := helper.NewServer(&cfg, log, api.Capabilities{Helper: "test", Accel: sandbox.AccelTCG, Policy: "none"}, nil)
 	eg, err := helper.NewEgress(cfg.Egress, t.TempDir(), noTaps{}, &nftrules.Fake{}, nil, log)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +69,7 @@ func (noTaps) CreateTap(string, uint32, uint32, []netip.Prefix) (*os.File, error
 	return nil, os.ErrPermission
 }
 func (noTaps) DeleteLink(string) error              { return nil }
+func (noTaps) ListTaps(string) ([]string, error)    { return nil, nil }
 func (noTaps) DefaultRouteLinks() ([]string, error) { return nil, nil }
 func (noTaps) EnableForwarding(string) error        { return nil }
 

@@ -138,7 +138,7 @@ func TestWorkspaceConfigUnknownKey(t *testing.T) {
 	writeFile(t, ws, ".brood.toml", "[egres]\nprofile = \"locked\"\n")
 	f := newFakeHelper(t)
 	code, _, runErr := broodCode(t, "run", "--workspace", ws, "--egress", "locked", "shell", "--", "true")
-	if code != ExitUsage || !strings.Contains(runErr, "egres") || !strings.Contains(runErr, path) || strings.Contains(f.callList(), api.CallCreateSession) {
+	if code != ExitUsage || !strings.Contains(runErr, "egres") || !strings.Contains(runErr, path) || strings.Contains(f.callList(), string(api.CallCreateSession)) {
 		t.Errorf("run with an unknown .brood.toml table: exit %d, calls %q\n%s", code, f.callList(), runErr)
 	}
 	if _, err := loadWorkspaceConfig(t.TempDir()); err != nil {

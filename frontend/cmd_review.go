@@ -119,6 +119,9 @@ func reviewAuto(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		if d.Verdict != review.Accept {
 			fmt.Fprintf(&b, ": %s", review.EscapeLine(d.Note))
 		}
+		if n := diff.ModeNote(d.Change); n != "" {
+			fmt.Fprintf(&b, " [%s]", n)
+		}
 		b.WriteByte('\n')
 	}
 	if _, err := io.WriteString(out, b.String()); err != nil {
@@ -157,12 +160,16 @@ func reviewInteractive(ctx context.Context, sess *session.Session, m *manifest.M
 			return usageErr("review session %s: %v", sess.ID, err)
 		}
 	}
+	notes, err := metaNotes(sess, m, changes)
+	if err != nil {
+		return fmt.Errorf("review session %s: %w", sess.ID, err)
+	}
 	term, err := review.OpenTerminal(in, out)
 	if err != nil {
 		return err
 	}
 	s := &review.Session{
-		Changes: changes, In: term, Out: term.Out, Color: review.ColorOK(out), Workspace: sess.Workspace,
+		Changes: changes, In: term, Out: term.Out, Color: review.ColorOK(out), Workspace: sess.Workspace, Notes: notes,
 		Trees: review.Trees{W: sess.Workspace, S: sess.SnapshotDir(), Base: sess.BaseDir()},
 	}
 	ds, ok, err := s.Run()
@@ -200,7 +207,7 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		return fmt.Errorf("review session %s: %w", sess.ID, err)
 	}
 	printMetaLosses(out, losses, false, "not applied by review (brood apply "+sess.ID+" PATH --drop-metadata applies it)")
-	res, err := flush.Apply(ctx, sess, m, fi, flush.Options{})
+	res, err := applyFlush(ctx, "review session "+sess.ID, sess, m, fi, flush.Options{})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), review.EscapeName(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, sess.ID)
@@ -209,12 +216,5 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 	for _, p := range res.Problems {
 		fmt.Fprintf(out, "not applied %s: %s\n", review.EscapeName(p.Path), review.EscapeLine(p.Err.Error()))
 	}
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, flush.ErrConflict) || errors.Is(err, flush.ErrRefused) || errors.Is(err, flush.ErrUnsafePath) ||
-		errors.Is(err, flush.ErrSymlinkTarget) || errors.Is(err, flush.ErrMetadata) {
-		return refusedErr(fmt.Errorf("review session %s: %d change(s) not applied", sess.ID, len(res.Problems)))
-	}
-	return fmt.Errorf("review session %s: %w", sess.ID, err)
+	return err
 }

@@ -25,8 +25,8 @@ import (
 	"brood.dev/brood/frontend/snapshot"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
-	"brood.dev/brood/sandbox/image"
 )
 
 func init() { commands = append(commands, newRunCommand, newRunImageCommand) }
@@ -207,19 +207,19 @@ func (r runRequest) configs() (*userConfig, *workspaceConfig, error) {
 
 // vmRecord is vm.json in the session directory.
 type vmRecord struct {
-	HelperSession string  `json:"helper_session"`
-	Agent         string  `json:"agent"`
-	Image         string  `json:"image"`
-	Accel         string  `json:"accel,omitempty"`
-	Backend       string  `json:"backend,omitempty"`
-	Outcome       string  `json:"outcome"`
-	Detail        string  `json:"detail,omitempty"`
-	ExitStatus    *int    `json:"exit_status,omitempty"`
-	Detached      bool    `json:"detached,omitempty"`
-	BootSeconds   float64 `json:"boot_seconds"`  // StartVM to SSH handshake done (boot to prompt)
-	VMSeconds     float64 `json:"vm_seconds"`    // StartVM to the VMM gone
-	TotalSeconds  float64 `json:"total_seconds"` // whole run up to the review
-	Console       string  `json:"console,omitempty"`
+	HelperSession string        `json:"helper_session"`
+	Agent         string        `json:"agent"`
+	Image         string        `json:"image"`
+	Accel         sandbox.Accel `json:"accel,omitempty"`
+	Backend       string        `json:"backend,omitempty"`
+	Outcome       api.VMOutcome `json:"outcome"`
+	Detail        string        `json:"detail,omitempty"`
+	ExitStatus    *int          `json:"exit_status,omitempty"`
+	Detached      bool          `json:"detached,omitempty"`
+	BootSeconds   float64       `json:"boot_seconds"`  // StartVM to SSH handshake done (boot to prompt)
+	VMSeconds     float64       `json:"vm_seconds"`    // StartVM to the VMM gone
+	TotalSeconds  float64       `json:"total_seconds"` // whole run up to the review
+	Console       string        `json:"console,omitempty"`
 	// Network and Egress are the session's network (nil: none) and the summary of its DNS
 	// decisions (allowed and refused names, pinned addresses) from the helper's log.
 	Network *api.EgressInfo    `json:"network,omitempty"`
@@ -375,7 +375,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 	defer h.Close()
 	hc := h.c
-	prog.Done(hc.Caps.Accel)
+	prog.Done(string(hc.Caps.Accel))
 	// What the helper can tell before anything is snapshotted: the image and the sizes.
 	if err := checkBootable(hc.Caps, r, f); err != nil {
 		return err
@@ -427,7 +427,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
 	}
 	rec.Accel, rec.Backend, rec.Network = info.Accel, info.Backend, info.Egress
-	prog.Done(info.Backend + ", " + info.Accel)
+	prog.Done(info.Backend + ", " + string(info.Accel))
 	// The helper session id lets later commands ask whether this VM still runs.
 	sess.HelperSession = hs.ID
 	if err := sess.SetState(session.StateRunning); err != nil {
@@ -539,13 +539,8 @@ func resourcesHint(caps api.Capabilities) string {
 // images (nil: unknown). --image is suggested only to `brood run` without it (the image
 // was the agent's default), never when it was given or to run-image, which has none.
 func imageHint(r runRequest, built []string) string {
-	name := r.image
 	var b strings.Builder
-	if _, ok := image.Recipes[name]; ok {
-		fmt.Fprintf(&b, "\nhint: is the image built? sudo brood image build %s", name)
-	} else {
-		fmt.Fprintf(&b, "\nhint: brood has no recipe for an image %q (recipes: %s)", name, strings.Join(recipeNames(), ", "))
-	}
+	fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
 	switch {
 	case built == nil:
 		b.WriteString("\nbrood image list shows the built images")
@@ -732,7 +727,7 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 // returns an error only when it cannot confirm that the VMM is gone.
 func (v *vmSession) stop() error {
 	v.prog.Start("stop VM")
-	exit := api.VMExit{Outcome: "stopped"} // StopVM returned: the VMM is gone
+	exit := api.VMExit{Outcome: api.OutcomeStopped} // StopVM returned: the VMM is gone
 	if v.waiter != nil && v.waiter.gone(poweroffWait) {
 		exit = v.waiter.exit
 	} else {
@@ -749,8 +744,8 @@ func (v *vmSession) stop() error {
 			exit = v.waiter.exit
 		}
 	}
-	if v.overLifetime && (exit.Outcome == "stopped" || exit.Outcome == "") {
-		exit = api.VMExit{Outcome: "timeout", Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
+	if v.overLifetime && (exit.Outcome == api.OutcomeStopped || exit.Outcome == "") {
+		exit = api.VMExit{Outcome: api.OutcomeTimeout, Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
 	}
 	v.exit = exit
 	v.rec.Outcome, v.rec.Detail, v.rec.Egress = exit.Outcome, exit.Detail, exit.Egress
@@ -759,7 +754,7 @@ func (v *vmSession) stop() error {
 			len(e.Allowed), len(e.Refused), len(e.Pinned), vmRecordFile)
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
-	v.prog.Done(exit.Outcome)
+	v.prog.Done(string(exit.Outcome))
 	return nil
 }
 
@@ -768,12 +763,12 @@ func (v *vmSession) stop() error {
 func (v *vmSession) abnormal() error {
 	e := v.exit
 	switch {
-	case e.Outcome == "timeout":
+	case e.Outcome == api.OutcomeTimeout:
 		return fmt.Errorf("%w: timeout: the VM was stopped after its time limit%s", ErrVMOutcome, detailSuffix(e.Detail))
-	case e.Outcome == "failed":
+	case e.Outcome == api.OutcomeFailed:
 		return fmt.Errorf("%w: failed%s", ErrVMOutcome, detailSuffix(e.Detail))
-	case e.Outcome != "poweroff" && e.Outcome != "stopped":
-		return fmt.Errorf("%w: outcome %q%s", ErrVMOutcome, diff.Escape(e.Outcome), detailSuffix(e.Detail))
+	case e.Outcome != api.OutcomePoweroff && e.Outcome != api.OutcomeStopped:
+		return fmt.Errorf("%w: outcome %q%s", ErrVMOutcome, diff.Escape(string(e.Outcome)), detailSuffix(e.Detail))
 	}
 	return nil
 }

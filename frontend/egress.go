@@ -24,7 +24,10 @@ func (f *egressFlags) register(fs *pflag.FlagSet) {
 	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "also allow NAME, *.SUFFIX or NAME:PORT[/proto] (repeatable; host names only, no IP address\nand no public suffix such as *.co.uk or *.github.io; refused if the system policy forbids it)")
 }
 
-// layer parses the flags into the flags layer of the policy. Errors are usage errors.
+// layer parses the flags into the flags layer of the policy. Errors are usage errors,
+// including a host the flags layer may never allow (netpolicy.CheckGrant: a wildcard over
+// a private-section public suffix such as *.github.io, which only the system policy may
+// allow), so that every invalid --allow-host exits alike in run, run-image and policy show.
 func (f *egressFlags) layer() (netpolicy.LayerConfig, error) {
 	var l netpolicy.LayerConfig
 	if f.profile != "" {
@@ -37,6 +40,9 @@ func (f *egressFlags) layer() (netpolicy.LayerConfig, error) {
 	for _, h := range f.allowHosts {
 		e, err := netpolicy.ParseAllowHostFlag(h)
 		if err != nil {
+			return l, usageErr("--allow-host %q: %v", h, err)
+		}
+		if err := netpolicy.CheckGrant(e, netpolicy.Source{Layer: netpolicy.LayerFlags}); err != nil {
 			return l, usageErr("--allow-host %q: %v", h, err)
 		}
 		l.Allow = append(l.Allow, e)

@@ -28,6 +28,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/sandbox/vmtest"
 )
@@ -321,13 +322,13 @@ func (r *rig) vmms() []int {
 
 // vmRecord is the part of the session's vm.json the tests read.
 type vmRecord struct {
-	Outcome      string  `json:"outcome"`
-	ExitStatus   *int    `json:"exit_status"`
-	BootSeconds  float64 `json:"boot_seconds"`
-	VMSeconds    float64 `json:"vm_seconds"`
-	TotalSeconds float64 `json:"total_seconds"`
-	Console      string  `json:"console"`
-	Detached     bool    `json:"detached"`
+	Outcome      api.VMOutcome `json:"outcome"`
+	ExitStatus   *int          `json:"exit_status"`
+	BootSeconds  float64       `json:"boot_seconds"`
+	VMSeconds    float64       `json:"vm_seconds"`
+	TotalSeconds float64       `json:"total_seconds"`
+	Console      string        `json:"console"`
+	Detached     bool          `json:"detached"`
 }
 
 func (r *rig) record(id string) vmRecord {
@@ -449,7 +450,7 @@ loop:
 		}
 	}
 	rec := r.record(id)
-	if rec.Outcome != "poweroff" || rec.ExitStatus == nil || *rec.ExitStatus != 0 {
+	if rec.Outcome != api.OutcomePoweroff || rec.ExitStatus == nil || *rec.ExitStatus != 0 {
 		t.Errorf("vm.json: %+v", rec)
 	}
 	t.Logf("run-image: boot to prompt %.3fs, VM life %.3fs, brood to review %.3fs, whole command %v",
@@ -595,7 +596,7 @@ func TestRunImageTimeout(t *testing.T) {
 		t.Errorf("session list (exit %d) does not show %s stopped:\n%s%s", code, id, out, errOut)
 	}
 	rec := r.record(id)
-	if rec.Outcome != "timeout" {
+	if rec.Outcome != api.OutcomeTimeout {
 		t.Errorf("vm.json outcome %q, want timeout", rec.Outcome)
 	}
 	// The console tail is kept in the session and printed (escaped) with --console.

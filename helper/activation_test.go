@@ -129,7 +129,7 @@ func TestActivation(t *testing.T) {
 	}
 	c := waitDial(t, hc, sock, 10*time.Second)
 	defer c.Close()
-	if c.Caps.Peer.UID != 0 || c.Caps.Landlock.Mode != "enforced" {
+	if c.Caps.Peer.UID != 0 || c.Caps.Landlock.Mode != api.LandlockEnforced {
 		t.Errorf("caps = %+v", c.Caps)
 	}
 	fi, err := os.Lstat(filepath.Join(base, "run"))

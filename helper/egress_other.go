@@ -25,6 +25,6 @@ func (e *Egress) Resolve(api.ResolvePolicyArgs) (*netpolicy.Effective, string, e
 func (e *Egress) Close() {}
 
 // OpenEgress reports that egress needs Linux.
-func OpenEgress(cfg *Config, links Links, log *slog.Logger) (*Egress, error) {
+func OpenEgress(cfg *Config, h *host, log *slog.Logger) (*Egress, error) {
 	return nil, fmt.Errorf("egress: %w", api.ErrUnavailable)
 }

@@ -15,6 +15,7 @@ import (
 
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/dnsproxy"
+	"brood.dev/brood/netpolicy/nftrules"
 )
 
 // TestVMEgress boots one VM (test image) through the helper under profile locked with
@@ -116,7 +117,7 @@ func TestVMEgress(t *testing.T) {
 	id := a.must(vmCmd{Op: "create", Dir: share}).Session.ID
 	st := a.must(vmCmd{Op: "start", ID: id, Timeout: 180, Egress: "locked"})
 	eg := st.Info.Egress
-	if eg == nil || eg.Profile != "locked" || eg.Tap != TapPrefix+id || len(eg.Hosts) != 1 || !strings.HasPrefix(eg.Digest, "sha256:") ||
+	if eg == nil || eg.Profile != "locked" || eg.Tap != nftrules.TapPrefix+id || len(eg.Hosts) != 1 || !strings.HasPrefix(eg.Digest, "sha256:") ||
 		eg.GuestV6 == "" || eg.DNS6 == "" {
 		t.Fatalf("VMInfo.Egress = %+v", eg)
 	}

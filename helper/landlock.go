@@ -107,7 +107,7 @@ func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
 		if err := llcfg.Restrict(rules...); err != nil {
 			return st, fmt.Errorf("landlock restrict (ABI %d): %w", PinnedABI, err)
 		}
-		st.Enforced, st.Mode = true, "enforced"
+		st.Enforced, st.Mode = true, api.LandlockEnforced
 		return st, nil
 	}
 	detail := fmt.Sprintf("kernel Landlock ABI %d is below the pinned ABI %d", abi, PinnedABI)
@@ -123,7 +123,7 @@ func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
 		}
 		st.Enforced = true
 	}
-	st.Mode, st.Detail = "degraded", detail
+	st.Mode, st.Detail = api.LandlockDegraded, detail
 	log.Warn("landlock: DEGRADED confinement", "detail", detail, "enforced", st.Enforced)
 	return st, nil
 }

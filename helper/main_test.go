@@ -20,6 +20,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/sandbox"
 )
 
 // childEnv selects what a re-executed test binary does instead of running tests.
@@ -74,11 +75,10 @@ func (s *syncBuffer) String() string {
 
 // testServer is an in-process helper server on a socket in a world-traversable dir.
 type testServer struct {
-	sock  string
-	srv   *Server
-	log   *syncBuffer
-	links *FakeLinks
-	cfg   *Config
+	sock string
+	srv  *Server
+	log  *syncBuffer
+	cfg  *Config
 }
 
 // publicTempDir returns a fresh directory other uids can traverse (t.TempDir is 0700).
@@ -126,10 +126,9 @@ func startServerWith(t *testing.T, mutate func(*Config), enable func(*Server)) *
 		t.Fatal(err)
 	}
 	buf := &syncBuffer{}
-	links := &FakeLinks{}
 	log := slog.New(slog.NewJSONHandler(buf, nil))
-	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: "tcg", Policy: "none"}
-	srv := NewServer(&cfg, log, links, caps, []api.Check{{Name: "test", OK: true}})
+	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: sandbox.AccelTCG, Policy: "none"}
+	srv := NewServer(&cfg, log, caps, []api.Check{{Name: "test", OK: true}})
 	if enable != nil {
 		enable(srv)
 	}
@@ -147,7 +146,7 @@ func startServerWith(t *testing.T, mutate func(*Config), enable func(*Server)) *
 			t.Errorf("Serve did not stop")
 		}
 	})
-	return &testServer{sock: sock, srv: srv, log: buf, links: links, cfg: &cfg}
+	return &testServer{sock: sock, srv: srv, log: buf, cfg: &cfg}
 }
 
 // dial opens a typed client (after hello) as this process.

@@ -166,5 +166,6 @@ func (l loTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*
 	return nil, nil
 }
 func (loTaps) DeleteLink(string) error              { return nil }
+func (loTaps) ListTaps(string) ([]string, error)    { return nil, nil }
 func (loTaps) DefaultRouteLinks() ([]string, error) { return nil, nil }
 func (loTaps) EnableForwarding(name string) error   { return nil }

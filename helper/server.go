@@ -39,13 +39,13 @@ type Server struct {
 	wg       sync.WaitGroup
 }
 
-// NewServer returns a server for a validated cfg. links releases session taps (a
-// FakeLinks in tests); caps and doctor are the host facts reported by Hello and Doctor.
-func NewServer(cfg *Config, log *slog.Logger, links Links, caps api.Capabilities, doctor []api.Check) *Server {
+// NewServer returns a server for a validated cfg; caps and doctor are the host facts
+// reported by Hello and Doctor.
+func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []api.Check) *Server {
 	s := &Server{
 		cfg:      cfg,
 		log:      log,
-		sessions: NewTable(cfg.MaxSessionsPerUser, links),
+		sessions: NewTable(cfg.MaxSessionsPerUser),
 		caps:     caps,
 		doctor:   doctor,
 		sem:      make(chan struct{}, cfg.MaxConns),
@@ -256,7 +256,7 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		closeFiles(files)
 		return nil, nil, err
 	}
-	call = req.Call
+	call = string(req.Call)
 	want, ok := api.CallFDs[req.Call]
 	if !ok {
 		closeFiles(files)
@@ -308,6 +308,9 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 			return nil, nil, err
 		}
 		return api.DoctorReport{Checks: s.doctor}, nil, nil
+	case api.CallListImages:
+		r, err := s.listImages(req)
+		return r, nil, err
 	}
 	closeFiles(files)
 	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)

@@ -122,7 +122,7 @@ func hangupContext(ctx context.Context, uc *net.UnixConn) (context.Context, func
 // a VM it started is alive, else cfg.ReadTimeout from now.
 func (s *Server) readDeadline(st *connState) time.Time {
 	for _, id := range st.vms {
-		if sess, err := s.sessions.Get(id, st.cred.UID); err == nil && sess.State != StateStopped {
+		if sess, err := s.sessions.Get(id, st.cred.UID); err == nil && sess.State != api.SessionStopped {
 			return time.Time{}
 		}
 	}

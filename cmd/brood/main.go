@@ -2,9 +2,8 @@
 // for a microVM, and runs the review gate. All logic lives in package frontend.
 //
 // Privilege: none. brood runs as the developer; frontend/deps_test.go proves it links no
-// helper, nftables, netlink or Landlock code. The one exception today is `sudo brood
-// image build`, which writes the root-owned image and kernel caches; moving the builds
-// into broodd-helper is planned.
+// helper, nftables, netlink or Landlock code, and none of the artifact builders (images
+// and kernels are built by `sudo broodd-helper image build NAME`).
 package main
 
 import (

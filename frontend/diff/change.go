@@ -11,7 +11,8 @@
 // case-insensitive W, files over Options.MaxSize, protected paths (DefaultProtected),
 // paths inside excluded secrets, symlinks whose target is absolute or climbs out of W,
 // and paths longer than PATH_MAX. Risk marks high-risk changes (the names of riskRules,
-// files W's git configs include, new executable bits).
+// files W's git configs include, new executable bits, group or other access bits W's
+// entry did not have).
 //
 // Names are raw bytes; Escape renders them for a terminal, and the JSON form of a Change
 // (json.go) carries invalid UTF-8 exactly in path_b64.
@@ -42,7 +43,7 @@ type Change struct {
 	NewMode uint32 `json:"new_mode"` // permission bits in S now (0 when deleted)
 	Reason  string `json:"reason,omitempty"`
 	// Risk is non-empty for high-risk changes (riskRules, files W's git configs include,
-	// new executable bits), saying why: never included by --all.
+	// new executable bits, widened access: Widened), saying why: never included by --all.
 	Risk string `json:"risk,omitempty"`
 	// OldHash / NewHash are SHA-256 digests of the base and the new content (regular files).
 	// The flush writes exactly NewHash and requires W to still hold OldHash (or the base stat).

@@ -127,6 +127,7 @@ func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error
 			return nil, err
 		}
 		if c != nil {
+			addModeRisk(c)
 			out = append(out, *c)
 		}
 	}

@@ -29,7 +29,9 @@ const (
 // explicit choice; a directory is not). With Paths,
 // changes not named are skipped, and a path that names no change is an error wrapping
 // ErrUnknownPath. A path matches a change whose path equals it (raw bytes, or as
-// EscapeName prints it) or lies below it.
+// EscapeName prints it) or lies below it. A new directory whose content is all left out
+// is skipped too (diff.EmptiedDirs): it would exist only for what was held back.
+// changes are sorted by path, as diff.Compute returns them.
 func Auto(changes []diff.Change, o AutoOptions) ([]Decision, error) {
 	var named []int
 	if !o.All && !o.RejectAll {
@@ -61,6 +63,9 @@ func Auto(changes []diff.Change, o AutoOptions) ([]Decision, error) {
 			}
 		}
 		ds[i] = d
+	}
+	for _, i := range diff.EmptiedDirs(changes, func(i int) bool { return ds[i].Verdict == Accept }) {
+		ds[i].Verdict, ds[i].Note = Skip, "new directory holding only changes left out; accepted with them"
 	}
 	return ds, nil
 }

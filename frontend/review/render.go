@@ -46,7 +46,8 @@ func (p *printer) paint(code, text string) string {
 }
 
 // header prints the first lines of a change: position, kind, escaped path, line counts,
-// then the risk flag (red), the refusal or conflict reason, mode change and rename hint.
+// then the risk flag (red), the refusal or conflict reason, what the apply does to the
+// mode (diff.ModeNote; red when it widens access) and the rename hint.
 func (p *printer) header(i, n int, c diff.Change, stat string) {
 	p.printf("\n%s %s  %s", p.paint(sgrBold, fmt.Sprintf("[%d/%d]", i+1, n)),
 		p.paint(kindColor(c.Kind), string(c.Kind)), p.paint(sgrBold, EscapeName(c.Path)))
@@ -64,7 +65,13 @@ func (p *printer) header(i, n int, c diff.Change, stat string) {
 		}
 		p.printf("  %s: %s\n", label, p.paint(kindColor(c.Kind), EscapeLine(c.Reason)))
 	}
-	if c.OldMode != 0 && c.NewMode != 0 && c.OldMode != c.NewMode {
+	if n := diff.ModeNote(c); n != "" {
+		code := sgrBold
+		if diff.Widened(c) != "" {
+			code = sgrBoldRed
+		}
+		p.printf("  %s\n", p.paint(code, n))
+	} else if c.OldMode != 0 && c.NewMode != 0 && c.OldMode != c.NewMode && c.Kind != diff.KindType {
 		p.printf("  mode %04o -> %04o\n", c.OldMode, c.NewMode)
 	}
 	if c.SameAs != "" {

@@ -25,6 +25,10 @@ type Session struct {
 	Color     bool
 	Workspace string // shown in the final confirmation
 	MaxLines  int    // diff lines per change before "v"; 0 means DefaultMaxLines
+	// Notes are shown with the change of their path in its view and in the summary: what
+	// the apply does to that file besides its content and mode (its extended attributes).
+	// Escaped by the caller.
+	Notes map[string]string
 }
 
 // entry is a change with the contents the review loaded for it.
@@ -129,6 +133,9 @@ func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
 		stat = diffStat(e.hunks)
 	}
 	p.header(i, len(s.Changes), c, stat)
+	if n := s.Notes[c.Path]; n != "" {
+		p.printf("  %s\n", p.paint(sgrBold, n))
+	}
 	for _, err := range []error{e.oldErr, e.newErr} {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, ErrNotRegular) {
 			p.printf("  note: %s\n", EscapeLine(err.Error()))
@@ -505,6 +512,12 @@ func (s *Session) confirm(p *printer, k *keys, ds []Decision) (bool, error) {
 		risk := ""
 		if d.Change.Risk != "" {
 			risk = " " + p.paint(sgrBoldRed, "[HIGH RISK]")
+		}
+		if n := diff.ModeNote(d.Change); n != "" {
+			risk += " [" + n + "]"
+		}
+		if n := s.Notes[d.Change.Path]; n != "" {
+			risk += " [" + n + "]"
 		}
 		p.printf("  %s %-9s %s%s  (%s)\n", v, d.Change.Kind, EscapeName(d.Change.Path), risk, EscapeLine(d.Note))
 	}

@@ -7,7 +7,8 @@
 // length followed by a JSON body of at most MaxFrame bytes. Decoding is strict: unknown
 // fields and trailing data are rejected. The first call on a connection must be Hello.
 // File descriptors travel with SCM_RIGHTS on the frames of the calls that declare them
-// (Request.FDs); the API carries no filesystem paths at all.
+// (Request.FDs); no request carries a filesystem path (a reply may name one for display:
+// ImageList.Store).
 //
 // Privilege: none; pure types and the codec, linked into both brood (the client) and
 // broodd-helper (the server).
@@ -17,6 +18,9 @@ import (
 	"encoding/json"
 	"os"
 	"regexp"
+
+	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/store"
 )
 
 // Version is the protocol version this package speaks. A helper answers a Hello of a
@@ -44,29 +48,36 @@ func SocketPath() string {
 	return DefaultSocket
 }
 
+// Call is Request.Call, the name of a call.
+type Call string
+
 // Call names. Each call declares how many descriptors its request carries (CallFDs).
 const (
-	CallHello          = "hello"
-	CallCreateSession  = "create_session"
-	CallListSessions   = "list_sessions"
-	CallDestroySession = "destroy_session"
-	CallDoctor         = "doctor"
+	CallHello          Call = "hello"
+	CallCreateSession  Call = "create_session"
+	CallListSessions   Call = "list_sessions"
+	CallDestroySession Call = "destroy_session"
+	CallDoctor         Call = "doctor"
 	// VM calls. StartVM boots the session's microVM on its share; Attach returns
 	// a connected stream to the guest's SSH server; WaitVM blocks until the VMM is gone.
-	CallStartVM = "start_vm"
-	CallAttach  = "attach"
-	CallStopVM  = "stop_vm"
-	CallWaitVM  = "wait_vm"
+	CallStartVM Call = "start_vm"
+	CallAttach  Call = "attach"
+	CallStopVM  Call = "stop_vm"
+	CallWaitVM  Call = "wait_vm"
+	// CallListImages lists the images the helper boots, from its artifact store
+	// (ListImagesArgs, ImageList). Like CallResolvePolicy, an addition to Version 1; an
+	// older helper answers it with CodeUnknownCall.
+	CallListImages Call = "list_images"
 	// CallResolvePolicy answers the effective egress policy a StartVM with the same
 	// egress inputs would enforce (ResolvePolicyArgs, Policy). It is an addition to
 	// Version 1 that older clients never send; an older helper answers it with
 	// CodeUnknownCall.
-	CallResolvePolicy = "resolve_policy"
+	CallResolvePolicy Call = "resolve_policy"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
 // whose Request.FDs or received descriptors differ is rejected with CodeBadRequest.
-var CallFDs = map[string]int{
+var CallFDs = map[Call]int{
 	CallHello:          0,
 	CallCreateSession:  1, // the workspace share: an O_DIRECTORY fd opened by the client
 	CallListSessions:   0,
@@ -76,19 +87,20 @@ var CallFDs = map[string]int{
 	CallAttach:         0,
 	CallStopVM:         0,
 	CallWaitVM:         0,
+	CallListImages:     0,
 	CallResolvePolicy:  0,
 }
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
 // carries (Response.FDs). Error responses carry none.
-var ResponseFDs = map[string]int{
+var ResponseFDs = map[Call]int{
 	CallAttach: 1, // a connected unix stream socket: the guest's SSH channel
 }
 
 // Request is one call from the client. Args is the call's argument object (decoded
 // strictly into the call's *Args type); FDs is the number of descriptors attached.
 type Request struct {
-	Call string          `json:"call"`
+	Call Call            `json:"call"`
 	FDs  int             `json:"fds,omitempty"`
 	Args json.RawMessage `json:"args,omitempty"`
 }
@@ -121,22 +133,22 @@ type Landlock struct {
 	PinnedABI int `json:"pinned_abi"`
 	// Enforced reports whether a ruleset was applied to the helper.
 	Enforced bool `json:"enforced"`
-	// Mode is "enforced", "degraded" (weaker or no confinement, allowed by config) or
-	// "off" (development: --no-landlock).
-	Mode string `json:"mode"`
+	// Mode is LandlockEnforced, LandlockDegraded (weaker or no confinement, allowed by
+	// config) or LandlockOff (development: --no-landlock).
+	Mode LandlockMode `json:"mode"`
 	// Detail explains a degraded or off mode.
 	Detail string `json:"detail,omitempty"`
 }
 
 // Capabilities answers Hello.
 type Capabilities struct {
-	Version  int      `json:"version"`
-	Helper   string   `json:"helper"`   // helper build version
-	Backends []string `json:"backends"` // VM backends available on the host, e.g. "qemu", "krun"
-	Accel    string   `json:"accel"`    // "kvm" when /dev/kvm exists, else "tcg"
-	Landlock Landlock `json:"landlock"`
-	Peer     Peer     `json:"peer"`          // who the helper thinks you are
-	Policy   string   `json:"policy_digest"` // digest of the system egress policy file ("none": no file)
+	Version  int           `json:"version"`
+	Helper   string        `json:"helper"`   // helper build version
+	Backends []string      `json:"backends"` // VM backends available on the host, e.g. "qemu", "krun"
+	Accel    sandbox.Accel `json:"accel"`    // sandbox.AccelKVM when KVM is usable, else sandbox.AccelTCG
+	Landlock Landlock      `json:"landlock"`
+	Peer     Peer          `json:"peer"`          // who the helper thinks you are
+	Policy   string        `json:"policy_digest"` // digest of the system egress policy file ("none": no file)
 	// Images lists the names of the built images the helper can boot (ValidImageName
 	// names), so a client can refuse an unknown image before it snapshots anything.
 	// Nil from a helper older than this field: the client cannot tell and asks StartVM.
@@ -162,13 +174,36 @@ type ListSessionsArgs struct{}
 // DoctorArgs has no fields.
 type DoctorArgs struct{}
 
+// ListImagesArgs has no fields.
+type ListImagesArgs struct{}
+
+// Image is one image the helper boots: the newest file of its name in the artifact
+// store, root-owned and not writable by group or others.
+type Image struct {
+	Name   string `json:"name"`   // StartVMArgs.Image, e.g. "test"
+	File   string `json:"file"`   // file name in the store's images directory
+	Digest string `json:"digest"` // first 32 hex digits of the image tree's SHA-256
+	Size   int64  `json:"size"`   // bytes
+	Built  int64  `json:"built"`  // unix seconds the file was stored
+}
+
+// ImageList answers ListImages.
+type ImageList struct {
+	// Store is the artifact store's root (the helper's state_dir), for display.
+	Store string `json:"store"`
+	// Images are sorted by name.
+	Images []Image `json:"images"`
+	// Recipes are the image names `broodd-helper image build` can build, sorted.
+	Recipes []string `json:"recipes"`
+}
+
 // Session describes one helper session. Resource names are generated by the helper.
 type Session struct {
-	ID      string `json:"id"`
-	Owner   uint32 `json:"owner"`   // uid of the peer that created it
-	State   string `json:"state"`   // "created", "running" (StartVM) or "stopped" (the VMM is gone)
-	Tap     string `json:"tap"`     // tap device name reserved for the session ("brd"+id)
-	Created int64  `json:"created"` // unix seconds
+	ID      string       `json:"id"`
+	Owner   uint32       `json:"owner"`   // uid of the peer that created it
+	State   SessionState `json:"state"`   // SessionCreated, SessionRunning (StartVM) or SessionStopped (the VMM is gone)
+	Tap     string       `json:"tap"`     // tap device name reserved for the session ("brd"+id)
+	Created int64        `json:"created"` // unix seconds
 }
 
 // SessionList answers ListSessions.
@@ -353,20 +388,20 @@ type EgressSummary struct {
 type VMInfo struct {
 	// HostKey is the guest's per-session SSH host public key (authorized_keys format),
 	// generated by the helper: the frontend pins it and accepts no other.
-	HostKey string `json:"host_key"`
-	Accel   string `json:"accel"`   // "kvm" or "tcg"
-	Warning string `json:"warning"` // non-empty when degraded (TCG): print it loudly
-	Backend string `json:"backend"` // "qemu"
+	HostKey string        `json:"host_key"`
+	Accel   sandbox.Accel `json:"accel"`   // sandbox.AccelKVM or sandbox.AccelTCG
+	Warning string        `json:"warning"` // non-empty when degraded (TCG): print it loudly
+	Backend string        `json:"backend"` // "qemu"
 	// Egress is the session's network; nil: no network device.
 	Egress *EgressInfo `json:"egress,omitempty"`
 }
 
 // VMExit answers WaitVM once the VMM process is gone.
 type VMExit struct {
-	// Outcome is "poweroff" (the guest shut down cleanly), "stopped" (StopVM),
-	// "timeout" (TimeoutSec passed, VMM killed) or "failed" (any other exit).
-	Outcome string `json:"outcome"`
-	Detail  string `json:"detail,omitempty"`
+	// Outcome is OutcomePoweroff (the guest shut down cleanly), OutcomeStopped (StopVM),
+	// OutcomeTimeout (TimeoutSec passed, VMM killed) or OutcomeFailed (any other exit).
+	Outcome VMOutcome `json:"outcome"`
+	Detail  string    `json:"detail,omitempty"`
 	// ConsoleTail is the last bytes (at most 8 KiB) of the guest's serial console, for
 	// diagnosing a hang or panic. It is guest output: escape it before printing.
 	ConsoleTail string `json:"console_tail,omitempty"`
@@ -374,11 +409,7 @@ type VMExit struct {
 	Egress *EgressSummary `json:"egress,omitempty"`
 }
 
-// imageNameRe is the only form of image name: it names a file under the helper's
-// root-owned image directory, never a path.
-var imageNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
-// ValidImageName reports whether name has the form of an image name ("test", "codex").
-func ValidImageName(name string) bool {
-	return imageNameRe.MatchString(name) && name != "." && name != ".."
-}
+// ValidImageName reports whether name has the form of an image name ("test", "codex"):
+// it names a file of the helper's root-owned artifact store, never a path
+// (store.ValidImageName, the store's own rule).
+func ValidImageName(name string) bool { return store.ValidImageName(name) }

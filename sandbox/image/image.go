@@ -8,8 +8,8 @@
 // ext4 + jbd2 + mbcache + crc16 (2.4 MB), which under TCG saves ~0.3 s of every boot
 // (ext4.ko alone took 254 ms to load).
 //
-// Privilege: building needs root (mmdebstrap, the root-owned cache under
-// /var/lib/brood/images); listing needs none.
+// Privilege: building into the artifact store needs root (mmdebstrap in root mode, the
+// root-owned store); linked only into broodd-helper and tests, never into brood.
 package image
 
 import (
@@ -28,23 +28,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/internal/hostexec"
+	"brood.dev/brood/sandbox/store"
 )
-
-// SystemCacheDir is the root-owned image cache (the helper only boots images from here).
-const SystemCacheDir = "/var/lib/brood/images"
-
-// CacheDir returns where images are cached: SystemCacheDir for root, else
-// $XDG_CACHE_HOME/brood/images.
-func CacheDir() (string, error) {
-	if os.Geteuid() == 0 {
-		return SystemCacheDir, nil
-	}
-	c, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("find image cache dir: %w", err)
-	}
-	return filepath.Join(c, "brood", "images"), nil
-}
 
 // TreeDigest hashes a directory tree: every entry's relative path, type, permission
 // bits, owner, size and content (or symlink target), in lexical walk order. Hex SHA-256.
@@ -97,17 +82,18 @@ func MkfsArgs(dir, out string) []string {
 	return []string{"--quiet", out, dir}
 }
 
-// Ext is the file name extension of images.
-const Ext = ".erofs"
-
-// FromDir returns the path of the image of dir under cacheDir, named
-// <name>-<digest>.erofs; it runs mkfs.erofs only when that image is missing.
+// FromDir returns the path of the image of dir under cacheDir (a store.Layout's
+// Images()), named store.ImageFile(name, digest); it runs mkfs.erofs only when that image
+// is missing.
 func FromDir(ctx context.Context, cacheDir, name, dir string) (string, error) {
 	digest, err := TreeDigest(dir)
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cacheDir, name+"-"+digest[:32]+Ext)
+	if !store.ValidImageName(name) {
+		return "", fmt.Errorf("image %q: not an image name: %w", name, ErrUnknownRecipe)
+	}
+	out := filepath.Join(cacheDir, store.ImageFile(name, digest))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -241,10 +227,13 @@ func Build(ctx context.Context, cacheDir, name string, log io.Writer) (string, e
 
 // Cached returns the newest cached image called name, or fs.ErrNotExist.
 func Cached(cacheDir, name string) (string, error) {
-	m, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*"+Ext))
+	m, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*"+store.ImageExt))
 	var best string
 	var bestT int64
 	for _, p := range m {
+		if n, _, ok := store.ParseImageFile(filepath.Base(p)); !ok || n != name {
+			continue
+		}
 		if fi, err := os.Stat(p); err == nil && fi.ModTime().UnixNano() > bestT {
 			best, bestT = p, fi.ModTime().UnixNano()
 		}

@@ -25,6 +25,7 @@ import (
 	"github.com/u-root/u-root/pkg/cpio"
 
 	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/store"
 )
 
 // DefaultModules are the modules brood-guest needs (Debian's generic kernel builds them
@@ -147,14 +148,14 @@ func Write(w io.Writer, files []File, withConsole bool) error {
 	return nil
 }
 
-// Build returns the path of the base initramfs for o under cacheDir, named by the
-// content digest (initramfs-<digest>.cpio.gz); it is written only when missing.
+// Build returns the path of the base initramfs for o under cacheDir (a store.Layout's
+// Initramfs(release)), named store.InitramfsFile(digest); it is written only when missing.
 func Build(cacheDir string, o Options) (string, error) {
 	files, err := Files(o)
 	if err != nil {
 		return "", fmt.Errorf("build initramfs: %w", err)
 	}
-	out := filepath.Join(cacheDir, "initramfs-"+Digest(files)[:32]+".cpio.gz")
+	out := filepath.Join(cacheDir, store.InitramfsFile(Digest(files)))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
