@@ -35,6 +35,7 @@ func TestGitReadFilesRefused(t *testing.T) {
 		".git/remotes/old":            "URL: https://gitlab.example.test/r.git\n",
 		".git/branches/old":           "https://gitlab.example.test/r.git\n",
 		".git/refs/remotes/up/main":   "0000\n",
+		"mirror/branches/up":          "https://gitlab.example.test/r.git\n",
 	})
 	m := testSnapshot(t, w, s, true)
 	writeFiles(t, s, map[string]string{
@@ -69,6 +70,7 @@ func TestGitReadFilesRefused(t *testing.T) {
 		".GIT/BRANCHES/y":                      "https://evil.example.test/r.git\n",
 		"bare.git/remotes/x":                   "URL: https://evil.example.test/r.git\n",
 		"bare.git/Branches/x":                  "https://evil.example.test/r.git\n",
+		"mirror/HEAD":                          "ref: refs/heads/main\n", // makes W's branches/ git's
 		// Not refused: ordinary names outside git directories, and git data.
 		"src/hooks/useThing.ts":     "y\n",
 		"lib/config":                "a=2\n",
@@ -94,7 +96,7 @@ func TestGitReadFilesRefused(t *testing.T) {
 		".git/remotes/old", ".git/branches/old", ".git/remotes/new", ".git/branches/new",
 		".git/modules/sub/remotes/origin", ".git/worktrees/wt/branches/x", "nested/.git/Remotes/x",
 		".GIT/BRANCHES/y", "bare.git/remotes/x", "bare.git/Branches/x",
-		".git/refs/remotes/up/main", "src/remotes/x",
+		".git/refs/remotes/up/main", "src/remotes/x", "mirror/HEAD",
 	} {
 		c, ok := gm[p]
 		if !ok {
@@ -107,6 +109,9 @@ func TestGitReadFilesRefused(t *testing.T) {
 	}
 	if r := gm["bare.git/config"].Reason; r != "config of a bare git repository (bare.git holds HEAD)" {
 		t.Errorf("bare.git/config reason %q", r)
+	}
+	if r := gm["mirror/HEAD"].Reason; r != "makes mirror a bare git repository holding branches" {
+		t.Errorf("mirror/HEAD reason %q", r)
 	}
 	if r := gm["bare.git/Branches/x"].Reason; r != "branches/ of a bare git repository (bare.git holds HEAD)" {
 		t.Errorf("bare.git/Branches/x reason %q", r)
