@@ -40,9 +40,11 @@ type gitDirFile struct {
 // gitDirFiles are the files inside a git directory that hold a remote URL git uses or
 // records (gitrepository-layout(5)), matched below every ".git" component at any depth,
 // so .git/modules/<name>/ and .git/worktrees/<name>/ too. config and config.worktree are
-// matched by isGitConfig (which skips refs and data of those names); the other rows only
-// strip credentials and never change a file without them (a ref named "remotes/x" is
-// a SHA-1 line and stays as it is), so they match wherever the names appear.
+// matched by isGitConfig (which skips refs and data of those names), svn/.metadata
+// anywhere (no ref can be named so: git-check-ref-format(1) forbids a component starting
+// with '.'); the line rows only strip credentials and never change a file without them
+// (a ref named "remotes/x" is a SHA-1 line and stays as it is), so they match wherever
+// the names appear.
 //
 // Checked and holding no URL: HEAD, ORIG_HEAD, MERGE_HEAD and the other pseudo-refs
 // (object names or "ref: <ref>"), refs/ and packed-refs (object names), index, shallow,
