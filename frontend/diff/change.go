@@ -42,10 +42,11 @@ type Change struct {
 	// Risk is non-empty for high-risk paths (".git/", CI definitions, hook managers, new
 	// executable bits): never included by --all without a second explicit flag.
 	Risk string `json:"risk,omitempty"`
-	// OldHash / NewHash are SHA-256 digests of the base and the new content (regular files).
-	// The flush writes exactly NewHash and requires W to still hold OldHash (or the base stat).
-	OldHash []byte `json:"old_hash,omitempty"`
-	NewHash []byte `json:"new_hash,omitempty"`
+	// OldHash / NewHash are the content digests (package digest, 32 bytes; not the plain
+	// SHA-256 of the bytes) of the base and the new content (regular files). The flush
+	// writes exactly NewHash and requires W to still hold OldHash (or the base stat).
+	OldHash []byte `json:"old_digest,omitempty"`
+	NewHash []byte `json:"new_digest,omitempty"`
 	OldSize int64  `json:"old_size"`
 	NewSize int64  `json:"new_size"`
 	Binary  bool   `json:"binary,omitempty"`
