@@ -68,7 +68,7 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	changes, err := diff.ComputeLoad(ctx, sess.Workspace, sess.SnapshotDir(),
 		func() (*manifest.Manifest, error) { return manifest.Read(sess.ManifestPath()) }, diff.Options{})
 	if err != nil {
-		return err
+		return fmt.Errorf("diff session %s: %w", sess.ID, err)
 	}
 	switch {
 	case asJSON:
