@@ -3,7 +3,7 @@
 //
 // Compute walks both trees in parallel relative to directory fds, never following a
 // symlink, and compares every entry's lstat with the manifest; only files whose stat
-// changed in S are read (hashed with SHA-256, raw bytes). A change is one Change per
+// changed in S are read (content digest of the raw bytes, package digest). A change is one Change per
 // path, sorted by path bytes. Only S's changes are listed: a path the developer changed
 // in W and S did not touch is not a change; one both changed is KindConflict. Anything
 // the flush must never write is KindRefused with a Reason: special files, names with

@@ -28,7 +28,7 @@ type Trees struct {
 }
 
 // Workspace reads W's current content of path. When want is non-nil the content must have
-// that SHA-256 (ErrChanged otherwise), so what is shown is what the diff saw.
+// that content digest (package digest; ErrChanged otherwise), so what is shown is what the diff saw.
 func (t Trees) Workspace(path string, want []byte) ([]byte, error) {
 	return t.readWant(t.W, path, want)
 }
