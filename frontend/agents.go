@@ -33,7 +33,7 @@ type Agent struct {
 }
 
 // builtinAgents are the agents brood knows without configuration. Images other than
-// `test` and `codex` are built by their own recipes (`brood image build NAME`).
+// `test` and `codex` are built by their own recipes (`sudo broodd-helper image build NAME`).
 var builtinAgents = map[string]Agent{
 	"claude-code": {Image: "claude-code", Command: []string{"claude"},
 		Env: []string{"ANTHROPIC_API_KEY", "ANTHROPIC_*", "CLAUDE_*"}},
@@ -59,9 +59,10 @@ var builtinAgents = map[string]Agent{
 //	env = ["OPENAI_API_KEY", "AIDER_*"]
 type userConfig struct {
 	Agents map[string]configAgent `toml:"agents"`
-	// Egress is the user layer of the egress policy (checked by loadEgressFile; it can
-	// only tighten what the system policy allows).
+	// Egress is the user layer of the egress policy (it can only tighten what the system
+	// policy allows); egress is the same table parsed, by loadUserConfig.
 	Egress netpolicy.ConfigFile `toml:"egress"`
+	egress netpolicy.LayerConfig
 }
 
 type configAgent struct {
@@ -90,33 +91,78 @@ func userConfigPath() (string, error) {
 	return filepath.Join(home, ".config", "brood", "config.toml"), nil
 }
 
-// loadUserConfig reads the user config at path; a missing file is an empty config.
-// Errors wrap ErrConfig.
+// loadUserConfig reads and converts the user config at path, once per command; a
+// missing file is an empty config. Errors wrap ErrConfig.
 func loadUserConfig(path string) (*userConfig, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return &userConfig{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read config %s: %w", path, err)
-	}
 	var c userConfig
-	dec := toml.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
-		var strict *toml.StrictMissingError
-		if errors.As(err, &strict) {
-			// Name the unknown keys (line, column and key), not just "missing fields".
-			return nil, fmt.Errorf("parse config %s: %w: unknown keys:\n%s", path, ErrConfig, strings.TrimSpace(strict.String()))
-		}
-		return nil, fmt.Errorf("parse config %s: %w: %w", path, ErrConfig, err)
+	if err := readConfigFile(path, &c); err != nil {
+		return nil, err
 	}
 	for name, a := range c.Agents {
 		if err := checkAgent(name, a); err != nil {
 			return nil, fmt.Errorf("config %s: agent %q: %w: %w", path, name, ErrConfig, err)
 		}
 	}
+	l, err := c.Egress.Parse()
+	if err != nil {
+		return nil, fmt.Errorf("config %s [egress]: %w: %w", path, ErrConfig, err)
+	}
+	c.egress = l
 	return &c, nil
+}
+
+// workspaceConfig is a workspace's .brood.toml (workspaceConfigName), decoded as
+// strictly as the user config:
+//
+//	[egress]
+//	profile    = "locked"            # may tighten, never loosen
+//	deny_hosts = ["*.paste.example"] # a workspace may remove hosts, never add them
+type workspaceConfig struct {
+	Egress netpolicy.ConfigFile  `toml:"egress"`
+	egress netpolicy.LayerConfig // Egress parsed, by loadWorkspaceConfig
+}
+
+// workspaceConfigName is the workspace's own brood configuration file.
+const workspaceConfigName = ".brood.toml"
+
+// loadWorkspaceConfig reads and converts workspace's .brood.toml, once per command; a
+// missing file is an empty config. Errors wrap ErrConfig.
+func loadWorkspaceConfig(workspace string) (*workspaceConfig, error) {
+	path := filepath.Join(workspace, workspaceConfigName)
+	var c workspaceConfig
+	if err := readConfigFile(path, &c); err != nil {
+		return nil, err
+	}
+	l, err := c.Egress.Parse()
+	if err != nil {
+		return nil, fmt.Errorf("config %s [egress]: %w: %w", path, ErrConfig, err)
+	}
+	c.egress = l
+	return &c, nil
+}
+
+// readConfigFile decodes the TOML file at path into v, strictly: an unknown key is an
+// error naming the file and each unknown key with its line and column. A missing file
+// leaves v unchanged. Decode errors wrap ErrConfig.
+func readConfigFile(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read config %s: %w", path, err)
+	}
+	dec := toml.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var strict *toml.StrictMissingError
+		if errors.As(err, &strict) {
+			// Name the unknown keys (line, column and key), not just "missing fields".
+			return fmt.Errorf("parse config %s: %w: unknown keys:\n%s", path, ErrConfig, strings.TrimSpace(strict.String()))
+		}
+		return fmt.Errorf("parse config %s: %w: %w", path, ErrConfig, err)
+	}
+	return nil
 }
 
 // checkAgent validates one custom agent definition.

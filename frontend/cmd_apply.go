@@ -32,11 +32,14 @@ func newApplyCommand() *cobra.Command {
 		Long: `Apply changes of session ID to the workspace, journaled (brood undo ID reverts them).
 
 --all selects every change except refused ones, conflicts (you changed the path too; use
-brood review to merge) and high-risk ones (.git/, CI definitions, hook managers, ...),
-which also need --include-risky. PATH... selects these paths or everything below these
-directories (relative to the current directory when it is inside the workspace, else to
-the workspace root); a high-risk change is applied when its path is named exactly, or with
---include-risky; a refused change or a conflict is never applied.
+brood review to merge) and high-risk ones (files a host tool runs or reads as commands:
+start-up files, git attributes and configs, CI, hooks, editor tasks, package-manager
+configs, build entry points; brood diff prints why), which --all never applies. PATH...
+selects these paths or everything below these directories (relative to the current
+directory when it is inside the workspace, else to the workspace root); a high-risk change
+is applied when its path is named exactly, or below a named directory with
+--include-risky, and on a terminal after a second confirmation; a refused change or a
+conflict is never applied.
 
 Each file is written to a temp file next to its target, fsync'd and verified against the
 reviewed content digest, then renamed into place only if the workspace still holds what it held
@@ -54,7 +57,7 @@ such path is printed with the reason.`,
 		},
 	}
 	c.Flags().BoolVar(&f.all, "all", false, "apply every change that is not refused, in conflict or high-risk")
-	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with --all or PATH: high-risk changes too")
+	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with PATH: high-risk changes below named directories too")
 	c.Flags().BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation (required without a terminal)")
 	c.Flags().BoolVar(&f.dropMetadata, "drop-metadata", false, "apply a change even when an extended attribute or ACL of the replaced file cannot be kept")
 	return c
@@ -87,19 +90,19 @@ again. When no apply remains in effect the session is no longer "applied".`,
 type applySelection struct {
 	apply   []diff.Change // to apply
 	blocked []diff.Change // refused or conflict: never applied
-	risky   []diff.Change // high risk, left out: needs --include-risky (or, for PATH, an exact name)
+	risky   []diff.Change // high risk, left out: never by --all; PATH needs an exact name or --include-risky
 }
 
 // selectForApply chooses the changes to apply for --all or the PATH arguments (an exact
 // path, raw or as diff.Escape prints it, or a directory covering the changes below it).
-// A PATH that covers no change is an error.
+// --all never selects a high-risk change. A PATH that covers no change is an error.
 func selectForApply(changes []diff.Change, all, includeRisky bool, paths []string) (applySelection, error) {
 	var sel applySelection
 	add := func(c diff.Change, exact bool) {
 		switch {
 		case c.Kind == diff.KindRefused || c.Kind == diff.KindConflict:
 			sel.blocked = append(sel.blocked, c)
-		case c.Risk != "" && !includeRisky && !exact:
+		case c.Risk != "" && (all || !includeRisky && !exact):
 			sel.risky = append(sel.risky, c)
 		default:
 			sel.apply = append(sel.apply, c)
@@ -149,6 +152,8 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		return usageErr("apply: choose either --all or PATH..., not both")
 	case !f.all && len(paths) == 0:
 		return usageErr("apply: say what to apply: --all or PATH... (see brood apply --help)")
+	case f.all && f.includeRisky:
+		return usageErr("apply: --all never applies high-risk changes: name each one as PATH")
 	case !f.yes && !tty:
 		return usageErr("apply: stdin is not a terminal, so nothing can be confirmed: add --yes to apply without confirmation")
 	}
@@ -190,8 +195,18 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 			fmt.Fprintln(out, "nothing applied")
 			return nil
 		}
+		if n := countRisky(sel.apply); n > 0 {
+			ok, err := confirm(in, out, fmt.Sprintf("%d of them HIGH RISK (see [risk: ...] above): really apply? [y/N] ", n))
+			if err != nil {
+				return fmt.Errorf("apply session %s: read confirmation: %w", id, err)
+			}
+			if !ok {
+				fmt.Fprintln(out, "nothing applied")
+				return nil
+			}
+		}
 	}
-	res, err := flush.Apply(ctx, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
+	res, err := applyFlush(ctx, "apply session "+id, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, id)
@@ -201,24 +216,20 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		fmt.Fprintf(out, "not applied %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 	}
 	if err != nil {
-		if len(res.Problems) > 0 && flushRefusal(err) {
-			return refusedErr(fmt.Errorf("apply session %s: %d change(s) not applied", id, len(res.Problems)))
-		}
-		return fmt.Errorf("apply session %s: %w", id, err)
+		return err
 	}
 	return leftErr()
 }
 
-// flushRefusal reports whether err is a refusal or conflict of the flush (exit 3), as
-// opposed to a failure (exit 1).
-func flushRefusal(err error) bool {
-	for _, s := range []error{flush.ErrConflict, flush.ErrRefused, flush.ErrUnsafePath, flush.ErrSymlinkTarget,
-		flush.ErrNoReviewedHash, flush.ErrHashMismatch, flush.ErrChangedSinceApply, flush.ErrMetadata} {
-		if errors.Is(err, s) {
-			return true
+// countRisky returns how many of changes are high-risk.
+func countRisky(changes []diff.Change) int {
+	n := 0
+	for _, c := range changes {
+		if c.Risk != "" {
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // printSelection prints one line per selected change: what will be applied, and each
@@ -236,7 +247,7 @@ func printSelection(out io.Writer, sel applySelection) {
 		fmt.Fprintf(&b, "%-8s %s: %s\n", c.Kind, diff.Escape(c.Path), diff.Escape(c.Reason))
 	}
 	for _, c := range sel.risky {
-		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name it exactly or add --include-risky\n",
+		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name its path to apply it\n",
 			c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
 	}
 	io.WriteString(out, b.String())

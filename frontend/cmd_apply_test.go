@@ -100,8 +100,8 @@ func TestApplyCommandNeedsChoiceAndYes(t *testing.T) {
 	}
 }
 
-// --all leaves out high-risk changes and conflicts (exit 3 naming each), --include-risky
-// adds the risky one; a conflict is never applied.
+// --all leaves out high-risk changes and conflicts (exit 3 naming each); --include-risky
+// cannot make --all take the risky one (usage error); a conflict is never applied.
 func TestApplyCommandAll(t *testing.T) {
 	sess := applySession(t, applyFiles, applyAgent)
 	os.WriteFile(filepath.Join(sess.Workspace, "c.txt"), []byte("developer\n"), 0o644)
@@ -109,7 +109,7 @@ func TestApplyCommandAll(t *testing.T) {
 	if code != ExitRefused {
 		t.Fatalf("exit %d, want 3:\n%s", code, out)
 	}
-	for _, want := range []string{"conflict c.txt: W changed", "skip     added     .github/workflows/ci.yml: high risk (CI definition)", "applied 4 change(s)"} {
+	for _, want := range []string{"conflict c.txt: W changed", "skip     added     .github/workflows/ci.yml: high risk (GitHub Actions: workflow)", "applied 4 change(s)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
@@ -120,7 +120,8 @@ func TestApplyCommandAll(t *testing.T) {
 			wFile(t, sess, "c.txt"), wFile(t, sess, ".github/workflows/ci.yml"))
 	}
 	out, code = applyCLI(t, nil, "apply", sess.ID, "--all", "--include-risky", "--yes")
-	if code != ExitRefused || wFile(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" || wFile(t, sess, "c.txt") != "developer\n" {
+	if code != ExitUsage || !strings.Contains(out, "--all never applies high-risk changes") ||
+		wFile(t, sess, ".github/workflows/ci.yml") != "<absent>" || wFile(t, sess, "c.txt") != "developer\n" {
 		t.Errorf("--include-risky: exit %d, ci=%q c=%q\n%s", code, wFile(t, sess, ".github/workflows/ci.yml"), wFile(t, sess, "c.txt"), out)
 	}
 }
@@ -263,7 +264,8 @@ func TestSelectForApply(t *testing.T) {
 		apply, block, skip string
 	}{
 		{true, false, nil, "a,d/x,e\x1b", "d/bad,c", "d/hook"},
-		{true, true, nil, "a,d/x,d/hook,e\x1b", "d/bad,c", ""},
+		{true, true, nil, "a,d/x,e\x1b", "d/bad,c", "d/hook"}, // --all never takes a risky change
+		{false, true, []string{"d"}, "d/x,d/hook", "d/bad", ""},
 		{false, false, []string{"d"}, "d/x", "d/bad", "d/hook"},
 		{false, false, []string{"./d/", "d/hook"}, "d/x,d/hook", "d/bad", ""},
 		{false, false, []string{"d/bad", "c"}, "", "d/bad,c", ""},

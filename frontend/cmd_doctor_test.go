@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 )
 
 // fakeHelper answers hello (and doctor) like broodd-helper would, or refuses every call
@@ -53,8 +54,8 @@ func fakeHelper(t *testing.T, errCode api.Code) string {
 					case errCode != "":
 						resp.Error = &api.Error{Code: errCode, Message: "refused by fake"}
 					case req.Call == api.CallHello:
-						resp.Result, _ = json.Marshal(api.Capabilities{Version: api.Version, Helper: "fake-1", Backends: []string{"qemu"}, Accel: "tcg",
-							Landlock: api.Landlock{ABI: 7, PinnedABI: 7, Enforced: true, Mode: "enforced"},
+						resp.Result, _ = json.Marshal(api.Capabilities{Version: api.Version, Helper: "fake-1", Backends: []string{"qemu"}, Accel: sandbox.AccelTCG,
+							Landlock: api.Landlock{ABI: 7, PinnedABI: 7, Enforced: true, Mode: api.LandlockEnforced},
 							Peer:     api.Peer{UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), PID: 42}, Policy: "none"})
 					case req.Call == api.CallDoctor:
 						resp.Result, _ = json.Marshal(api.DoctorReport{Checks: []api.Check{{Name: "kvm", OK: false, Detail: "/dev/kvm missing"},

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/hostilews"
 )
 
@@ -25,7 +26,8 @@ func policyShowIn(t *testing.T, ws, home string, extraEnv ...string) string {
 	cmd.Dir = ws
 	path := strings.Join(append(hostilews.PathDirs(ws), os.Getenv("PATH")), ":")
 	cmd.Env = append([]string{"BROOD_TEST_POLICY_CHILD=1", "HOME=" + home, "PATH=" + path,
-		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "BROOD_TEST_SYSTEM_POLICY=" + filepath.Join(t.TempDir(), "none.toml")}, extraEnv...)
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"), "BROOD_TEST_SYSTEM_POLICY=" + filepath.Join(t.TempDir(), "none.toml"),
+		api.SocketEnv + "=" + filepath.Join(t.TempDir(), "no-helper.sock")}, extraEnv...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("policy show in %s: %v\n%s", ws, err, out)

@@ -3,6 +3,7 @@ package frontend
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -53,47 +54,149 @@ func TestEgressFlagsApply(t *testing.T) {
 	}
 }
 
-func TestEffectivePolicyLayers(t *testing.T) {
-	dir := t.TempDir()
-	user := writeFile(t, dir, "config.toml", "[agents.x]\nimage = \"test\"\n[egress]\nprofile = \"standard\"\nallow_hosts = [\"mirror.example.org\"]\n")
+// noHelper points the helper socket at a path where nothing listens, so policy show
+// computes locally whatever runs on this machine.
+func noHelper(t *testing.T) {
+	t.Setenv(api.SocketEnv, filepath.Join(t.TempDir(), "no-helper.sock"))
+}
+
+// policyShow runs `brood policy show ARGS` and returns its output and exit code.
+func policyShow(t *testing.T, args ...string) (string, int) {
+	t.Helper()
+	var out bytes.Buffer
+	root := NewRootCommand()
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(append([]string{"policy", "show"}, args...))
+	err := root.Execute()
+	var ee *exitError
+	switch {
+	case errors.As(err, &ee):
+		return out.String() + err.Error(), ee.code
+	case err != nil:
+		return out.String() + err.Error(), ExitError
+	}
+	return out.String(), ExitOK
+}
+
+// TestPolicyShowLocalLayers: without a helper, policy show says so on its first line and
+// merges the user config, the workspace's .brood.toml and the flags itself.
+func TestPolicyShowLocalLayers(t *testing.T) {
+	noHelper(t)
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	writeFile(t, filepath.Join(cfg, "brood"), "config.toml", "[agents.x]\nimage = \"test\"\ncommand = [\"x\"]\n[egress]\nprofile = \"standard\"\nallow_hosts = [\"mirror.example.org\"]\n")
 	ws := t.TempDir()
 	writeFile(t, ws, ".brood.toml", "[egress]\ndeny_hosts = [\"*.paste.example\"]\n")
-	flags := &egressFlags{profile: "locked", allowHosts: []string{"extra.example:8443"}}
-	eff, err := effectivePolicy(filepath.Join(dir, "no-policy.toml"), user, ws, "claude-code", flags, nil)
-	if err != nil {
-		t.Fatal(err)
+	sys := filepath.Join(t.TempDir(), "no-policy.toml")
+	args := []string{"--system-policy", sys, "--workspace", ws, "--agent", "claude-code", "--egress", "locked", "--allow-host", "extra.example:8443"}
+	out, code := policyShow(t, args...)
+	if code != 0 || !strings.HasPrefix(out, notFromHelper+"cannot ask the helper") {
+		t.Fatalf("exit %d, first line not labelled:\n%s", code, out)
 	}
-	out := eff.String()
 	for _, want := range []string{"locked\t(flags)", "api.anthropic.com (443/tcp)\t(agent (claude-code))",
-		"mirror.example.org", "(user)", "extra.example (8443/tcp)\t(flags)", "*.paste.example", "(workspace)"} {
+		"mirror.example.org (443/tcp)\t(user)", "extra.example (8443/tcp)\t(flags)", "*.paste.example\t(workspace)", "digest\tsha256:", "(system policy none)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("policy show lacks %q:\n%s", want, out)
 		}
 	}
-
-	// The same layers as sent to the helper.
-	u, w, err := egressLayers(user, ws)
-	if err != nil || u == nil || u.Profile != "standard" || len(u.AllowHosts) != 1 || w == nil || len(w.DenyHosts) != 1 {
-		t.Errorf("egressLayers = %+v, %+v, %v", u, w, err)
+	js, code := policyShow(t, append(args, "--json")...)
+	var got shownPolicy
+	if err := json.Unmarshal([]byte(js), &got); err != nil || code != 0 || got.FromHelper || !strings.HasPrefix(got.NotFromHelper, notFromHelper) ||
+		got.Profile != "locked" || !strings.HasPrefix(got.Digest, "sha256:") || len(got.Hosts) != 3 ||
+		got.Hosts[0].Name != "api.anthropic.com" || got.Hosts[0].Layer != "agent" || got.Hosts[0].Source != "claude-code" || got.Hosts[0].Ports[0] != "443/tcp" {
+		t.Errorf("--json: exit %d %v\n%s", code, err, js)
 	}
-	if u, w, err := egressLayers(filepath.Join(dir, "none.toml"), dir); u != nil || w != nil || err != nil {
-		t.Errorf("egressLayers without files = %+v, %+v, %v", u, w, err)
+	if !strings.Contains(js, `"from_helper": false`) || !strings.Contains(js, `"name": "extra.example"`) {
+		t.Errorf("--json field names:\n%s", js)
 	}
 
-	// A workspace may not add hosts.
+	// A workspace may not add hosts; a malformed layer is an error, not ignored.
 	writeFile(t, ws, ".brood.toml", "[egress]\nallow_hosts = [\"x.example\"]\n")
-	if _, err := effectivePolicy(filepath.Join(dir, "no-policy.toml"), user, ws, "shell", &egressFlags{}, nil); !errors.Is(err, netpolicy.ErrLoosen) {
-		t.Errorf("workspace adding a host: %v, want ErrLoosen", err)
+	if out, code := policyShow(t, "--system-policy", sys, "--workspace", ws); code != ExitRefused || !strings.Contains(out, "x.example") {
+		t.Errorf("workspace adding a host: exit %d\n%s", code, out)
 	}
-	// A malformed layer is an error, not ignored.
 	writeFile(t, ws, ".brood.toml", "[egress]\nprofile = \"wide-open\"\n")
-	if _, err := effectivePolicy(filepath.Join(dir, "no-policy.toml"), user, ws, "shell", &egressFlags{}, nil); err == nil {
-		t.Error("malformed workspace profile accepted")
+	if out, code := policyShow(t, "--system-policy", sys, "--workspace", ws); code == 0 || !strings.Contains(out, ".brood.toml") {
+		t.Errorf("malformed workspace profile: exit %d\n%s", code, out)
+	}
+}
+
+// TestWorkspaceConfigUnknownKey: .brood.toml is decoded as strictly as config.toml: an
+// unknown key fails policy show and brood run (before any session) with the key's name
+// and the file's.
+func TestWorkspaceConfigUnknownKey(t *testing.T) {
+	noHelper(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ws := t.TempDir()
+	path := writeFile(t, ws, ".brood.toml", "[egress]\ndeny_host = [\"tracker.example\"]\n")
+	out, code := policyShow(t, "--workspace", ws)
+	if code == 0 || !strings.Contains(out, "deny_host") || !strings.Contains(out, path) || !strings.Contains(out, "unknown keys") {
+		t.Errorf("policy show with an unknown .brood.toml key: exit %d\n%s", code, out)
+	}
+	writeFile(t, ws, ".brood.toml", "[egres]\nprofile = \"locked\"\n")
+	f := newFakeHelper(t)
+	code, _, runErr := broodCode(t, "run", "--workspace", ws, "--egress", "locked", "shell", "--", "true")
+	if code != ExitUsage || !strings.Contains(runErr, "egres") || !strings.Contains(runErr, path) || strings.Contains(f.callList(), string(api.CallCreateSession)) {
+		t.Errorf("run with an unknown .brood.toml table: exit %d, calls %q\n%s", code, f.callList(), runErr)
+	}
+	if _, err := loadWorkspaceConfig(t.TempDir()); err != nil {
+		t.Errorf("a workspace without .brood.toml: %v", err)
+	}
+}
+
+// TestPolicyShowFromHelper: policy show sends the helper exactly the egress inputs brood
+// run sends in StartVM (same flags, config files and agent), prints the helper's answer
+// (labelled, with its digest, --json from_helper), and brood run prints the digest of the
+// policy the helper enforces. A helper that does not know the call gets the labelled
+// local computation.
+func TestPolicyShowFromHelper(t *testing.T) {
+	f := newFakeHelper(t)
+	f.policy = &api.Policy{Profile: "locked", ProfileLayer: "flags", Digest: "sha256:00ab", SystemDigest: "sha256:11cd",
+		Hosts: []api.PolicyHost{{Name: "llm.corp.test", Ports: []string{"443/tcp"}, Layer: "agent", Source: "codex"},
+			{Name: "evil\x1b[2J.test", Ports: []string{"443/tcp"}, Layer: "flags"}}}
+	f.vmEgress = &api.EgressInfo{Profile: "locked", GuestV4: "10.213.0.2/30", Hosts: []string{"llm.corp.test (443/tcp)"}, Digest: "sha256:00ab"}
+	cfg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	writeFile(t, filepath.Join(cfg, "brood"), "config.toml", "[egress]\ndeny_hosts = [\"*.paste.example\"]\n")
+	ws := t.TempDir()
+	writeFile(t, ws, ".brood.toml", "[egress]\nprofile = \"locked\"\n")
+	flags := []string{"--workspace", ws, "--egress", "locked", "--allow-host", "extra.example:8443"}
+
+	out, code := policyShow(t, append(flags, "--agent", "codex")...)
+	if code != 0 || !strings.HasPrefix(out, "from the helper at "+f.sock+"\n") || !strings.Contains(out, "llm.corp.test (443/tcp)\t(agent (codex))") ||
+		!strings.Contains(out, "digest\tsha256:00ab\t(system policy sha256:11cd)") || strings.Contains(out, "\x1b") {
+		t.Errorf("policy show: exit %d\n%s", code, out)
+	}
+	shown := f.policyArg
+	js, _ := policyShow(t, append(flags, "--agent", "codex", "--json")...)
+	var got shownPolicy
+	if err := json.Unmarshal([]byte(js), &got); err != nil || !got.FromHelper || got.Digest != "sha256:00ab" || len(got.Hosts) != 2 {
+		t.Errorf("--json: %v\n%s", err, js)
+	}
+
+	code, runOut, runErr := broodCode(t, append(append([]string{"run"}, flags...), "codex")...)
+	if code != 0 || !strings.Contains(runOut, "policy sha256:00ab") {
+		t.Errorf("run: exit %d, the enforced digest not printed:\n%s%s", code, runOut, runErr)
+	}
+	sent, _ := json.Marshal(shown)
+	started, _ := json.Marshal(f.startArg.PolicyArgs())
+	if string(sent) != string(started) || shown.Agent != "codex" || shown.UserEgress == nil || shown.WorkspaceEgress == nil {
+		t.Errorf("policy show asked for\n%s\nbrood run started\n%s", sent, started)
+	}
+
+	f.policy = nil
+	if out, code := policyShow(t, flags...); code != 0 || !strings.HasPrefix(out, notFromHelper+"the helper at "+f.sock+" cannot resolve policies") {
+		t.Errorf("helper without resolve_policy: exit %d\n%s", code, out)
 	}
 }
 
 func TestPolicyShowSystemForbidsAllowHost(t *testing.T) {
 	testenv.RequireRoot(t) // the system policy must be root-owned
+	noHelper(t)
 	dir := t.TempDir()
 	sys := writeFile(t, dir, "policy.toml", "forbid_allow_host = true\nmax_profile = \"standard\"\n")
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
@@ -143,7 +246,9 @@ func TestUserRegistries(t *testing.T) {
 		return netpolicy.Discoverer{Root: t.TempDir(), Home: home, Getenv: func(k string) string { return env[k] }}
 	}
 
-	l := withUserDiscovered(context.Background(), &api.EgressLayer{Profile: "standard"}, t.TempDir())
+	noHelper(t)
+	disc, _ := discoverAll(context.Background(), t.TempDir())
+	l := withUserDiscovered(&api.EgressLayer{Profile: "standard"}, disc)
 	got := map[string]api.EgressDiscovered{}
 	for _, d := range l.Discovered {
 		got[d.Name] = d

@@ -41,9 +41,9 @@ changes cannot be accepted. A summary and a confirmation come before anything is
 Without a terminal, choose explicitly: --all (every change that is not refused, in
 conflict or high-risk), PATH... (only these paths or everything below these directories;
 relative to the current directory when it is inside the workspace),
-or --reject-all (record a rejection of everything and change nothing). A high-risk change
-is taken when its path is named exactly, or with --include-risky; a refused change or a
-conflict never is. Exit status 3 when a change was left out because it is refused, in
+or --reject-all (record a rejection of everything and change nothing). --all never takes
+a high-risk change; PATH takes one when its path is named exactly, or below a named
+directory with --include-risky; a refused change or a conflict never is taken. Exit status 3 when a change was left out because it is refused, in
 conflict or high-risk, or could not be applied.`,
 		Args: idArgs("review", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -51,7 +51,7 @@ conflict or high-risk, or could not be applied.`,
 		},
 	}
 	c.Flags().BoolVar(&f.all, "all", false, "accept every change that is not refused, in conflict or high-risk, without prompts")
-	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with --all or PATH: accept high-risk changes too")
+	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with PATH: accept high-risk changes below named directories too")
 	c.Flags().BoolVar(&f.rejectAll, "reject-all", false, "reject every change (recorded) and change nothing")
 	return c
 }
@@ -68,8 +68,10 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 	switch {
 	case f.rejectAll && (f.all || len(paths) > 0 || f.includeRisky):
 		return usageErr("review: --reject-all cannot be combined with --all, --include-risky or PATH")
-	case f.includeRisky && !f.all && len(paths) == 0:
-		return usageErr("review: --include-risky needs --all or PATH")
+	case f.includeRisky && f.all:
+		return usageErr("review: --all never accepts high-risk changes: name each one as PATH")
+	case f.includeRisky && len(paths) == 0:
+		return usageErr("review: --include-risky needs PATH")
 	case !tty && !f.all && !f.rejectAll && len(paths) == 0:
 		return usageErr("review: not a terminal: choose with --all, --reject-all or PATH... (see brood review --help)")
 	}
@@ -198,7 +200,7 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		return fmt.Errorf("review session %s: %w", sess.ID, err)
 	}
 	printMetaLosses(out, losses, false, "not applied by review (brood apply "+sess.ID+" PATH --drop-metadata applies it)")
-	res, err := flush.Apply(ctx, sess, m, fi, flush.Options{})
+	res, err := applyFlush(ctx, "review session "+sess.ID, sess, m, fi, flush.Options{})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), review.EscapeName(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, sess.ID)
@@ -207,12 +209,5 @@ func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 	for _, p := range res.Problems {
 		fmt.Fprintf(out, "not applied %s: %s\n", review.EscapeName(p.Path), review.EscapeLine(p.Err.Error()))
 	}
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, flush.ErrConflict) || errors.Is(err, flush.ErrRefused) || errors.Is(err, flush.ErrUnsafePath) ||
-		errors.Is(err, flush.ErrSymlinkTarget) || errors.Is(err, flush.ErrMetadata) {
-		return refusedErr(fmt.Errorf("review session %s: %d change(s) not applied", sess.ID, len(res.Problems)))
-	}
-	return fmt.Errorf("review session %s: %w", sess.ID, err)
+	return err
 }

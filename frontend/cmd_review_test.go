@@ -82,6 +82,7 @@ func TestReviewNonTTYNeedsAChoice(t *testing.T) {
 	for _, args := range [][]string{
 		{sess.ID},
 		{sess.ID, "--include-risky"},
+		{sess.ID, "--all", "--include-risky"},
 		{sess.ID, "--reject-all", "--all"},
 		{sess.ID, "--reject-all", "a.txt"},
 		{sess.ID, "no/such/path"},
@@ -134,14 +135,14 @@ func TestReviewAll(t *testing.T) {
 			t.Errorf("%s = %q, want %q", path, got, want)
 		}
 	}
-	if !strings.Contains(out, "needs --include-risky") || !strings.Contains(out, "refused: protected path") {
+	if !strings.Contains(out, "--all never accepts it") || !strings.Contains(out, "refused: protected path") {
 		t.Errorf("output:\n%s", out)
 	}
 
 	sess = reviewSession(t, reviewFiles, reviewAgent)
 	out, msg, code = reviewCmd(t, sess.ID, "--all", "--include-risky")
-	if code != ExitRefused || readW(t, sess, ".github/workflows/ci.yml") != "run: curl x | sh\n" ||
-		readW(t, sess, ".git/hooks/pre-commit") != "<absent>" {
+	if code != ExitUsage || !strings.Contains(msg, "--all never accepts high-risk changes") ||
+		readW(t, sess, ".github/workflows/ci.yml") != "<absent>" || readW(t, sess, ".git/hooks/pre-commit") != "<absent>" {
 		t.Errorf("--include-risky: exit %d (%s)\n%s", code, msg, out)
 	}
 }

@@ -25,8 +25,8 @@ import (
 	"brood.dev/brood/frontend/snapshot"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
-	"brood.dev/brood/sandbox/image"
 )
 
 func init() { commands = append(commands, newRunCommand, newRunImageCommand) }
@@ -36,7 +36,7 @@ const (
 	// stopWait bounds StopVM plus the WaitVM that confirms the VMM is gone.
 	stopWait = 60 * time.Second
 	// maxHandshake bounds boot plus SSH handshake when the VM has a longer lifetime;
-	// a TCG boot takes ~2 s here (LAB.md 3), so minutes mean the guest is stuck.
+	// a TCG boot takes ~2 s on a 2-core host, so minutes mean the guest is stuck.
 	maxHandshake = 3 * time.Minute
 	// waitSlack is added to the VM's lifetime for the WaitVM call's deadline.
 	waitSlack = 5 * time.Minute
@@ -134,7 +134,7 @@ the VM is stopped and the review starts. The exit status is the agent's when it 
 			if f.image != "" {
 				img = f.image
 			}
-			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f})
+			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f, user: cfg})
 		},
 	}
 	addRunFlags(c, &f, true)
@@ -182,23 +182,44 @@ type runRequest struct {
 	argv  []string // the guest command; empty: a login shell
 	image string
 	flags runFlags
+	user  *userConfig // the user config as read by the command; nil: not read yet
+}
+
+// configs returns the user config (r.user, else read now) and the workspace's
+// .brood.toml, each read once per run.
+func (r runRequest) configs() (*userConfig, *workspaceConfig, error) {
+	user := r.user
+	if user == nil {
+		path, err := userConfigPath()
+		if err != nil {
+			return nil, nil, err
+		}
+		if user, err = loadUserConfig(path); err != nil {
+			return nil, nil, err
+		}
+	}
+	ws, err := loadWorkspaceConfig(r.flags.workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return user, ws, nil
 }
 
 // vmRecord is vm.json in the session directory.
 type vmRecord struct {
-	HelperSession string  `json:"helper_session"`
-	Agent         string  `json:"agent"`
-	Image         string  `json:"image"`
-	Accel         string  `json:"accel,omitempty"`
-	Backend       string  `json:"backend,omitempty"`
-	Outcome       string  `json:"outcome"`
-	Detail        string  `json:"detail,omitempty"`
-	ExitStatus    *int    `json:"exit_status,omitempty"`
-	Detached      bool    `json:"detached,omitempty"`
-	BootSeconds   float64 `json:"boot_seconds"`  // StartVM to SSH handshake done (boot to prompt)
-	VMSeconds     float64 `json:"vm_seconds"`    // StartVM to the VMM gone
-	TotalSeconds  float64 `json:"total_seconds"` // whole run up to the review
-	Console       string  `json:"console,omitempty"`
+	HelperSession string        `json:"helper_session"`
+	Agent         string        `json:"agent"`
+	Image         string        `json:"image"`
+	Accel         sandbox.Accel `json:"accel,omitempty"`
+	Backend       string        `json:"backend,omitempty"`
+	Outcome       api.VMOutcome `json:"outcome"`
+	Detail        string        `json:"detail,omitempty"`
+	ExitStatus    *int          `json:"exit_status,omitempty"`
+	Detached      bool          `json:"detached,omitempty"`
+	BootSeconds   float64       `json:"boot_seconds"`  // StartVM to SSH handshake done (boot to prompt)
+	VMSeconds     float64       `json:"vm_seconds"`    // StartVM to the VMM gone
+	TotalSeconds  float64       `json:"total_seconds"` // whole run up to the review
+	Console       string        `json:"console,omitempty"`
 	// Network and Egress are the session's network (nil: none) and the summary of its DNS
 	// decisions (allowed and refused names, pinned addresses) from the helper's log.
 	Network *api.EgressInfo    `json:"network,omitempty"`
@@ -237,7 +258,7 @@ func startWaiter(socket, id string, lifetime time.Duration) (*vmWaiter, error) {
 // helperConn is a helper connection that survives being closed under it: a call that
 // fails because the connection broke (not with a helper *api.Error) is retried once on
 // a new connection. Calls that matter after a long wait (Attach, StopVM, WaitVM,
-// DestroySession) go through it; issue 4 saw a VM orphaned when StopVM met a
+// DestroySession) go through it: without it a VM was orphaned when StopVM met a
 // connection the helper had closed during a slow boot.
 type helperConn struct {
 	socket string
@@ -314,18 +335,17 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		return err
 	}
 	// The user's and the workspace's [egress] tables travel to the helper, which merges
-	// them tighten-only under the system policy; a malformed one stops the run here.
-	cfgPath, err := userConfigPath()
+	// them tighten-only under the system policy; a malformed one stops the run here. With
+	// a network, so do the registries of the user's own npm/pip/cargo/go configuration.
+	user, ws, err := r.configs()
+	if err != nil {
+		return usageErr("run: %v", err)
+	}
+	in, err := newEgressInputs(cmd.Context(), user, ws, f.workspace, startArgs.Agent, &f.egress, startArgs.Egress != "")
 	if err != nil {
 		return err
 	}
-	if startArgs.UserEgress, startArgs.WorkspaceEgress, err = egressLayers(cfgPath, f.workspace); err != nil {
-		return usageErr("run: %v", err)
-	}
-	if startArgs.Egress != "" {
-		// Registries of the user's own npm/pip/cargo/go configuration (standard profile).
-		startArgs.UserEgress = withUserDiscovered(cmd.Context(), startArgs.UserEgress, f.workspace)
-	}
+	startArgs.SetPolicyArgs(in.args)
 	base := cmd.Context()
 	if base == nil {
 		base = context.Background()
@@ -355,7 +375,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 	defer h.Close()
 	hc := h.c
-	prog.Done(hc.Caps.Accel)
+	prog.Done(string(hc.Caps.Accel))
 	// What the helper can tell before anything is snapshotted: the image and the sizes.
 	if err := checkBootable(hc.Caps, r, f); err != nil {
 		return err
@@ -407,7 +427,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		return fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
 	}
 	rec.Accel, rec.Backend, rec.Network = info.Accel, info.Backend, info.Egress
-	prog.Done(info.Backend + ", " + info.Accel)
+	prog.Done(info.Backend + ", " + string(info.Accel))
 	// The helper session id lets later commands ask whether this VM still runs.
 	sess.HelperSession = hs.ID
 	if err := sess.SetState(session.StateRunning); err != nil {
@@ -417,7 +437,8 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 		prog.Warn("%s", diff.Escape(strings.TrimPrefix(info.Warning, "WARNING: ")))
 	}
 	if e := info.Egress; e != nil {
-		prog.Printf("network: profile %s, guest %s, %d allowed host entr(ies)", diff.Escape(e.Profile), diff.Escape(e.GuestV4), len(e.Hosts))
+		prog.Printf("network: profile %s, guest %s, %d allowed host entr(ies), policy %s (brood policy show prints it)",
+			diff.Escape(e.Profile), diff.Escape(e.GuestV4), len(e.Hosts), diff.Escape(e.Digest))
 		if e.Warning != "" {
 			prog.Warn("egress: %s", diff.Escape(e.Warning))
 		}
@@ -432,7 +453,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	waiter, werr := startWaiter(socket, hs.ID, lifetime)
 
 	// From here on the VM is running: every path stops it and waits for it to be gone
-	// before the snapshot is looked at (DESIGN.md review gate step 2).
+	// before the snapshot is looked at (the guest must not change S while it is diffed).
 	vm := &vmSession{r: r, hc: h, id: hs.ID, sess: sess, waiter: waiter, prog: prog, rec: &rec, bootStart: bootStart}
 	var runErr error
 	if werr != nil {
@@ -518,13 +539,8 @@ func resourcesHint(caps api.Capabilities) string {
 // images (nil: unknown). --image is suggested only to `brood run` without it (the image
 // was the agent's default), never when it was given or to run-image, which has none.
 func imageHint(r runRequest, built []string) string {
-	name := r.image
 	var b strings.Builder
-	if _, ok := image.Recipes[name]; ok {
-		fmt.Fprintf(&b, "\nhint: is the image built? sudo brood image build %s", name)
-	} else {
-		fmt.Fprintf(&b, "\nhint: brood has no recipe for an image %q (recipes: %s)", name, strings.Join(recipeNames(), ", "))
-	}
+	fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
 	switch {
 	case built == nil:
 		b.WriteString("\nbrood image list shows the built images")
@@ -711,7 +727,7 @@ func (v *vmSession) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 // returns an error only when it cannot confirm that the VMM is gone.
 func (v *vmSession) stop() error {
 	v.prog.Start("stop VM")
-	exit := api.VMExit{Outcome: "stopped"} // StopVM returned: the VMM is gone
+	exit := api.VMExit{Outcome: api.OutcomeStopped} // StopVM returned: the VMM is gone
 	if v.waiter != nil && v.waiter.gone(poweroffWait) {
 		exit = v.waiter.exit
 	} else {
@@ -728,8 +744,8 @@ func (v *vmSession) stop() error {
 			exit = v.waiter.exit
 		}
 	}
-	if v.overLifetime && (exit.Outcome == "stopped" || exit.Outcome == "") {
-		exit = api.VMExit{Outcome: "timeout", Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
+	if v.overLifetime && (exit.Outcome == api.OutcomeStopped || exit.Outcome == "") {
+		exit = api.VMExit{Outcome: api.OutcomeTimeout, Detail: "stopped by brood after --timeout", ConsoleTail: exit.ConsoleTail}
 	}
 	v.exit = exit
 	v.rec.Outcome, v.rec.Detail, v.rec.Egress = exit.Outcome, exit.Detail, exit.Egress
@@ -738,7 +754,7 @@ func (v *vmSession) stop() error {
 			len(e.Allowed), len(e.Refused), len(e.Pinned), vmRecordFile)
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
-	v.prog.Done(exit.Outcome)
+	v.prog.Done(string(exit.Outcome))
 	return nil
 }
 
@@ -747,12 +763,12 @@ func (v *vmSession) stop() error {
 func (v *vmSession) abnormal() error {
 	e := v.exit
 	switch {
-	case e.Outcome == "timeout":
+	case e.Outcome == api.OutcomeTimeout:
 		return fmt.Errorf("%w: timeout: the VM was stopped after its time limit%s", ErrVMOutcome, detailSuffix(e.Detail))
-	case e.Outcome == "failed":
+	case e.Outcome == api.OutcomeFailed:
 		return fmt.Errorf("%w: failed%s", ErrVMOutcome, detailSuffix(e.Detail))
-	case e.Outcome != "poweroff" && e.Outcome != "stopped":
-		return fmt.Errorf("%w: outcome %q%s", ErrVMOutcome, diff.Escape(e.Outcome), detailSuffix(e.Detail))
+	case e.Outcome != api.OutcomePoweroff && e.Outcome != api.OutcomeStopped:
+		return fmt.Errorf("%w: outcome %q%s", ErrVMOutcome, diff.Escape(string(e.Outcome)), detailSuffix(e.Detail))
 	}
 	return nil
 }

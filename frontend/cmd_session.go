@@ -406,7 +406,7 @@ func vmAlive(ctx context.Context, s *session.Session) (bool, error) {
 		return false, fmt.Errorf("list helper sessions: %w", err)
 	}
 	for _, hs := range list {
-		if hs.State == helperStateStopped {
+		if hs.State == api.SessionStopped {
 			continue
 		}
 		// A session.json from before HelperSession was recorded cannot be matched:
@@ -417,9 +417,6 @@ func vmAlive(ctx context.Context, s *session.Session) (bool, error) {
 	}
 	return false, nil
 }
-
-// helperStateStopped is the helper's api.Session.State of a session whose VMM is gone.
-const helperStateStopped = "stopped"
 
 // stopSessionVM asks the helper to stop the VM of s; a helper that no longer knows the
 // session (or is not running) has no VM to stop.

@@ -8,8 +8,9 @@ import (
 	"brood.dev/brood/internal/testenv"
 )
 
-// privileged are import-path prefixes that only the helper may link (DESIGN.md: the
-// frontend holds no privilege and never links helper, nftables, netlink or Landlock code).
+// privileged are import-path prefixes that only the helper may link (docs/ARCHITECTURE.md,
+// "Processes and trust boundaries": the frontend holds no privilege and never links
+// helper, nftables, netlink or Landlock code).
 var privileged = []string{
 	"brood.dev/brood/helper",
 	"github.com/google/nftables",
@@ -17,6 +18,15 @@ var privileged = []string{
 	"github.com/vishvananda/netns",
 	"github.com/mdlayher/netlink",
 	"github.com/landlock-lsm/go-landlock",
+}
+
+// builders are the packages that write the artifact store (fetch kernels, build
+// initramfs files and images): they run only in the privileged binary, as root.
+var builders = []string{
+	"brood.dev/brood/sandbox/assets",
+	"brood.dev/brood/sandbox/image",
+	"brood.dev/brood/sandbox/initramfs",
+	"brood.dev/brood/sandbox/kernel",
 }
 
 // allowedShared are the exceptions: the wire protocol both sides import.
@@ -32,7 +42,8 @@ func goListDeps(t *testing.T, pkg string) []string {
 	return strings.Fields(string(out))
 }
 
-// privilegedDeps returns the deps that match a privileged prefix and are not allowed.
+// privilegedDeps returns the deps that match a privileged prefix or a builder and are
+// not allowed.
 func privilegedDeps(deps []string) map[string]bool {
 	found := map[string]bool{}
 	for _, d := range deps {
@@ -42,7 +53,7 @@ func privilegedDeps(deps []string) map[string]bool {
 				allowed = true
 			}
 		}
-		for _, p := range privileged {
+		for _, p := range append(privileged[:len(privileged):len(privileged)], builders...) {
 			if !allowed && (d == p || strings.HasPrefix(d, p+"/")) {
 				found[p] = true
 			}
@@ -51,7 +62,8 @@ func privilegedDeps(deps []string) map[string]bool {
 	return found
 }
 
-// TestFrontendLinksNoPrivilegedCode proves the privilege split with go list -deps.
+// TestFrontendLinksNoPrivilegedCode proves the privilege split with go list -deps: no
+// privileged package and no artifact builder.
 func TestFrontendLinksNoPrivilegedCode(t *testing.T) {
 	deps := goListDeps(t, "brood.dev/brood/cmd/brood")
 	if bad := privilegedDeps(deps); len(bad) > 0 {
@@ -67,8 +79,8 @@ func TestFrontendLinksNoPrivilegedCode(t *testing.T) {
 // privileged package: if the list or the matching were wrong, this would fail.
 func TestDepsCheckCanFail(t *testing.T) {
 	bad := privilegedDeps(goListDeps(t, "brood.dev/brood/cmd/broodd-helper"))
-	for _, p := range []string{"brood.dev/brood/helper", "github.com/google/nftables", "github.com/vishvananda/netlink",
-		"github.com/mdlayher/netlink", "github.com/landlock-lsm/go-landlock"} {
+	for _, p := range append([]string{"brood.dev/brood/helper", "github.com/google/nftables", "github.com/vishvananda/netlink",
+		"github.com/mdlayher/netlink", "github.com/landlock-lsm/go-landlock"}, builders...) {
 		if !bad[p] {
 			t.Errorf("check did not flag %s in cmd/broodd-helper", p)
 		}

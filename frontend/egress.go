@@ -1,16 +1,11 @@
 package frontend
 
 import (
-	"bytes"
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
+	"slices"
 	"time"
 	"unicode/utf8"
 
-	"github.com/pelletier/go-toml/v2"
 	"github.com/spf13/pflag"
 
 	"brood.dev/brood/frontend/diff"
@@ -63,97 +58,50 @@ func (f *egressFlags) apply(a *api.StartVMArgs) error {
 	return nil
 }
 
-// egressFile is the part of the user config and of a workspace .brood.toml that
-// `brood policy show` reads: the `[egress]` table (netpolicy.ConfigFile).
-type egressFile struct {
-	Egress netpolicy.ConfigFile `toml:"egress"`
+// egressInputs are one command's egress inputs, built once from the configuration it
+// read and the flags: the request the helper resolves (the same for `brood run`, in
+// StartVMArgs, and `brood policy show`, in ResolvePolicy), and the same layers parsed,
+// for policy show's local computation when no helper answers.
+type egressInputs struct {
+	args api.ResolvePolicyArgs
+	// local is args as netpolicy.Inputs without System and AgentHosts (the helper's to
+	// supply); Discovered holds the system-wide and the user's registries.
+	local netpolicy.Inputs
+	// notes name the configuration files discovery did not read.
+	notes []netpolicy.Note
 }
 
-// loadEgressFile reads and validates the [egress] table of the TOML file at path (other
-// tables are ignored here; their owners check them). A missing file is an empty table.
-func loadEgressFile(path string) (netpolicy.ConfigFile, netpolicy.LayerConfig, error) {
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, nil
-	}
-	if err != nil {
-		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, fmt.Errorf("read %s: %w", path, err)
-	}
-	var f egressFile
-	if err := toml.NewDecoder(bytes.NewReader(data)).Decode(&f); err != nil {
-		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, fmt.Errorf("parse %s: %w: %w", path, ErrConfig, err)
-	}
-	l, err := f.Egress.Parse()
-	if err != nil {
-		return netpolicy.ConfigFile{}, netpolicy.LayerConfig{}, fmt.Errorf("%s [egress]: %w: %w", path, ErrConfig, err)
-	}
-	return f.Egress, l, nil
-}
-
-func loadEgressLayer(path string) (netpolicy.LayerConfig, error) {
-	_, l, err := loadEgressFile(path)
-	return l, err
-}
-
-// egressLayers returns the [egress] tables of the user config at userPath and of the
-// workspace's .brood.toml for StartVMArgs.UserEgress and WorkspaceEgress (nil when a
-// file has none). The helper merges them (tighten-only) with the system policy.
-func egressLayers(userPath, workspace string) (user, ws *api.EgressLayer, err error) {
-	conv := func(path string) (*api.EgressLayer, error) {
-		f, _, err := loadEgressFile(path)
-		if err != nil || (f.Profile == "" && len(f.AllowHosts) == 0 && len(f.DenyHosts) == 0 && len(f.Hosts) == 0) {
-			return nil, err
-		}
-		l := &api.EgressLayer{Profile: f.Profile, AllowHosts: f.AllowHosts, DenyHosts: f.DenyHosts}
-		for _, h := range f.Hosts {
-			l.Hosts = append(l.Hosts, api.EgressLayerHost{Name: h.Name, Ports: h.Ports})
-		}
-		return l, nil
-	}
-	if user, err = conv(userPath); err != nil {
-		return nil, nil, err
-	}
-	if ws, err = conv(filepath.Join(workspace, workspaceConfigName)); err != nil {
-		return nil, nil, err
-	}
-	return user, ws, nil
-}
-
-// workspaceConfigName is the workspace's own brood configuration file.
-const workspaceConfigName = ".brood.toml"
-
-// effectivePolicy merges the layers as the helper will (netpolicy.Resolve): the system
-// policy at systemPath, the user config, the workspace's .brood.toml, the flags, the
-// agent's provider hosts and the discovered registries (discoverAll: the host's
-// system-wide configuration and the user's own, which the helper treats as user-added).
-func effectivePolicy(systemPath, userPath, workspace, agent string, flags *egressFlags, disc []netpolicy.Discovered) (*netpolicy.Effective, error) {
-	sys, err := netpolicy.LoadSystemPolicy(systemPath)
-	if err != nil {
-		return nil, fmt.Errorf("system policy %s: %w", systemPath, err)
-	}
-	user, err := loadEgressLayer(userPath)
-	if err != nil {
-		return nil, err
-	}
-	ws, err := loadEgressLayer(filepath.Join(workspace, workspaceConfigName))
-	if err != nil {
-		return nil, err
-	}
+// newEgressInputs builds the inputs of agent's policy from the user config, the workspace
+// config and the flags. With discover it also discovers the registries of the host's and
+// the user's tool configuration (discoverAll; the user's travel in UserEgress.Discovered).
+// Flag errors are usage errors.
+func newEgressInputs(ctx context.Context, user *userConfig, ws *workspaceConfig, workspace, agent string, flags *egressFlags, discover bool) (*egressInputs, error) {
 	fl, err := flags.layer()
 	if err != nil {
 		return nil, err
 	}
-	in := netpolicy.Inputs{System: sys, User: user, Workspace: ws, Flags: fl, Agent: agent, Discovered: disc}
-	if hosts, ok := netpolicy.BuiltinAgentHosts(agent); ok {
-		for _, h := range hosts {
-			e, err := netpolicy.ParseEntry(h)
-			if err != nil {
-				return nil, err
-			}
-			in.AgentHosts = append(in.AgentHosts, e)
-		}
+	in := &egressInputs{
+		args: api.ResolvePolicyArgs{Egress: flags.profile, AllowHosts: slices.Clone(flags.allowHosts), Agent: agent,
+			UserEgress: egressLayer(user.Egress), WorkspaceEgress: egressLayer(ws.Egress)},
+		local: netpolicy.Inputs{User: user.egress, Workspace: ws.egress, Flags: fl, Agent: agent},
 	}
-	return netpolicy.Resolve(in)
+	if discover {
+		in.local.Discovered, in.notes = discoverAll(ctx, workspace)
+		in.args.UserEgress = withUserDiscovered(in.args.UserEgress, in.local.Discovered)
+	}
+	return in, nil
+}
+
+// egressLayer converts an [egress] table for the helper (nil when it sets nothing).
+func egressLayer(f netpolicy.ConfigFile) *api.EgressLayer {
+	if f.Profile == "" && len(f.AllowHosts) == 0 && len(f.DenyHosts) == 0 && len(f.Hosts) == 0 {
+		return nil
+	}
+	l := &api.EgressLayer{Profile: f.Profile, AllowHosts: f.AllowHosts, DenyHosts: f.DenyHosts}
+	for _, h := range f.Hosts {
+		l.Hosts = append(l.Hosts, api.EgressLayerHost{Name: h.Name, Ports: h.Ports})
+	}
+	return l
 }
 
 // userDiscoverer discovers the registries of the user's own tool configuration, parsing
@@ -180,15 +128,13 @@ func discoverAll(ctx context.Context, workspace string) ([]netpolicy.Discovered,
 	return userDiscoverer(workspace).Discover(ctx)
 }
 
-// withUserDiscovered adds the registries discovered in the user's own configuration
-// (npm, pip, cargo, go: UserControlled ones; the helper rediscovers system-wide ones
+// withUserDiscovered adds the registries of disc found in the user's own configuration
+// (npm, pip, cargo, go: the UserControlled ones; the helper rediscovers system-wide ones
 // itself) to the user layer sent to the helper, which treats them as user-added: used from
 // the standard profile up, removed by denials, dropped when the system forbids adding
-// hosts. workspace is the session's W (see userDiscoverer). It returns user unchanged
-// when nothing was discovered.
-func withUserDiscovered(ctx context.Context, user *api.EgressLayer, workspace string) *api.EgressLayer {
+// hosts. It returns user unchanged when there are none.
+func withUserDiscovered(user *api.EgressLayer, disc []netpolicy.Discovered) *api.EgressLayer {
 	var out []api.EgressDiscovered
-	disc, _ := discoverAll(ctx, workspace)
 	for _, d := range disc {
 		if !d.UserControlled || d.Entry.Pattern.Wildcard {
 			continue

@@ -1,7 +1,10 @@
-// Package frontend implements the brood command line: configuration, session directories,
-// the snapshot, diff, review and flush of the review gate, and (later) the helper client and
-// SSH terminal. It runs as the developer and holds no privilege; it must never link helper/,
-// nftables, netlink or Landlock code (see deps_test.go).
+// Package frontend implements the brood command line (cobra commands, one cmd_*.go file
+// each): configuration layering, session directories, `brood run` (snapshot, the helper
+// calls that boot and stop the VM, the SSH terminal), and the diff, review, apply and undo
+// of the review gate, which it drives through its subpackages.
+//
+// Privilege: none; it runs in brood as the developer and must never link helper/,
+// nftables, netlink or Landlock code (deps_test.go).
 package frontend
 
 import (

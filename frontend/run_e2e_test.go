@@ -1,10 +1,10 @@
 package frontend_test
 
-// End-to-end tests of `brood run` and `brood run-image` (DESIGN.md testing tier 3): a
-// real broodd-helper on a temporary socket, real QEMU VMs (TCG here) booting the `test`
-// image with brood-guest, the real brood binary running as an unprivileged user, and
-// the review gate afterwards. They share the kernel, initramfs and image caches of
-// sandbox/vmtest and boot five VMs in all.
+// End-to-end tests of `brood run` and `brood run-image` (testing tier 3,
+// docs/ARCHITECTURE.md "Testing tiers"): a real broodd-helper on a temporary socket, real
+// QEMU VMs (TCG here) booting the `test` image with brood-guest, the real brood binary
+// running as an unprivileged user, and the review gate afterwards. They share the
+// kernel, initramfs and image caches of sandbox/vmtest and boot five VMs in all.
 
 import (
 	"bufio"
@@ -28,6 +28,7 @@ import (
 
 	"github.com/creack/pty"
 
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/sandbox/vmtest"
 )
@@ -321,13 +322,13 @@ func (r *rig) vmms() []int {
 
 // vmRecord is the part of the session's vm.json the tests read.
 type vmRecord struct {
-	Outcome      string  `json:"outcome"`
-	ExitStatus   *int    `json:"exit_status"`
-	BootSeconds  float64 `json:"boot_seconds"`
-	VMSeconds    float64 `json:"vm_seconds"`
-	TotalSeconds float64 `json:"total_seconds"`
-	Console      string  `json:"console"`
-	Detached     bool    `json:"detached"`
+	Outcome      api.VMOutcome `json:"outcome"`
+	ExitStatus   *int          `json:"exit_status"`
+	BootSeconds  float64       `json:"boot_seconds"`
+	VMSeconds    float64       `json:"vm_seconds"`
+	TotalSeconds float64       `json:"total_seconds"`
+	Console      string        `json:"console"`
+	Detached     bool          `json:"detached"`
 }
 
 func (r *rig) record(id string) vmRecord {
@@ -355,10 +356,10 @@ func readFile(t testing.TB, p string) string {
 	return string(b)
 }
 
-// TestRunImageEndToEnd is the acceptance test of issue 4: the command changes S only,
-// W stays untouched while the VM runs, the VM is gone before the diff, brood diff
-// --json lists exactly the changes, brood apply lands them; then the exit status of a
-// command is propagated.
+// TestRunImageEndToEnd is the acceptance test of `brood run-image`: the command changes
+// S only, W stays untouched while the VM runs, the VM is gone before the diff, brood
+// diff --json lists exactly the changes, brood apply lands them; then the exit status of
+// a command is propagated.
 func TestRunImageEndToEnd(t *testing.T) {
 	r := getRig(t)
 	w := r.workspace("w-e2e")
@@ -449,7 +450,7 @@ loop:
 		}
 	}
 	rec := r.record(id)
-	if rec.Outcome != "poweroff" || rec.ExitStatus == nil || *rec.ExitStatus != 0 {
+	if rec.Outcome != api.OutcomePoweroff || rec.ExitStatus == nil || *rec.ExitStatus != 0 {
 		t.Errorf("vm.json: %+v", rec)
 	}
 	t.Logf("run-image: boot to prompt %.3fs, VM life %.3fs, brood to review %.3fs, whole command %v",
@@ -595,7 +596,7 @@ func TestRunImageTimeout(t *testing.T) {
 		t.Errorf("session list (exit %d) does not show %s stopped:\n%s%s", code, id, out, errOut)
 	}
 	rec := r.record(id)
-	if rec.Outcome != "timeout" {
+	if rec.Outcome != api.OutcomeTimeout {
 		t.Errorf("vm.json outcome %q, want timeout", rec.Outcome)
 	}
 	// The console tail is kept in the session and printed (escaped) with --console.

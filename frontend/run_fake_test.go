@@ -18,6 +18,7 @@ import (
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 )
 
 // fakeVMHelper speaks the helper protocol (package api) on a temporary socket with a fake
@@ -32,13 +33,14 @@ type fakeVMHelper struct {
 	guestKey ssh.Signer       // the key the fake guest presents
 	caps     api.Capabilities // Hello's answer (Version is set by serve)
 	// dropAfter: after answering this call the fake closes the connection (the real
-	// helper closing an idle connection, issue 4); once.
-	dropAfter string
+	// helper closing an idle connection); once.
+	dropAfter api.Call
 	// dropWait: the first wait_vm is answered by closing the connection.
 	dropWait bool
 	// lingers: the fake guest does not power off after the command; only StopVM ends it.
 	lingers bool
 	list    []api.Session // ListSessions' answer
+	images  api.ImageList // ListImages' answer
 
 	mu       sync.Mutex
 	calls    []string
@@ -46,15 +48,20 @@ type fakeVMHelper struct {
 	env      []string      // env requests the guest received, "NAME=value"
 	gone     chan struct{} // closed when the fake VM is gone (hung up or stopped)
 	goneOnce sync.Once
-	outcome  string
+	outcome  api.VMOutcome
 	egress   *api.EgressSummary // returned by WaitVM
+	vmEgress *api.EgressInfo    // VMInfo.Egress of StartVM
+	// policy answers resolve_policy (nil: the call is unknown, as to an older helper);
+	// policyArg records the request.
+	policy    *api.Policy
+	policyArg api.ResolvePolicyArgs
 }
 
 func newFakeHelper(t *testing.T) *fakeVMHelper {
 	t.Helper()
 	host := mustKey(t)
 	f := &fakeVMHelper{t: t, sock: filepath.Join(t.TempDir(), "helper.sock"), hostKey: host, guestKey: host, gone: make(chan struct{}),
-		caps: api.Capabilities{Accel: "tcg", Backends: []string{"qemu"}}}
+		caps: api.Capabilities{Accel: sandbox.AccelTCG, Backends: []string{"qemu"}}}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: f.sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +88,7 @@ func mustKey(t *testing.T) ssh.Signer {
 	return s
 }
 
-func (f *fakeVMHelper) end(outcome string) {
+func (f *fakeVMHelper) end(outcome api.VMOutcome) {
 	f.goneOnce.Do(func() {
 		f.mu.Lock()
 		f.outcome = outcome
@@ -111,7 +118,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			return
 		}
 		f.mu.Lock()
-		f.calls = append(f.calls, req.Call)
+		f.calls = append(f.calls, string(req.Call))
 		f.mu.Unlock()
 		var result any = api.Empty{}
 		var rerr *api.Error
@@ -128,7 +135,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			result = api.SessionList{Sessions: f.list}
 			f.mu.Unlock()
 		case api.CallCreateSession:
-			result = api.Session{ID: "0000abcd", State: "created"}
+			result = api.Session{ID: "0000abcd", State: api.SessionCreated}
 		case api.CallStartVM:
 			var a api.StartVMArgs
 			json.Unmarshal(req.Args, &a)
@@ -139,7 +146,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 				rerr = f.startErr
 				break
 			}
-			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: "tcg", Backend: "qemu"}
+			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: sandbox.AccelTCG, Backend: "qemu", Egress: f.vmEgress}
 		case api.CallAttach:
 			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
 			if err != nil {
@@ -157,7 +164,7 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			go f.guest(gc)
 			out = []*os.File{theirs}
 		case api.CallStopVM:
-			f.end("stopped")
+			f.end(api.OutcomeStopped)
 		case api.CallWaitVM:
 			f.mu.Lock()
 			drop := f.dropWait
@@ -170,7 +177,20 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			f.mu.Lock()
 			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n", Egress: f.egress}
 			f.mu.Unlock()
+		case api.CallListImages:
+			f.mu.Lock()
+			result = f.images
+			f.mu.Unlock()
 		case api.CallDestroySession:
+		case api.CallResolvePolicy:
+			f.mu.Lock()
+			json.Unmarshal(req.Args, &f.policyArg)
+			if f.policy == nil {
+				rerr = &api.Error{Code: api.CodeUnknownCall, Message: "unknown call"}
+			} else {
+				result = *f.policy
+			}
+			f.mu.Unlock()
 		}
 		var resp api.Response
 		if rerr != nil {
@@ -205,7 +225,7 @@ func (f *fakeVMHelper) guest(c net.Conn) {
 	want, lingers := f.startArg.ClientKey, f.lingers
 	f.mu.Unlock()
 	if !lingers {
-		defer f.end("poweroff")
+		defer f.end(api.OutcomePoweroff)
 	}
 	defer c.Close()
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
@@ -316,7 +336,7 @@ func TestRunRefusesWrongHostKey(t *testing.T) {
 	if len(ss) != 1 || ss[0].State != session.StateStopped || !strings.Contains(stderr, "the session is kept") {
 		t.Errorf("sessions %+v\n%s", ss, stderr)
 	}
-	if strings.Contains(f.callList(), "stop_vm") == false && f.outcome != "poweroff" {
+	if strings.Contains(f.callList(), "stop_vm") == false && f.outcome != api.OutcomePoweroff {
 		t.Errorf("the VM was neither stopped nor gone: calls %s", f.callList())
 	}
 	t.Logf("stderr:\n%s", stderr)
@@ -327,7 +347,7 @@ func TestRunStartVMRefused(t *testing.T) {
 	f := newFakeHelper(t)
 	f.startErr = &api.Error{Code: api.CodeUnavailable, Message: "image \"test\" is not built"}
 	code, _, stderr, ss := fakeRun(t, "run-image", "test", "--", "true")
-	if code != ExitError || !strings.Contains(stderr, "start VM: image \"test\" is not built") || !strings.Contains(stderr, "sudo brood image build test") {
+	if code != ExitError || !strings.Contains(stderr, "start VM: image \"test\" is not built") || !strings.Contains(stderr, "sudo broodd-helper image build test") {
 		t.Errorf("exit %d\n%s", code, stderr)
 	}
 	if len(ss) != 1 || ss[0].State != session.StateReady {
@@ -367,12 +387,11 @@ func TestImageHint(t *testing.T) {
 	agent := func(name, image, flag string) runRequest {
 		return runRequest{agent: Agent{Name: name, Image: image}, image: image, flags: runFlags{image: flag}}
 	}
-	if h := imageHint(agent("run-image", "test", ""), nil); !strings.Contains(h, "sudo brood image build test") || strings.Contains(h, "--image") {
-		t.Errorf("recipe hint %q", h)
+	if h := imageHint(agent("run-image", "test", ""), nil); !strings.Contains(h, "sudo broodd-helper image build test") || strings.Contains(h, "--image") {
+		t.Errorf("build hint %q", h)
 	}
-	if h := imageHint(agent("claude-code", "claude-code", ""), []string{"test"}); !strings.Contains(h, "no recipe") ||
-		!strings.Contains(h, "--image") || strings.Contains(h, "image build claude-code") || !strings.Contains(h, "built images: test") {
-		t.Errorf("no-recipe hint %q", h)
+	if h := imageHint(agent("claude-code", "claude-code", ""), []string{"test"}); !strings.Contains(h, "--image") || !strings.Contains(h, "built images: test") {
+		t.Errorf("agent image hint %q", h)
 	}
 	// --image was given: the hint does not tell the developer to pass it.
 	if h := imageHint(agent("shell", "nosuch", "nosuch"), []string{}); strings.Contains(h, "--image") || !strings.Contains(h, "no image is built yet") {

@@ -22,7 +22,7 @@ func shortPoweroff(t *testing.T) {
 	t.Cleanup(func() { poweroffWait = old })
 }
 
-// TestRunSurvivesClosedHelperConnection (issue 4): the helper closes brood's main
+// TestRunSurvivesClosedHelperConnection: the helper closes brood's main
 // connection after StartVM (as its read timeout did during a slow boot). Attach and the
 // StopVM that ends a guest which does not power off go through a new connection: the
 // VM is stopped, not orphaned, and the run ends normally.
@@ -39,7 +39,7 @@ func TestRunSurvivesClosedHelperConnection(t *testing.T) {
 	if strings.Count(calls, "hello") != 3 || !strings.Contains(calls, "attach") {
 		t.Errorf("attach did not go through a new connection: %s", calls)
 	}
-	if !strings.Contains(calls, "stop_vm") || f.outcome != "stopped" {
+	if !strings.Contains(calls, "stop_vm") || f.outcome != api.OutcomeStopped {
 		t.Errorf("the VM was not stopped: outcome %q, calls %s", f.outcome, calls)
 	}
 	if len(ss) != 1 || ss[0].State != session.StateStopped || ss[0].HelperSession != "0000abcd" {
@@ -65,7 +65,7 @@ func TestRunWaiterRedials(t *testing.T) {
 	if err == nil {
 		err = json.Unmarshal(b, &rec)
 	}
-	if err != nil || rec.Outcome != "poweroff" {
+	if err != nil || rec.Outcome != api.OutcomePoweroff {
 		t.Errorf("vm.json outcome %q (%v), want poweroff", rec.Outcome, err)
 	}
 }
@@ -215,14 +215,14 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	return code, out.String(), errb.String()
 }
 
-// TestRunningSessionSettles (issue 4): a session left "running" by a killed brood is
+// TestRunningSessionSettles: a session left "running" by a killed brood is
 // marked stopped when the helper does not know its VM (or lists it stopped, or is not
 // running at all), and diff/review/apply go on; a live VM is refused with a pointer to
 // brood session stop, which stops it through the helper.
 func TestRunningSessionSettles(t *testing.T) {
 	t.Run("helper does not know it", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "11111111", State: "running"}}
+		f.list = []api.Session{{ID: "11111111", State: api.SessionRunning}}
 		s := runningSession(t, "0000abcd")
 		if code, _, stderr := runCLI(t, "diff", s.ID); code != 0 {
 			t.Errorf("diff: exit %d\n%s", code, stderr)
@@ -233,7 +233,7 @@ func TestRunningSessionSettles(t *testing.T) {
 	})
 	t.Run("helper lists it stopped", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "0000abcd", State: "stopped"}}
+		f.list = []api.Session{{ID: "0000abcd", State: api.SessionStopped}}
 		s := runningSession(t, "0000abcd")
 		if code, _, stderr := runCLI(t, "apply", s.ID, "--all", "--yes"); code != 0 {
 			t.Errorf("apply: exit %d\n%s", code, stderr)
@@ -248,7 +248,7 @@ func TestRunningSessionSettles(t *testing.T) {
 	})
 	t.Run("alive", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "0000abcd", State: "running"}}
+		f.list = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
 		s := runningSession(t, "0000abcd")
 		for _, cmd := range [][]string{{"apply", s.ID, "--all", "--yes"}, {"diff", s.ID}, {"session", "rm", s.ID}} {
 			code, _, stderr := runCLI(t, cmd...)
@@ -266,7 +266,7 @@ func TestRunningSessionSettles(t *testing.T) {
 	})
 	t.Run("rm --force stops the VM", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "0000abcd", State: "running"}}
+		f.list = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
 		s := runningSession(t, "0000abcd")
 		code, _, stderr := runCLI(t, "session", "rm", "--force", s.ID)
 		if code != 0 || !strings.Contains(f.callList(), "stop_vm") {

@@ -1,6 +1,3 @@
-// Package fuzz holds the fuzz stage's driver, run.sh, and the tests of its decisions:
-// which failed runs it repeats (only Go's coordinator deadline race) and which fail the
-// stage (everything else).
 package fuzz
 
 import (
@@ -123,7 +120,7 @@ func TestRunDecisions(t *testing.T) {
 		t.Run(strings.ReplaceAll(tc.plan, " ", "_"), func(t *testing.T) {
 			repo, bin := fakeRepo(t)
 			state := t.TempDir()
-			out, ok := runScript(t, repo, bin, "FAKE_DIR="+state, "FAKE_PLAN="+tc.plan)
+			out, ok := runScript(t, repo, bin, "FUZZTIME=5s", "FAKE_DIR="+state, "FAKE_PLAN="+tc.plan)
 			calls, _ := os.ReadFile(filepath.Join(state, "calls"))
 			if ok != tc.ok || strings.TrimSpace(string(calls)) != strconv.Itoa(tc.calls) {
 				t.Fatalf("plan %q: ok=%v calls=%q, want ok=%v calls=%d\n%s", tc.plan, ok, calls, tc.ok, tc.calls, out)
@@ -138,10 +135,11 @@ func TestRunDecisions(t *testing.T) {
 	}
 }
 
-// TestRunFuzztime: FUZZTIME reaches go test as -fuzztime, 5s by default, a duration or an
-// execution count as given.
+// TestRunFuzztime: without FUZZTIME a target runs for the default execution count (no
+// deadline, so no coordinator race); FUZZTIME reaches go test as -fuzztime, a duration or
+// an execution count as given.
 func TestRunFuzztime(t *testing.T) {
-	for env, want := range map[string]string{"": "-fuzztime 5s", "FUZZTIME=7m": "-fuzztime 7m", "FUZZTIME=200000x": "-fuzztime 200000x"} {
+	for env, want := range map[string]string{"": "-fuzztime 10000x", "FUZZTIME=7m": "-fuzztime 7m", "FUZZTIME=200000x": "-fuzztime 200000x"} {
 		repo, bin := fakeRepo(t)
 		state := t.TempDir()
 		vars := []string{"FAKE_DIR=" + state, "FAKE_PLAN=pass"}

@@ -16,7 +16,7 @@ import (
 const SocketFDName = "helper"
 
 // SocketMode is the mode of the helper socket: root and group brood may connect
-// (connecting needs write permission on the socket inode, LAB.md 7).
+// (connecting needs write permission on the socket inode, connect(2)).
 const SocketMode = 0o660
 
 // ActivatedListener takes the socket passed by the service manager, strictly: LISTEN_FDS

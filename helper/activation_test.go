@@ -28,7 +28,8 @@ type helperChild struct {
 
 // startHelperChild starts Main with args. With activate set, the listener ln is passed as
 // fd 3 with LISTEN_FDS/LISTEN_FDNAMES, and LISTEN_PID is set by exec in place through
-// sh (a parent cannot know its child's pid before exec; LAB.md 7).
+// sh (a parent cannot know its child's pid before exec, and go-systemd's activation
+// checks that LISTEN_PID is its own pid).
 func startHelperChild(t *testing.T, env []string, activate *os.File, args ...string) *helperChild {
 	t.Helper()
 	bin := publicTestBinary(t)
@@ -128,7 +129,7 @@ func TestActivation(t *testing.T) {
 	}
 	c := waitDial(t, hc, sock, 10*time.Second)
 	defer c.Close()
-	if c.Caps.Peer.UID != 0 || c.Caps.Landlock.Mode != "enforced" {
+	if c.Caps.Peer.UID != 0 || c.Caps.Landlock.Mode != api.LandlockEnforced {
 		t.Errorf("caps = %+v", c.Caps)
 	}
 	fi, err := os.Lstat(filepath.Join(base, "run"))

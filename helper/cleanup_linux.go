@@ -5,15 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/netpolicy/nftrules"
 )
 
 // NetlinkLinks implements Links with a vishvananda/netlink handle bound to one network
@@ -73,43 +75,48 @@ func (l *NetlinkLinks) DeleteLink(name string) error {
 	return nil
 }
 
-// NFTables implements Firewall with google/nftables in one network namespace.
-type NFTables struct{ c *nftables.Conn }
-
-var _ Firewall = (*NFTables)(nil)
-
-// NewNFTables opens a lasting nftables netlink connection in the network namespace nsFD
-// (-1: the current one). Close it with Close.
-func NewNFTables(nsFD int) (*NFTables, error) {
-	opts := []nftables.ConnOption{nftables.AsLasting()}
-	if nsFD >= 0 {
-		opts = append(opts, nftables.WithNetNSFd(nsFD))
-	}
-	c, err := nftables.New(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("open nftables connection: %w", err)
-	}
-	return &NFTables{c: c}, nil
-}
-
-// Close releases the netlink socket.
-func (n *NFTables) Close() error { return n.c.CloseLasting() }
-
-// DeleteTable deletes "inet brood" if it exists.
-func (n *NFTables) DeleteTable() error {
-	tables, err := n.c.ListTablesOfFamily(nftables.TableFamilyINet)
-	if err != nil {
-		return fmt.Errorf("list nft tables: %w", err)
-	}
-	for _, t := range tables {
-		if t.Name == TableName {
-			n.c.DelTable(t)
-			if err := n.c.Flush(); err != nil {
-				return fmt.Errorf("delete nft table inet %s: %w", TableName, err)
+// Cleanup removes what a crashed predecessor left behind: orphaned runners first (they
+// hold the taps), then taps named nftrules.TapPrefix*, then the nft table (Firewall.Cleanup). It is idempotent: on a
+// clean host it does nothing and returns no error. Every failure is returned, joined.
+func Cleanup(log *slog.Logger, links Links, fw nftrules.Firewall, runners Runners) (CleanupReport, error) {
+	var rep CleanupReport
+	var errs []error
+	if runners != nil {
+		pids, err := runners.ListOrphans()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleanup: list runners: %w", err))
+		}
+		for _, pid := range pids {
+			if err := runners.Kill(pid); err != nil {
+				errs = append(errs, fmt.Errorf("cleanup: kill runner %d: %w", pid, err))
+				continue
 			}
+			log.Info("cleanup: killed orphaned runner", "pid", pid)
+			rep.Runners = append(rep.Runners, pid)
 		}
 	}
-	return nil
+	if links != nil {
+		taps, err := links.ListTaps(nftrules.TapPrefix)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cleanup: list taps: %w", err))
+		}
+		for _, name := range taps {
+			if err := links.DeleteLink(name); err != nil {
+				errs = append(errs, fmt.Errorf("cleanup: delete tap %q: %w", name, err))
+				continue
+			}
+			log.Info("cleanup: deleted stale tap", "tap", name)
+			rep.Taps = append(rep.Taps, name)
+		}
+	}
+	if fw != nil {
+		if err := fw.Cleanup(); err != nil {
+			errs = append(errs, err)
+		} else {
+			rep.Table = true
+		}
+	}
+	return rep, errors.Join(errs...)
 }
 
 // RunnerSubcommand is the hidden subcommand of broodd-helper that runs one VM.

@@ -17,11 +17,16 @@ import (
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"brood.dev/brood/netpolicy/nftrules"
 )
 
 func TestCleanupFakes(t *testing.T) {
 	links := &FakeLinks{Taps: []string{"brd0001", "eth0", "brd0002", "tap0"}}
-	fw := &FakeFirewall{Table: true}
+	fw := &nftrules.Fake{}
+	if err := fw.EnsureTable(); err != nil {
+		t.Fatal(err)
+	}
 	runners := &FakeRunners{Orphans: []int{101, 102}}
 	rep, err := Cleanup(discardLog(), links, fw, runners)
 	if err != nil {
@@ -30,8 +35,8 @@ func TestCleanupFakes(t *testing.T) {
 	if !slices.Equal(rep.Taps, []string{"brd0001", "brd0002"}) || !slices.Equal(links.Taps, []string{"eth0", "tap0"}) {
 		t.Errorf("taps: report %v, left %v", rep.Taps, links.Taps)
 	}
-	if fw.Table || !rep.Table || !slices.Equal(runners.Killed, []int{101, 102}) {
-		t.Errorf("table %v, killed %v", fw.Table, runners.Killed)
+	if fw.HasTable() || !rep.Table || !slices.Equal(runners.Killed, []int{101, 102}) {
+		t.Errorf("table %v, killed %v", fw.HasTable(), runners.Killed)
 	}
 	// Idempotent: a second run finds nothing and fails on nothing.
 	rep, err = Cleanup(discardLog(), links, fw, runners)
@@ -71,9 +76,9 @@ func TestCleanupNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: TableName})
+	c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: nftrules.TableName})
 	c.AddTable(&nftables.Table{Family: nftables.TableFamilyINet, Name: "keep"})
-	c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: TableName}) // ip brood: not ours
+	c.AddTable(&nftables.Table{Family: nftables.TableFamilyIPv4, Name: nftrules.TableName}) // ip brood: not ours
 	if err := c.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +88,7 @@ func TestCleanupNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer links.Close()
-	fw, err := NewNFTables(int(ns))
+	fw, err := nftrules.NewNFT(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +121,7 @@ func TestCleanupNetns(t *testing.T) {
 		names = append(names, fmt.Sprintf("%d/%s", tb.Family, tb.Name))
 	}
 	for _, tb := range tables {
-		if tb.Family == nftables.TableFamilyINet && tb.Name == TableName {
+		if tb.Family == nftables.TableFamilyINet && tb.Name == nftrules.TableName {
 			t.Errorf("inet brood survived: %v", names)
 		}
 	}

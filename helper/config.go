@@ -7,11 +7,12 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"strconv"
 	"time"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"brood.dev/brood/sandbox/store"
 )
 
 // DefaultConfigPath is the helper's configuration file, written by IT (root-owned).
@@ -23,7 +24,8 @@ const DefaultConfigPath = "/etc/brood/helper.toml"
 type Config struct {
 	// RuntimeDir holds the socket; created by the helper, root-owned (default /run/brood).
 	RuntimeDir string `toml:"runtime_dir"`
-	// StateDir holds persistent state (default /var/lib/brood).
+	// StateDir holds persistent state and is the root of the artifact store the helper
+	// boots from and `broodd-helper image build` writes (default store.DefaultRoot).
 	StateDir string `toml:"state_dir"`
 	// AllowGroup names the group whose members may use the helper (default "brood"); a
 	// group that does not exist admits nobody.
@@ -63,7 +65,7 @@ type Config struct {
 func DefaultConfig() Config {
 	return Config{
 		RuntimeDir:         "/run/brood",
-		StateDir:           "/var/lib/brood",
+		StateDir:           store.DefaultRoot,
 		AllowGroup:         "brood",
 		IdleSeconds:        300,
 		ReadTimeoutSeconds: 30,
@@ -101,12 +103,6 @@ func (c *Config) ReadTimeout() time.Duration {
 	return time.Duration(c.ReadTimeoutSeconds) * time.Second
 }
 
-// Names the config may pin (artifacts_linux.go explains the layout).
-var (
-	initramfsRe = regexp.MustCompile(`^initramfs-[0-9a-f]{32}\.cpio\.gz$`)
-	releaseRe   = regexp.MustCompile(`^[0-9][0-9A-Za-z.+_-]{0,63}$`)
-)
-
 // configChecks validate one aspect of a Config each (runc-style list of checks).
 var configChecks = []func(*Config) error{
 	func(c *Config) error { return absDir("runtime_dir", c.RuntimeDir) },
@@ -121,13 +117,13 @@ var configChecks = []func(*Config) error{
 		return nil
 	},
 	func(c *Config) error {
-		if c.KernelRelease != "" && !releaseRe.MatchString(c.KernelRelease) {
+		if c.KernelRelease != "" && !store.ValidRelease(c.KernelRelease) {
 			return fmt.Errorf("kernel_release %q is not a kernel release name", c.KernelRelease)
 		}
 		return nil
 	},
 	func(c *Config) error {
-		if c.Initramfs != "" && !initramfsRe.MatchString(c.Initramfs) {
+		if c.Initramfs != "" && !store.ValidInitramfsFile(c.Initramfs) {
 			return fmt.Errorf("initramfs %q is not an initramfs-<hex32>.cpio.gz file name", c.Initramfs)
 		}
 		return nil

@@ -1,13 +1,10 @@
 package helper
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net/netip"
-	"os"
 	"slices"
 	"sync"
 	"unicode"
@@ -173,27 +170,32 @@ func (p *addrPool) release(slot int) {
 	delete(p.used, slot)
 }
 
-// egressPolicy resolves the effective policy of a session from sources the helper trusts:
-// the system policy file, its own agent table and discovery of the host's own system
-// configuration; the user, workspace and flag layers come from the client and can only
-// tighten what the system allows (netpolicy.Resolve). Registries the client discovered
-// in the user's own configuration (UserEgress.Discovered) are user-controlled whatever
-// the client says: the system's denials remove them and forbid_allow_host drops them,
-// as for user-added hosts. Errors wrap api.ErrPolicy.
-func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Discovered) (*netpolicy.Effective, string, error) {
+// resolvePolicy is the one function that decides a session's egress policy: Egress.Start
+// enforces its result and ResolvePolicy answers it. Its sources are the ones the helper
+// trusts: the system policy file, its own agent table and discovered (the host's own
+// system configuration); the user, workspace and flag layers come from the client and
+// can only tighten what the system allows (netpolicy.Resolve). Registries the client
+// discovered in the user's own configuration (UserEgress.Discovered) are user-controlled
+// whatever the client says: the system's denials remove them and forbid_allow_host drops
+// them, as for user-added hosts. An empty a.Egress leaves the profile to the layers. It
+// returns the policy and the system policy's digest ("none" without a file); errors wrap
+// api.ErrPolicy.
+func resolvePolicy(c *EgressConfig, a api.ResolvePolicyArgs, discovered []netpolicy.Discovered) (*netpolicy.Effective, string, error) {
 	fail := func(err error) (*netpolicy.Effective, string, error) {
-		return nil, "", fmt.Errorf("egress policy of session %s: %w: %w", a.ID, api.ErrPolicy, err)
+		return nil, "", fmt.Errorf("resolve egress policy: %w: %w", api.ErrPolicy, err)
 	}
 	sys, digest, err := loadSystemPolicy(c.PolicyPath)
 	if err != nil {
 		return fail(err)
 	}
 	var flags netpolicy.LayerConfig
-	prof, err := netpolicy.ParseProfile(a.Egress)
-	if err != nil {
-		return fail(err)
+	if a.Egress != "" {
+		prof, err := netpolicy.ParseProfile(a.Egress)
+		if err != nil {
+			return fail(err)
+		}
+		flags.Profile = &prof
 	}
-	flags.Profile = &prof
 	for _, h := range a.AllowHosts {
 		e, err := netpolicy.ParseAllowHostFlag(h)
 		if err != nil {
@@ -227,6 +229,26 @@ func egressPolicy(c *EgressConfig, a api.StartVMArgs, discovered []netpolicy.Dis
 		return fail(err)
 	}
 	return eff, digest, nil
+}
+
+// policyAnswer renders eff for ResolvePolicy; sysDigest is the system policy's digest.
+func policyAnswer(eff *netpolicy.Effective, sysDigest string) api.Policy {
+	p := api.Policy{Profile: eff.Profile.String(), ProfileLayer: string(eff.ProfileLayer),
+		AllowHostForbidden: eff.AllowHostForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
+	for _, g := range eff.Hosts {
+		h := api.PolicyHost{Name: g.Entry.Pattern.String(), Layer: string(g.Source.Layer), Source: g.Source.Detail}
+		for _, port := range g.Entry.EffectivePorts() {
+			h.Ports = append(h.Ports, port.String())
+		}
+		p.Hosts = append(p.Hosts, h)
+	}
+	for _, d := range eff.Denied {
+		p.Denied = append(p.Denied, api.PolicyDenial{Pattern: d.Pattern.String(), Layer: string(d.Layer)})
+	}
+	for _, n := range eff.Dropped {
+		p.Dropped = append(p.Dropped, api.PolicyNote{What: n.What, Why: n.Why})
+	}
+	return p
 }
 
 // maxClientDiscovered bounds the registries one request may carry (a user's npm, pip,
@@ -286,8 +308,8 @@ func parseLayer(l *api.EgressLayer) (netpolicy.LayerConfig, error) {
 	return f.Parse()
 }
 
-// loadSystemPolicy loads the system policy at path with netpolicy.LoadSystemPolicy and
-// returns its digest: "sha256:<hex>" of the file, or "none" when there is no file.
+// loadSystemPolicy loads the system policy at path with netpolicy.LoadSystemPolicy (one
+// read) and returns its digest: "sha256:<hex>" of the file, or "none" when there is no file.
 func loadSystemPolicy(path string) (*netpolicy.SystemPolicy, string, error) {
 	sys, err := netpolicy.LoadSystemPolicy(path)
 	if err != nil {
@@ -296,12 +318,7 @@ func loadSystemPolicy(path string) (*netpolicy.SystemPolicy, string, error) {
 	if sys == nil {
 		return nil, "none", nil
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, "", fmt.Errorf("read system policy %q: %w", path, err)
-	}
-	sum := sha256.Sum256(data)
-	return sys, "sha256:" + hex.EncodeToString(sum[:]), nil
+	return sys, sys.Digest, nil
 }
 
 // PolicyDigest reports the system policy's digest for Hello: "none" without a policy

@@ -14,13 +14,12 @@ import (
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
-var _ TapLinks = (*NetlinkLinks)(nil)
-
-// CreateTap implements TapLinks: a persistent tap (TUNSETPERSIST, so it outlives the
+// CreateTap implements Links: a persistent tap (TUNSETPERSIST, so it outlives the
 // descriptor until DeleteLink) with one queue, owned by uid:gid (TUNSETOWNER/GROUP), with
 // the host addresses (IFA_F_NODAD: usable at once) and set up. The returned descriptor is
-// the queue the VMM uses (LAB.md 4: QEMU -netdev tap,fd=N). /dev/net/tun is opened in the
-// caller's network namespace, which must be the handle's.
+// the queue the VMM uses (QEMU -netdev tap,fd=N). /dev/net/tun is opened in the caller's
+// network namespace, which must be the handle's. On error the tap may exist: the caller
+// deletes it (Egress.Stop does, for a failed start).
 func (l *NetlinkLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
 	tap := &netlink.Tuntap{
 		LinkAttrs: netlink.LinkAttrs{Name: name},
@@ -37,7 +36,6 @@ func (l *NetlinkLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Pre
 		for _, f := range tap.Fds {
 			f.Close()
 		}
-		l.DeleteLink(name)
 		return nil, err
 	}
 	if len(tap.Fds) != 1 {
@@ -56,7 +54,7 @@ func (l *NetlinkLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Pre
 	return tap.Fds[0], nil
 }
 
-// DefaultRouteLinks implements TapLinks: the interfaces of the main table's IPv4 and IPv6
+// DefaultRouteLinks implements Links: the interfaces of the main table's IPv4 and IPv6
 // default routes, sorted, without duplicates.
 func (l *NetlinkLinks) DefaultRouteLinks() ([]string, error) {
 	var names []string
@@ -90,7 +88,7 @@ func (l *NetlinkLinks) DefaultRouteLinks() ([]string, error) {
 // net.ipv4.conf.<if>.forwarding in IFLA_INET_CONF.
 const ipv4DevconfForwarding = 1
 
-// EnableForwarding implements TapLinks: it sets net.ipv4.conf.<name>.forwarding = 1 over
+// EnableForwarding implements Links: it sets net.ipv4.conf.<name>.forwarding = 1 over
 // rtnetlink (RTM_SETLINK, IFLA_AF_SPEC → AF_INET → IFLA_INET_CONF; net/ipv4/devinet.c
 // inet_set_link_af), not through /proc/sys: the confined helper cannot write procfs
 // sysctl files of interfaces that appear after confinement (Landlock rules hold inodes,

@@ -21,29 +21,9 @@ import (
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
-// TapLinks is the egress seam to network links (vishvananda/netlink in NetlinkLinks).
-type TapLinks interface {
-	// CreateTap creates the persistent tap name (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR) owned by
-	// uid:gid, adds addrs (host side, no DAD), sets it up and returns an open queue
-	// descriptor for the VMM. A stand-in (tests) may return a nil file.
-	CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error)
-	// DeleteLink deletes the link name; a missing link is not an error.
-	DeleteLink(name string) error
-	// DefaultRouteLinks names the interfaces of the IPv4 and IPv6 default routes.
-	DefaultRouteLinks() ([]string, error)
-	// EnableForwarding sets net.ipv4.conf.<name>.forwarding = 1 (that interface only).
-	EnableForwarding(name string) error
-}
-
 // IPv6Forwarder enables IPv6 forwarding on one interface (IPv6Conf; a stand-in in tests).
 type IPv6Forwarder interface {
 	EnableForwarding(name string) error
-}
-
-// EgressFirewall is the nft table the egress layer programs (nftrules.NFT, nftrules.Fake).
-type EgressFirewall interface {
-	nftrules.Firewall
-	nftrules.Masquerader
 }
 
 // proxyCloseTimeout bounds the wait for in-flight queries when a session's proxy stops.
@@ -53,8 +33,8 @@ const proxyCloseTimeout = 2 * time.Second
 // DNS proxy per session. The zero value is not usable: see NewEgress.
 type Egress struct {
 	cfg      EgressConfig
-	links    TapLinks
-	fw       EgressFirewall
+	links    Links
+	fw       nftrules.Firewall
 	ct       *nftrules.Conntrack // nil: conntrack entries are left to time out
 	pool     *addrPool
 	upstream dnsproxy.Upstream
@@ -91,7 +71,7 @@ type egressSession struct {
 // the nft table with its masquerade chain (forwarding is enabled per interface, on the
 // uplinks and each tap, at session start; never the global switch). Decision logs go to
 // logDir (created 0700).
-func NewEgress(cfg EgressConfig, logDir string, links TapLinks, fw EgressFirewall, ct *nftrules.Conntrack, log *slog.Logger) (*Egress, error) {
+func NewEgress(cfg EgressConfig, logDir string, links Links, fw nftrules.Firewall, ct *nftrules.Conntrack, log *slog.Logger) (*Egress, error) {
 	pool, err := newAddrPool(cfg.PoolV4, cfg.PoolV6)
 	if err != nil {
 		return nil, err
@@ -167,13 +147,9 @@ func (e *Egress) forwarding(name string) error {
 // proxy on the tap's host addresses. Policy errors wrap api.ErrPolicy and happen before
 // anything is created; on any later error everything created is removed again.
 func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, error) {
-	var disc []netpolicy.Discovered
-	if e.Discover != nil {
-		disc = e.Discover()
-	}
-	eff, digest, err := egressPolicy(&e.cfg, a, disc)
+	eff, sysDigest, err := e.Resolve(a.PolicyArgs())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
 	}
 	tap, err := nftrules.TapName(a.ID)
 	if err != nil {
@@ -198,14 +174,26 @@ func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, erro
 	}
 	s.info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
 		GuestV4: netip.PrefixFrom(s.addrs.Guest4, 30).String(), DNS: s.addrs.Host4.String(),
-		Hosts: hostList(eff), Digest: digest}
+		Hosts: hostList(eff), Digest: eff.Digest(), SystemDigest: sysDigest}
 	if s.v6 {
 		s.info.GuestV6 = netip.PrefixFrom(s.addrs.Guest6, 126).String()
 		s.info.DNS6 = s.addrs.Host6.String()
 	}
 	e.log.Info("audit: egress up", "session", a.ID, "tap", tap, "guest", s.info.GuestV4, "guest_v6", s.info.GuestV6,
-		"profile", s.info.Profile, "hosts", s.info.Hosts, "policy_digest", digest)
+		"profile", s.info.Profile, "hosts", s.info.Hosts,
+		"policy_digest", s.info.Digest, "system_policy_digest", sysDigest)
 	return s, nil
+}
+
+// Resolve returns the effective policy of a session started with a's egress inputs and
+// the system policy's digest: resolvePolicy over the registries of the host's system
+// configuration (Discover). Start enforces exactly this; the ResolvePolicy call answers it.
+func (e *Egress) Resolve(a api.ResolvePolicyArgs) (*netpolicy.Effective, string, error) {
+	var disc []netpolicy.Discovered
+	if e.Discover != nil {
+		disc = e.Discover()
+	}
+	return resolvePolicy(&e.cfg, a, disc)
 }
 
 func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint32) error {
@@ -377,28 +365,22 @@ func (srv *Server) startEgress(s *session, a api.StartVMArgs) (*egressSession, e
 	return srv.egress.Start(a, s.Owner, s.gid)
 }
 
-// OpenEgress opens the egress layer in the helper's network namespace: its own nft and
-// conntrack netlink handles, taps through links, the IPv6 sysctl directory (before
-// Confine; without per-interface IPv6 forwarding guests get IPv4 only), discovery of the
-// host's system-wide registries. It runs after the startup cleanup (which deletes the nft table). Close it
-// with Close after StopAll.
-func OpenEgress(cfg *Config, links *NetlinkLinks, log *slog.Logger) (*Egress, error) {
-	fw, err := nftrules.NewNFT()
-	if err != nil {
-		return nil, err
-	}
+// OpenEgress opens the egress layer in the helper's network namespace on h's links and
+// nft connection (h keeps owning them), with its own conntrack netlink handle, the IPv6
+// sysctl directory (before Confine; without per-interface IPv6 forwarding guests get IPv4
+// only) and discovery of the host's system-wide registries. It runs after the startup
+// cleanup (which deletes the nft table). Close it with Close after StopAll.
+func OpenEgress(cfg *Config, h *host, log *slog.Logger) (*Egress, error) {
 	ct, err := nftrules.NewConntrack(-1)
 	if err != nil {
-		fw.Close()
 		return nil, err
 	}
-	e, err := NewEgress(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), links, fw, ct, log)
+	e, err := NewEgress(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), h.links, h.fw, ct, log)
 	if err != nil {
 		ct.Close()
-		fw.Close()
 		return nil, err
 	}
-	e.closers = []func(){ct.Close, func() { fw.Close() }}
+	e.closers = []func(){ct.Close}
 	// Before confinement: the descriptor that keeps IPv6 forwarding writable (IPv6Conf).
 	if v6, err := OpenIPv6Conf(); err != nil {
 		log.Warn("egress: guests get no IPv6", "err", err)
@@ -418,7 +400,7 @@ func OpenEgress(cfg *Config, links *NetlinkLinks, log *slog.Logger) (*Egress, er
 // discoverTimeout bounds registry discovery at each session start.
 const discoverTimeout = 5 * time.Second
 
-// Close releases the netlink handles OpenEgress opened.
+// Close releases the conntrack handle OpenEgress opened.
 func (e *Egress) Close() {
 	for _, c := range e.closers {
 		c()

@@ -152,10 +152,20 @@ func queryIn(ns, network, server, name string, qtype uint16) (*dns.Msg, error) {
 
 // vethTaps stands in for taps: CreateTap makes a veth whose peer is eth0 of the next
 // guest netns, configured as the guest would be (address .2, default route via .1).
+// DeleteLink counts the deletes of each name.
 type vethTaps struct {
 	*NetlinkLinks
-	guests []string
-	next   int
+	guests  []string
+	next    int
+	deletes map[string]int
+}
+
+func (v *vethTaps) DeleteLink(name string) error {
+	if v.deletes == nil {
+		v.deletes = map[string]int{}
+	}
+	v.deletes[name]++
+	return v.NetlinkLinks.DeleteLink(name)
 }
 
 func (v *vethTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
@@ -476,6 +486,10 @@ func egressScenario(t *testing.T, names []string) {
 		}
 		if _, err := links.h.LinkByName(sa.tap); err == nil {
 			t.Errorf("tap %s still present", sa.tap)
+		}
+		// The one owner of a live tap's deletion is Egress.Stop: exactly one delete.
+		if n := taps.deletes[sa.tap]; n != 1 {
+			t.Errorf("tap %s deleted %d times, want once", sa.tap, n)
 		}
 		m := new(dns.Msg)
 		m.SetQuestion("ok.pkg.test.", dns.TypeA)

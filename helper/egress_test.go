@@ -99,24 +99,24 @@ func TestEgressConfigTOML(t *testing.T) {
 func TestEgressPolicyFromTrustedSources(t *testing.T) {
 	c := DefaultEgressConfig()
 	c.PolicyPath = filepath.Join(t.TempDir(), "absent.toml")
-	eff, digest, err := egressPolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "claude-code"}, nil)
+	eff, digest, err := resolvePolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "claude-code"}.PolicyArgs(), nil)
 	if err != nil || digest != "none" {
-		t.Fatalf("egressPolicy = %v, %q", err, digest)
+		t.Fatalf("resolvePolicy = %v, %q", err, digest)
 	}
 	if !eff.Allowed("api.anthropic.com") || eff.Allowed("api.openai.com") || eff.Allowed("registry.npmjs.org") {
 		t.Errorf("locked claude-code policy:\n%s", eff)
 	}
-	eff, _, err = egressPolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "made-up"}, nil)
+	eff, _, err = resolvePolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "made-up"}.PolicyArgs(), nil)
 	if err != nil || len(eff.Hosts) != 0 {
 		t.Errorf("unknown agent: %v, hosts %v", err, eff.Hosts)
 	}
 	for _, a := range []api.StartVMArgs{{ID: "a", Egress: "wide"}, {ID: "a", Egress: "locked", AllowHosts: []string{"0.0.0.0/0"}}} {
-		if _, _, err := egressPolicy(&c, a, nil); !errors.Is(err, api.ErrPolicy) {
-			t.Errorf("egressPolicy(%+v) = %v, want ErrPolicy", a, err)
+		if _, _, err := resolvePolicy(&c, a.PolicyArgs(), nil); !errors.Is(err, api.ErrPolicy) {
+			t.Errorf("resolvePolicy(%+v) = %v, want ErrPolicy", a, err)
 		}
 	}
 	// Client layers: the user may deny and add; a workspace may only remove.
-	eff, _, err = egressPolicy(&c, api.StartVMArgs{ID: "a", Egress: "locked", Agent: "opencode",
+	eff, _, err = resolvePolicy(&c, api.ResolvePolicyArgs{Egress: "locked", Agent: "opencode",
 		UserEgress:      &api.EgressLayer{AllowHosts: []string{"mirror.example.org"}, Hosts: []api.EgressLayerHost{{Name: "git.example.org", Ports: []string{"22"}}}},
 		WorkspaceEgress: &api.EgressLayer{DenyHosts: []string{"openrouter.ai"}}}, nil)
 	if err != nil || !eff.Allowed("mirror.example.org") || !eff.Allowed("git.example.org") || eff.Allowed("openrouter.ai") || !eff.Allowed("api.openai.com") {
@@ -127,8 +127,8 @@ func TestEgressPolicyFromTrustedSources(t *testing.T) {
 		{ID: "a", Egress: "locked", UserEgress: &api.EgressLayer{DenyHosts: []string{"*bad"}}},
 		{ID: "a", Egress: "permissive", UserEgress: &api.EgressLayer{Profile: "locked"}},
 	} {
-		if _, _, err := egressPolicy(&c, a, nil); !errors.Is(err, api.ErrPolicy) {
-			t.Errorf("egressPolicy(%+v) = %v, want ErrPolicy", a, err)
+		if _, _, err := resolvePolicy(&c, a.PolicyArgs(), nil); !errors.Is(err, api.ErrPolicy) {
+			t.Errorf("resolvePolicy(%+v) = %v, want ErrPolicy", a, err)
 		}
 	}
 	if d := PolicyDigest(c.PolicyPath); d != "none" {
@@ -164,7 +164,7 @@ func TestEgressPolicyUserDiscovered(t *testing.T) {
 	}
 
 	// No system policy: both are allowed under standard, on their ports, with their source.
-	eff, _, err := egressPolicy(&c, args("standard"), nil)
+	eff, _, err := resolvePolicy(&c, args("standard").PolicyArgs(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,12 +179,12 @@ func TestEgressPolicyUserDiscovered(t *testing.T) {
 		t.Errorf("policy text lacks the pip source:\n%s", eff)
 	}
 	// Locked: the agent's provider only.
-	if eff, _, err := egressPolicy(&c, args("locked"), nil); err != nil || eff.Allowed("npm.corp.test") {
+	if eff, _, err := resolvePolicy(&c, args("locked").PolicyArgs(), nil); err != nil || eff.Allowed("npm.corp.test") {
 		t.Errorf("locked: %v\n%s", err, eff)
 	}
 	// System denial: removed (and said so).
 	writePolicy("deny_hosts = [\"*.corp.test\"]\n")
-	if eff, _, err := egressPolicy(&c, args("standard"), nil); err != nil || eff.Allowed("npm.corp.test") || !eff.Allowed("pypi.mirror.test") ||
+	if eff, _, err := resolvePolicy(&c, args("standard").PolicyArgs(), nil); err != nil || eff.Allowed("npm.corp.test") || !eff.Allowed("pypi.mirror.test") ||
 		!strings.Contains(eff.String(), "dropped\tnpm.corp.test") {
 		t.Errorf("system deny: %v\n%s", err, eff)
 	}
@@ -192,11 +192,11 @@ func TestEgressPolicyUserDiscovered(t *testing.T) {
 	// files; system-wide ones the helper found itself stay; --allow-host is refused.
 	writePolicy("forbid_allow_host = true\n")
 	sysDisc := []netpolicy.Discovered{{Entry: mustEntry(t, "deb.corp.test"), Tool: "apt", From: "/etc/apt/sources.list"}}
-	eff, _, err = egressPolicy(&c, args("standard"), sysDisc)
+	eff, _, err = resolvePolicy(&c, args("standard").PolicyArgs(), sysDisc)
 	if err != nil || eff.Allowed("npm.corp.test") || eff.Allowed("pypi.mirror.test") || !eff.Allowed("deb.corp.test") {
 		t.Errorf("forbid_allow_host: %v\n%s", err, eff)
 	}
-	if _, _, err := egressPolicy(&c, args("standard", "npm.corp.test"), nil); !errors.Is(err, netpolicy.ErrAllowHostForbidden) {
+	if _, _, err := resolvePolicy(&c, args("standard", "npm.corp.test").PolicyArgs(), nil); !errors.Is(err, netpolicy.ErrAllowHostForbidden) {
 		t.Errorf("--allow-host under forbid_allow_host = %v", err)
 	}
 	os.Remove(c.PolicyPath)
@@ -213,8 +213,8 @@ func TestEgressPolicyUserDiscovered(t *testing.T) {
 		"control":   {ID: "a", Egress: "standard", UserEgress: &api.EgressLayer{Discovered: []api.EgressDiscovered{{Name: "a.test", Tool: "npm", From: "x\n\x1b[2J"}}}},
 		"too many":  {ID: "a", Egress: "standard", UserEgress: many},
 	} {
-		if _, _, err := egressPolicy(&c, a, nil); !errors.Is(err, api.ErrPolicy) {
-			t.Errorf("%s: egressPolicy = %v, want ErrPolicy", name, err)
+		if _, _, err := resolvePolicy(&c, a.PolicyArgs(), nil); !errors.Is(err, api.ErrPolicy) {
+			t.Errorf("%s: resolvePolicy = %v, want ErrPolicy", name, err)
 		}
 	}
 }

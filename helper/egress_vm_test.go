@@ -15,6 +15,7 @@ import (
 
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/dnsproxy"
+	"brood.dev/brood/netpolicy/nftrules"
 )
 
 // TestVMEgress boots one VM (test image) through the helper under profile locked with
@@ -116,9 +117,15 @@ func TestVMEgress(t *testing.T) {
 	id := a.must(vmCmd{Op: "create", Dir: share}).Session.ID
 	st := a.must(vmCmd{Op: "start", ID: id, Timeout: 180, Egress: "locked"})
 	eg := st.Info.Egress
-	if eg == nil || eg.Profile != "locked" || eg.Tap != TapPrefix+id || len(eg.Hosts) != 1 || !strings.HasPrefix(eg.Digest, "sha256:") ||
+	if eg == nil || eg.Profile != "locked" || eg.Tap != nftrules.TapPrefix+id || len(eg.Hosts) != 1 || !strings.HasPrefix(eg.Digest, "sha256:") ||
 		eg.GuestV6 == "" || eg.DNS6 == "" {
 		t.Fatalf("VMInfo.Egress = %+v", eg)
+	}
+	// The confined helper answers resolve_policy for the same inputs with this session's
+	// hosts and digest.
+	pol := a.must(vmCmd{Op: "policy", Egress: "locked"}).Policy
+	if pol.Digest != eg.Digest || len(pol.Hosts) != 1 || pol.Hosts[0].Name+" ("+strings.Join(pol.Hosts[0].Ports, ", ")+")" != eg.Hosts[0] {
+		t.Errorf("resolve_policy = %+v; the session enforces %v, %s", pol, eg.Hosts, eg.Digest)
 	}
 	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "cat /etc/resolv.conf; " +
 		"busybox nslookup ok.pkg.test; " +

@@ -1,6 +1,10 @@
 package helper
 
-import "errors"
+import (
+	"errors"
+
+	"brood.dev/brood/sandbox/store"
+)
 
 // Sentinel errors of package helper, checked with errors.Is. Protocol errors sent to
 // clients wrap the typed sentinels of package api (api.ErrPermissionDenied, ...).
@@ -23,7 +27,9 @@ var (
 	// ErrUnsafeArtifact reports a kernel, initramfs or image (or a directory above it)
 	// that is a symlink, has the wrong type, is not owned by root, or is writable by
 	// group or others: the helper refuses to boot it.
-	ErrUnsafeArtifact = errors.New("unsafe VM artifact")
+	ErrUnsafeArtifact = store.ErrUnsafe
+	// ErrUnknownImage reports an image name with no recipe to build it from.
+	ErrUnknownImage = errors.New("no such image recipe")
 	// ErrRunner reports a VM runner that failed to start, broke the control protocol or
 	// died without reporting how its VM ended.
 	ErrRunner = errors.New("VM runner failed")

@@ -1,17 +1,49 @@
 package helper
 
 import (
+	"fmt"
+	"net/netip"
+	"os"
 	"slices"
 	"strings"
 	"sync"
 )
 
-// FakeLinks is an in-memory Links for tests: Taps are the existing tap names; Deleted
-// records every DeleteLink call.
+// FakeLinks is an in-memory Links for tests: Taps are the existing tap names (CreateTap
+// adds one and returns a nil file); Deleted records every DeleteLink call; Uplinks is
+// what DefaultRouteLinks returns; Forwarding records EnableForwarding calls.
 type FakeLinks struct {
-	mu      sync.Mutex
-	Taps    []string
-	Deleted []string
+	mu         sync.Mutex
+	Taps       []string
+	Deleted    []string
+	Uplinks    []string
+	Forwarding []string
+}
+
+// CreateTap adds name to Taps; it fails when a link of that name exists.
+func (f *FakeLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if slices.Contains(f.Taps, name) {
+		return nil, fmt.Errorf("create tap %q: %w", name, os.ErrExist)
+	}
+	f.Taps = append(f.Taps, name)
+	return nil, nil
+}
+
+// DefaultRouteLinks returns Uplinks.
+func (f *FakeLinks) DefaultRouteLinks() ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.Uplinks), nil
+}
+
+// EnableForwarding records name.
+func (f *FakeLinks) EnableForwarding(name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Forwarding = append(f.Forwarding, name)
+	return nil
 }
 
 var _ Links = (*FakeLinks)(nil)
@@ -43,25 +75,6 @@ func (f *FakeLinks) Calls() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.Deleted)
-}
-
-// FakeFirewall is an in-memory Firewall: Table reports whether "inet brood" exists;
-// Deletes counts DeleteTable calls.
-type FakeFirewall struct {
-	mu      sync.Mutex
-	Table   bool
-	Deletes int
-}
-
-var _ Firewall = (*FakeFirewall)(nil)
-
-// DeleteTable removes the fake table.
-func (f *FakeFirewall) DeleteTable() error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.Table = false
-	f.Deletes++
-	return nil
 }
 
 // FakeRunners is an in-memory Runners: Orphans are the live orphan pids; Killed records

@@ -1,15 +1,20 @@
 package helper
 
 import (
+	"log/slog"
 	"os"
 
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/netpolicy/nftrules"
 )
 
-// host holds the kernel seams the helper opens before confinement.
+// host holds the kernel seams the helper opens before confinement: the one netlink
+// handle for links and the one nftables connection, shared by the startup cleanup and
+// the egress layer, and the /proc runner scanner.
 type host struct {
 	links   *NetlinkLinks
-	fw      *NFTables
+	fw      *nftrules.NFT
 	runners *ProcRunners
 }
 
@@ -20,7 +25,7 @@ func openHost() (*host, error) {
 	if err != nil {
 		return nil, err
 	}
-	fw, err := NewNFTables(-1)
+	fw, err := nftrules.NewNFT()
 	if err != nil {
 		links.Close()
 		return nil, err
@@ -32,6 +37,11 @@ func openHost() (*host, error) {
 		return nil, err
 	}
 	return &host{links: links, fw: fw, runners: runners}, nil
+}
+
+// cleanup runs Cleanup on the host's seams.
+func (h *host) cleanup(log *slog.Logger) (CleanupReport, error) {
+	return Cleanup(log, h.links, h.fw, h.runners)
 }
 
 // Close releases the netlink sockets.

@@ -16,7 +16,7 @@ import (
 )
 
 // PinnedABI is the Landlock ABI the helper's ruleset is written and tested for (ABI 7:
-// filesystem, TCP bind/connect, IPC scopes; LAB.md 5 measured it on kernel 6.18). On a
+// filesystem, TCP bind/connect, IPC scopes; tested on kernel 6.18). On a
 // newer kernel the helper still enforces exactly the ABI 7 rights.
 const PinnedABI = 7
 
@@ -34,13 +34,13 @@ var systemRODirs = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin", "/etc", "
 
 // deviceFiles are the devices the helper opens read-write after confinement, with device
 // ioctls (TUNSETIFF on the tap, KVM ioctls are the runner's). /dev/null is needed by
-// os/exec for nil stdio (LAB.md 5).
+// os/exec for nil stdio (without it exec fails: "open /dev/null: permission denied").
 var deviceFiles = []string{"/dev/null", "/dev/net/tun", "/dev/kvm"}
 
 // ConfinementRules builds the helper's Landlock ruleset: read-only system paths,
 // read-write runtime and state directories, a few devices. With the ABI 7 config every
 // classic TCP bind and connect is denied except the two egress ports below (otherwise the
-// helper uses only Unix and netlink sockets). Caveat (LAB.md 5): MPTCP sockets bypass
+// helper uses only Unix and netlink sockets). Caveat: MPTCP sockets bypass
 // Landlock TCP rules (the helper opens none) and UDP is not restrictable before ABI 10.
 //
 // Egress (egress_linux.go) adds: reading the system policy file's directory, binding TCP
@@ -107,7 +107,7 @@ func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
 		if err := llcfg.Restrict(rules...); err != nil {
 			return st, fmt.Errorf("landlock restrict (ABI %d): %w", PinnedABI, err)
 		}
-		st.Enforced, st.Mode = true, "enforced"
+		st.Enforced, st.Mode = true, api.LandlockEnforced
 		return st, nil
 	}
 	detail := fmt.Sprintf("kernel Landlock ABI %d is below the pinned ABI %d", abi, PinnedABI)
@@ -123,7 +123,7 @@ func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
 		}
 		st.Enforced = true
 	}
-	st.Mode, st.Detail = "degraded", detail
+	st.Mode, st.Detail = api.LandlockDegraded, detail
 	log.Warn("landlock: DEGRADED confinement", "detail", detail, "enforced", st.Enforced)
 	return st, nil
 }

@@ -108,7 +108,7 @@ func TestLandlockConfinement(t *testing.T) {
 		}
 	}
 	rep := runLandlockChild(t, s)
-	if rep.Err != "" || !rep.Status.Enforced || rep.Status.Mode != "enforced" || rep.Status.ABI < PinnedABI {
+	if rep.Err != "" || !rep.Status.Enforced || rep.Status.Mode != api.LandlockEnforced || rep.Status.ABI < PinnedABI {
 		t.Fatalf("Confine = %+v, err %q", rep.Status, rep.Err)
 	}
 	if !strings.Contains(rep.Before["tcp connect"], "refused") {
@@ -191,7 +191,7 @@ func TestConfineWithoutLandlock(t *testing.T) {
 	var logs syncBuffer
 	cfg.RequireLandlock = false
 	st, err := Confine(&cfg, slog.New(slog.NewTextHandler(&logs, nil)))
-	if err != nil || st.Mode != "degraded" || st.Enforced || !strings.Contains(st.Detail, "disabled at boot") {
+	if err != nil || st.Mode != api.LandlockDegraded || st.Enforced || !strings.Contains(st.Detail, "disabled at boot") {
 		t.Errorf("degraded: %+v, %v", st, err)
 	}
 	if !strings.Contains(logs.String(), "DEGRADED") {

@@ -20,6 +20,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/sandbox"
 )
 
 // childEnv selects what a re-executed test binary does instead of running tests.
@@ -74,11 +75,10 @@ func (s *syncBuffer) String() string {
 
 // testServer is an in-process helper server on a socket in a world-traversable dir.
 type testServer struct {
-	sock  string
-	srv   *Server
-	log   *syncBuffer
-	links *FakeLinks
-	cfg   *Config
+	sock string
+	srv  *Server
+	log  *syncBuffer
+	cfg  *Config
 }
 
 // publicTempDir returns a fresh directory other uids can traverse (t.TempDir is 0700).
@@ -96,6 +96,13 @@ func publicTempDir(t *testing.T) string {
 }
 
 func startServer(t *testing.T, mutate func(*Config)) *testServer {
+	t.Helper()
+	return startServerWith(t, mutate, nil)
+}
+
+// startServerWith is startServer with enable run on the server before it serves (e.g.
+// EnableEgress).
+func startServerWith(t *testing.T, mutate func(*Config), enable func(*Server)) *testServer {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.AllowGroup = ""
@@ -119,10 +126,12 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 		t.Fatal(err)
 	}
 	buf := &syncBuffer{}
-	links := &FakeLinks{}
 	log := slog.New(slog.NewJSONHandler(buf, nil))
-	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: "tcg", Policy: "none"}
-	srv := NewServer(&cfg, log, links, caps, []api.Check{{Name: "test", OK: true}})
+	caps := api.Capabilities{Helper: "test", Backends: []string{}, Accel: sandbox.AccelTCG, Policy: "none"}
+	srv := NewServer(&cfg, log, caps, []api.Check{{Name: "test", OK: true}})
+	if enable != nil {
+		enable(srv)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
@@ -137,7 +146,7 @@ func startServer(t *testing.T, mutate func(*Config)) *testServer {
 			t.Errorf("Serve did not stop")
 		}
 	})
-	return &testServer{sock: sock, srv: srv, log: buf, links: links, cfg: &cfg}
+	return &testServer{sock: sock, srv: srv, log: buf, cfg: &cfg}
 }
 
 // dial opens a typed client (after hello) as this process.

@@ -31,7 +31,7 @@ const probeTimeout = 15 * time.Second
 // warning). A host without QEMU gets a VMHost with an empty QEMU path: StartVM then
 // answers api.ErrUnavailable.
 func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMHost) {
-	caps := api.Capabilities{Version: api.Version, Helper: Version, Accel: string(sandbox.AccelTCG), Backends: []string{}, Landlock: ll, Policy: "none"}
+	caps := api.Capabilities{Version: api.Version, Helper: Version, Accel: sandbox.AccelTCG, Backends: []string{}, Landlock: ll, Policy: "none"}
 	var checks []api.Check
 	add := func(name string, ok bool, detail string) {
 		checks = append(checks, api.Check{Name: name, OK: ok, Detail: detail})
@@ -50,7 +50,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 		path, _ := lookQEMU()
 		vmh.QEMU, vmh.Accel, vmh.Warning = path, qc.Accel, qc.Warning
 		caps.Backends = append(caps.Backends, qc.Backend)
-		caps.Accel = string(qc.Accel)
+		caps.Accel = qc.Accel
 		add("backend qemu", true, fmt.Sprintf("%s (%s)", path, qc.Version))
 		detail := qc.Reason
 		if qc.Warning != "" {
@@ -67,7 +67,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 	} else {
 		add("tun", false, "/dev/net/tun missing: egress cannot be set up (modprobe tun)")
 	}
-	add("landlock", ll.Mode == "enforced", fmt.Sprintf("%s, kernel ABI %d, pinned ABI %d %s", ll.Mode, ll.ABI, ll.PinnedABI, ll.Detail))
+	add("landlock", ll.Mode == api.LandlockEnforced, fmt.Sprintf("%s, kernel ABI %d, pinned ABI %d %s", ll.Mode, ll.ABI, ll.PinnedABI, ll.Detail))
 	if len(cfg.allowGIDs) == 0 && len(cfg.AllowUIDs) == 0 {
 		add("access", false, fmt.Sprintf("group %q does not exist and no allow_uids: only root may use the helper", cfg.AllowGroup))
 	} else {

@@ -1,8 +1,8 @@
-// Package helper is broodd-helper, brood's only privileged process: a socket-activated
+// Package helper is broodd-helper, brood's privileged binary: a socket-activated
 // RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
 // session table with owners, confines itself with Landlock, and cleans up what a crashed
 // predecessor left (taps, the nft table, orphaned VM runners, per-session run dirs). See
-// DESIGN.md "Processes and trust boundaries" and "Helper protocol".
+// docs/ARCHITECTURE.md "Processes and trust boundaries" and "Helper protocol".
 //
 // VMs: StartVM opens the boot artifacts from root-owned locations (artifacts_linux.go),
 // writes the session initramfs with a fresh guest host key, and asks the runner spawner
@@ -10,6 +10,12 @@
 // inherited) to start `broodd-helper vm-run` as the session owner with descriptors 3..8
 // (vmproto.go). The runner confines itself and runs QEMU through sandbox/qemu; it reports
 // to the helper on a control socket and hands Attach the connected SSH channel.
+//
+// Privilege: root. This package holds three processes: the helper daemon (root,
+// Landlock-confined after startup step 9), the runner spawner (root, started unconfined
+// before step 9; it only forks runners and kills them) and the VM runner (the session
+// owner's uid and gid plus the kvm group, no_new_privs, not dumpable, Landlock).
+// Splitting them into one package each is planned.
 package helper
 
 import (
@@ -41,8 +47,11 @@ type Options struct {
 	IdleTimeout time.Duration // --idle-timeout overrides idle_seconds when >= 0
 }
 
-// subcommands are the hidden subcommands of broodd-helper (the VM runner lands here).
-var subcommands = map[string]func(args []string) int{}
+// subcommands are the subcommands of broodd-helper: `image` (image.go) and, registered by
+// the Linux files, the hidden vm-spawn and vm-run.
+var subcommands = map[string]func(args []string) int{
+	ImageSubcommand: imageMain,
+}
 
 // Main runs broodd-helper with args (without the program name) and returns the exit code:
 // 0 after a clean stop or idle exit, 1 on failure, 2 on bad flags.
@@ -54,6 +63,10 @@ func Main(args []string) int {
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	fs := flag.NewFlagSet("broodd-helper", flag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "usage: broodd-helper [flags]  (serve)\n%s\n\nflags:\n", imageUsage)
+		fs.PrintDefaults()
+	}
 	var o Options
 	fs.StringVar(&o.ConfigPath, "config", DefaultConfigPath, "helper configuration `file` (TOML)")
 	fs.StringVar(&o.Listen, "listen", "", "create the socket at `path` instead of taking it from socket activation (development, tests)")
@@ -78,8 +91,8 @@ func Main(args []string) int {
 	return 0
 }
 
-// Run is the helper's startup, one linear sequence (STYLE.md 7), then serving until ctx
-// ends or the idle timeout (ErrIdle).
+// Run is the helper's startup, one linear, numbered sequence (one comment per step), then
+// serving until ctx ends or the idle timeout (ErrIdle).
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 1. Validate the configuration (file, then flags).
 	cfg, err := LoadConfig(o.ConfigPath)
@@ -135,7 +148,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer host.Close()
 
 	// 7. Clean up what a crashed predecessor left.
-	rep, err := Cleanup(log, host.links, host.fw, host.runners)
+	rep, err := host.cleanup(log)
 	if err != nil {
 		return err
 	}
@@ -147,7 +160,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
-	egress, err := OpenEgress(&cfg, host.links, log)
+	egress, err := OpenEgress(&cfg, host, log)
 	if err != nil {
 		log.Warn("egress unavailable: VMs get no network", "err", err)
 		egress = nil
@@ -193,15 +206,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
 
 	// 11. Serve until stopped or idle; then release every session.
-	srv := NewServer(&cfg, log, host.links, caps, checks)
+	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, spawner)
 	if egress != nil {
 		srv.EnableEgress(egress)
 	}
 	err = srv.Serve(ctx, ln)
-	for _, derr := range srv.Sessions().DestroyAll() {
-		log.Warn("shutdown: release session", "err", derr)
-	}
+	srv.Sessions().DestroyAll()
 	return err
 }
 
@@ -250,7 +261,7 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 		return err
 	}
 	defer host.Close()
-	rep, err := Cleanup(log, host.links, host.fw, host.runners)
+	rep, err := host.cleanup(log)
 	dirs, derr := CleanupRunDirs(runtimeDir)
 	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs)
 	return errors.Join(err, derr)

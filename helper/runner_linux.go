@@ -157,13 +157,13 @@ func runRunner(log *slog.Logger) error {
 	mu.Unlock()
 	switch {
 	case werr == nil && byStop:
-		ev.Outcome = outcomeStopped
+		ev.Outcome = api.OutcomeStopped
 	case werr == nil:
-		ev.Outcome = outcomePoweroff
+		ev.Outcome = api.OutcomePoweroff
 	case errors.Is(werr, sandbox.ErrTimeout):
-		ev.Outcome, ev.Detail = outcomeTimeout, werr.Error()
+		ev.Outcome, ev.Detail = api.OutcomeTimeout, werr.Error()
 	default:
-		ev.Outcome, ev.Detail = outcomeFailed, werr.Error()
+		ev.Outcome, ev.Detail = api.OutcomeFailed, werr.Error()
 	}
 	unix.Unlinkat(runnerFDRunDir, sshSocketName, 0)
 	ctrl.send(ev)
@@ -185,7 +185,7 @@ func startRunnerVM(log *slog.Logger, cfg runnerConfig, tap *os.File) (sandbox.VM
 		ShareDir:    fdPath(runnerFDShare),
 		SSHSocket:   fdPath(runnerFDRunDir) + "/" + sshSocketName,
 		Timeout:     time.Duration(cfg.TimeoutSec) * time.Second,
-		Accel:       sandbox.Accel(cfg.Accel),
+		Accel:       cfg.Accel,
 		Tap:         tap,
 	}
 	b := &qemu.Backend{Path: cfg.QEMU}
@@ -213,7 +213,7 @@ var runnerSystemRO = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin"}
 // and /dev/urandom (QEMU's virtio-rng), and /dev/kvm only under KVM. No network rules:
 // every TCP bind and connect is denied; abstract unix sockets are scoped (signals are
 // not: see confineRunner).
-func RunnerRules(accel, qemuPath string) []landlock.Rule {
+func RunnerRules(accel sandbox.Accel, qemuPath string) []landlock.Rule {
 	r := []landlock.Rule{
 		landlock.RODirs(runnerSystemRO...).IgnoreIfMissing(),
 		landlock.ROFiles(qemuPath), // the execute-only copy (ExecOnlyCopy) lives in the runtime dir
@@ -225,7 +225,7 @@ func RunnerRules(accel, qemuPath string) []landlock.Rule {
 		landlock.RWDirs(fdPath(runnerFDShare)).WithRefer(),
 		landlock.RWDirs(fdPath(runnerFDRunDir)),
 	}
-	if accel == string(sandbox.AccelKVM) {
+	if accel == sandbox.AccelKVM {
 		r = append(r, landlock.RWFiles("/dev/kvm").WithIoctlDev())
 	}
 	return r

@@ -39,13 +39,13 @@ type Server struct {
 	wg       sync.WaitGroup
 }
 
-// NewServer returns a server for a validated cfg. links releases session taps (a
-// FakeLinks in tests); caps and doctor are the host facts reported by Hello and Doctor.
-func NewServer(cfg *Config, log *slog.Logger, links Links, caps api.Capabilities, doctor []api.Check) *Server {
+// NewServer returns a server for a validated cfg; caps and doctor are the host facts
+// reported by Hello and Doctor.
+func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []api.Check) *Server {
 	s := &Server{
 		cfg:      cfg,
 		log:      log,
-		sessions: NewTable(cfg.MaxSessionsPerUser, links),
+		sessions: NewTable(cfg.MaxSessionsPerUser),
 		caps:     caps,
 		doctor:   doctor,
 		sem:      make(chan struct{}, cfg.MaxConns),
@@ -256,7 +256,7 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		closeFiles(files)
 		return nil, nil, err
 	}
-	call = req.Call
+	call = string(req.Call)
 	want, ok := api.CallFDs[req.Call]
 	if !ok {
 		closeFiles(files)
@@ -299,12 +299,18 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		s.lastBusy.Store(time.Now().UnixNano())
 		s.log.Info("audit: session destroyed", "uid", uid, "session", a.ID)
 		return api.Empty{}, nil, nil
+	case api.CallResolvePolicy:
+		r, err := s.resolvePolicy(req)
+		return r, nil, err
 	case api.CallDoctor:
 		var a api.DoctorArgs
 		if err := api.DecodeArgs(req.Args, &a); err != nil {
 			return nil, nil, err
 		}
 		return api.DoctorReport{Checks: s.doctor}, nil, nil
+	case api.CallListImages:
+		r, err := s.listImages(req)
+		return r, nil, err
 	}
 	closeFiles(files)
 	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
@@ -326,6 +332,23 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 		caps.Policy = PolicyDigest(s.cfg.Egress.PolicyPath)
 	}
 	return caps, nil
+}
+
+// resolvePolicy answers the effective egress policy of the request's inputs, from the
+// function whose result Egress.Start enforces (Egress.Resolve).
+func (s *Server) resolvePolicy(req *api.Request) (any, error) {
+	var a api.ResolvePolicyArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, err
+	}
+	if s.egress == nil {
+		return nil, fmt.Errorf("resolve egress policy: this helper gives VMs no network: %w", api.ErrUnavailable)
+	}
+	eff, sysDigest, err := s.egress.Resolve(a)
+	if err != nil {
+		return nil, err
+	}
+	return policyAnswer(eff, sysDigest), nil
 }
 
 // createSession checks the share descriptor with fstat (a directory owned by the peer)

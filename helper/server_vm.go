@@ -113,7 +113,7 @@ func hangupContext(ctx context.Context, uc *net.UnixConn) (context.Context, func
 
 // The connection that started a VM holds it as a lease. While the VM runs the connection
 // is never closed for idleness (the client is legitimately silent during boot and while
-// the agent runs: issue 4, a 30 s read timeout orphaned a slow-booting VM), and when the
+// the agent runs: a 30 s read timeout once orphaned a slow-booting VM), and when the
 // connection ends for any reason (client exit, SIGKILL, helper shutdown) its sessions
 // are destroyed: a running VM is stopped, its tap and share released. A VM thus never
 // outlives the frontend that started it.
@@ -122,7 +122,7 @@ func hangupContext(ctx context.Context, uc *net.UnixConn) (context.Context, func
 // a VM it started is alive, else cfg.ReadTimeout from now.
 func (s *Server) readDeadline(st *connState) time.Time {
 	for _, id := range st.vms {
-		if sess, err := s.sessions.Get(id, st.cred.UID); err == nil && sess.State != StateStopped {
+		if sess, err := s.sessions.Get(id, st.cred.UID); err == nil && sess.State != api.SessionStopped {
 			return time.Time{}
 		}
 	}

@@ -11,19 +11,7 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
-)
-
-// TapPrefix starts the name of every tap device the helper creates ("brd" + session id,
-// 11 bytes, under the kernel's 15-byte IFNAMSIZ-1 limit). Cleanup deletes every tap with
-// this prefix, so nothing else may use it.
-const TapPrefix = "brd"
-
-// Session states: created → running (StartVM) → stopped (the VMM is gone). A session
-// boots at most one VM.
-const (
-	StateCreated = "created"
-	StateRunning = "running"
-	StateStopped = "stopped"
+	"brood.dev/brood/netpolicy/nftrules"
 )
 
 // session is one row of the session table: the public description plus the resources
@@ -42,13 +30,13 @@ type Table struct {
 	mu      sync.Mutex
 	byID    map[string]*session
 	perUser int
-	links   Links // releases the session's tap
 }
 
-// NewTable returns an empty table allowing perUser sessions per uid; links deletes the
-// sessions' taps on destroy.
-func NewTable(perUser int, links Links) *Table {
-	return &Table{byID: map[string]*session{}, perUser: perUser, links: links}
+// NewTable returns an empty table allowing perUser sessions per uid. The table names a
+// session's tap (api.Session.Tap) but never creates or deletes it: the egress layer does,
+// for the VM's lifetime (Egress.Start, Egress.Stop).
+func NewTable(perUser int) *Table {
+	return &Table{byID: map[string]*session{}, perUser: perUser}
 }
 
 // newSessionID returns 8 random lower-case hex digits (api.ValidSessionID).
@@ -84,8 +72,12 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 			break
 		}
 	}
+	tap, err := nftrules.TapName(id)
+	if err != nil {
+		return api.Session{}, fmt.Errorf("create session for uid %d: %w", owner, err)
+	}
 	s := &session{
-		Session: api.Session{ID: id, Owner: owner, State: StateCreated, Tap: TapPrefix + id, Created: time.Now().Unix()},
+		Session: api.Session{ID: id, Owner: owner, State: api.SessionCreated, Tap: tap, Created: time.Now().Unix()},
 		gid:     gid,
 		share:   share,
 	}
@@ -133,7 +125,8 @@ func (t *Table) List(uid uint32) []api.Session {
 }
 
 // Destroy removes session id on behalf of uid and releases its resources: a running VM
-// is stopped (and its runner reaped) first, then the tap and the share descriptor go.
+// is stopped (its runner reaped and its network, tap included, removed by the VM's
+// supervisor through Egress.Stop) first, then the share descriptor goes.
 // Errors of lookup are returned before anything is touched; a session whose VM is being
 // started cannot be destroyed (api.ErrState).
 func (t *Table) Destroy(id string, uid uint32) error {
@@ -149,23 +142,19 @@ func (t *Table) Destroy(id string, uid uint32) error {
 	if err != nil {
 		return err
 	}
-	return t.release(s)
+	t.release(s)
+	return nil
 }
 
-func (t *Table) release(s *session) error {
-	var err error
+// release stops s's VM (stop returns once the supervisor has torn its network down) and
+// closes the share descriptor.
+func (t *Table) release(s *session) {
 	if s.vm != nil {
 		s.vm.stop()
 	}
 	if s.share != nil {
 		s.share.Close()
 	}
-	if t.links != nil {
-		if derr := t.links.DeleteLink(s.Tap); derr != nil {
-			err = fmt.Errorf("destroy session %q: %w", s.ID, derr)
-		}
-	}
-	return err
 }
 
 // Len returns the number of live sessions.
@@ -175,19 +164,15 @@ func (t *Table) Len() int {
 	return len(t.byID)
 }
 
-// DestroyAll removes every session (helper shutdown) and returns the release errors.
-func (t *Table) DestroyAll() []error {
+// DestroyAll removes every session (helper shutdown), stopping their VMs.
+func (t *Table) DestroyAll() {
 	t.mu.Lock()
 	all := t.byID
 	t.byID = map[string]*session{}
 	t.mu.Unlock()
-	var errs []error
 	for _, s := range all {
-		if err := t.release(s); err != nil {
-			errs = append(errs, err)
-		}
+		t.release(s)
 	}
-	return errs
 }
 
 // beginStart marks session id (owned by uid, state created, no start under way) as
@@ -199,7 +184,7 @@ func (t *Table) beginStart(id string, uid uint32) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.State != StateCreated || s.starting {
+	if s.State != api.SessionCreated || s.starting {
 		return nil, fmt.Errorf("start VM of session %q in state %q (starting: %v): %w", id, s.State, s.starting, api.ErrState)
 	}
 	s.starting = true
@@ -216,8 +201,8 @@ func (t *Table) endStart(s *session, vm *vmHandle) {
 		return
 	}
 	s.vm = vm
-	if s.State == StateCreated {
-		s.State = StateRunning
+	if s.State == api.SessionCreated {
+		s.State = api.SessionRunning
 	}
 }
 
@@ -225,7 +210,7 @@ func (t *Table) endStart(s *session, vm *vmHandle) {
 func (t *Table) vmExited(s *session) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	s.State = StateStopped
+	s.State = api.SessionStopped
 }
 
 // vmOf returns the VM of session id as seen by uid (lookup's errors), api.ErrState when

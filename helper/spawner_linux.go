@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/hostexec"
 )
 
@@ -129,7 +130,7 @@ func (s *Spawner) Spawn(req spawnRequest, files []*os.File) (int, *os.File, erro
 	if err != nil || n == 0 {
 		return 0, nil, fmt.Errorf("spawn runner: spawner gone: %w (%v)", ErrRunner, err)
 	}
-	got, _ := rightsFiles(oob[:oobn])
+	got, _ := api.ParseRights(oob[:oobn], "spawn")
 	var rep spawnReply
 	if err := json.Unmarshal(buf[:n], &rep); err != nil {
 		closeFiles(got)
@@ -194,7 +195,7 @@ func spawnerMain(args []string) int {
 		if err != nil || n == 0 {
 			return 0 // the helper is gone
 		}
-		files, ferr := rightsFiles(oob[:oobn])
+		files, ferr := api.ParseRights(oob[:oobn], "spawn")
 		var rep spawnReply
 		pidfd := -1
 		switch {
@@ -291,23 +292,4 @@ func (l *liveRunners) start(exe string, req spawnRequest, files []*os.File) (int
 		l.mu.Unlock()
 	}()
 	return pid, pidfd, nil
-}
-
-// rightsFiles returns the SCM_RIGHTS descriptors of a control message buffer.
-func rightsFiles(oob []byte) ([]*os.File, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("parse control message: %w", err)
-	}
-	var files []*os.File
-	for i := range msgs {
-		fds, err := unix.ParseUnixRights(&msgs[i])
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			files = append(files, os.NewFile(uintptr(fd), "spawn"))
-		}
-	}
-	return files, nil
 }

@@ -53,7 +53,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
 	}
-	// The properties the issue requires, spelled exactly.
+	// The hardening properties the units must carry, spelled exactly.
 	svc, _ := os.ReadFile(units[1])
 	sock, _ := os.ReadFile(units[0])
 	for _, want := range []string{"Type=notify", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=read-only",

@@ -16,9 +16,7 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
-	"regexp"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -30,7 +28,6 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
-	"brood.dev/brood/sandbox/image"
 	"brood.dev/brood/sandbox/initramfs"
 )
 
@@ -189,7 +186,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	logW.Close()
 	go vh.logLines(logR)
 	rcfg := runnerConfig{
-		Session: s.ID, QEMU: h.QEMU, Accel: string(h.Accel), CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
+		Session: s.ID, QEMU: h.QEMU, Accel: h.Accel, CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
 	}
 	var cfgFiles []*os.File
 	if eg != nil && eg.TapFile() != nil {
@@ -222,7 +219,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		"accel", h.Accel, "cpus", cpus, "memory_mib", mem, "timeout", timeout, "image", a.Image, "kernel", arts.Release)
 	info := api.VMInfo{
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))),
-		Accel:   string(h.Accel), Warning: h.Warning, Backend: "qemu",
+		Accel:   h.Accel, Warning: h.Warning, Backend: "qemu",
 	}
 	if eg != nil {
 		ei := eg.info
@@ -240,7 +237,7 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 		v.kill()
 	})
 	defer backstop.Stop()
-	exit := api.VMExit{Outcome: outcomeFailed, Detail: "runner exited without reporting"}
+	exit := api.VMExit{Outcome: api.OutcomeFailed, Detail: "runner exited without reporting"}
 	startedSent, startedOK := false, false
 	for {
 		body, files, err := v.conn.ReadFrame()
@@ -333,7 +330,7 @@ func (v *vmHandle) logLines(r io.Reader) {
 }
 
 // request sends one request to the runner.
-func (v *vmHandle) request(op string) error {
+func (v *vmHandle) request(op runnerOp) error {
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()
 	b, _ := json.Marshal(runnerRequest{Op: op})
@@ -499,8 +496,8 @@ type hostResources struct {
 }
 
 // hostLimits reads the host's CPU count and physical memory. A VM with more vCPUs than
-// host CPUs boots very slowly under TCG (each vCPU is a thread; the report in issue 4
-// was a 64-vCPU guest taking minutes on 2 cores), and more memory than the host has
+// host CPUs boots very slowly under TCG (each vCPU is a thread; a 64-vCPU guest took
+// minutes on 2 cores), and more memory than the host has
 // ends in the OOM killer.
 func hostLimits() hostResources {
 	h := hostResources{CPUs: runtime.NumCPU()}
@@ -510,35 +507,6 @@ func hostLimits() hostResources {
 	}
 	return h
 }
-
-// builtImages lists the names of the images under the state directory that openArtifacts
-// would find ("<name>-<hex32><image.Ext>"), sorted and without duplicates; an empty list
-// when there are none or the directory cannot be read safely.
-func builtImages(cfg *Config) []string {
-	out := []string{}
-	root, err := openTrustedDir(-1, cfg.StateDir)
-	if err != nil {
-		return out
-	}
-	defer root.Close()
-	d, err := openTrustedDir(int(root.Fd()), imagesDir)
-	if err != nil {
-		return out
-	}
-	defer d.Close()
-	names, _ := readNames(d)
-	for _, n := range names {
-		m := builtImageRe.FindStringSubmatch(n)
-		if m != nil && api.ValidImageName(m[1]) && !slices.Contains(out, m[1]) {
-			out = append(out, m[1])
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// builtImageRe matches an image file name and captures the image name.
-var builtImageRe = regexp.MustCompile(`^(.+)-[0-9a-f]{32}` + regexp.QuoteMeta(image.Ext) + `$`)
 
 // newHostKey generates the guest's per-session ed25519 SSH host key: the private key as
 // OpenSSH PEM for the guest config, the public key for VMInfo.

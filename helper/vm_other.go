@@ -9,9 +9,10 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/store"
 )
 
-// VMs run only on Linux for now (the krun backend for macOS is a later issue): these
+// VMs run only on Linux for now (the krun backend for macOS is not written yet): these
 // stubs keep the helper building elsewhere and answer api.ErrUnavailable.
 
 type vmHandle struct{}
@@ -64,3 +65,14 @@ func artifactsCheck(*Config) api.Check {
 func ExecOnlyCopy(src, _ string) (string, error) { return src, nil }
 
 const vmmDir = "vmm"
+
+// listImages: no VMs, so no image is bootable.
+func listImages(*Config) ([]api.Image, error) { return []api.Image{}, nil }
+
+func openArtifacts(*Config, string) (*artifacts, error) { return nil, errNoVMs }
+
+type artifacts struct{ Image *os.File }
+
+func (*artifacts) Close() {}
+
+func storeOf(cfg *Config) store.Layout { return store.New(cfg.StateDir) }

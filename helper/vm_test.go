@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/vmtest"
 )
 
@@ -46,7 +47,7 @@ func vmChild(env string) (int, bool) {
 
 // vmCmd is one step of the VM client (JSON, one per line on its stdin).
 type vmCmd struct {
-	Op      string `json:"op"` // create, start, run, close, wait, stop, destroy, list, attach
+	Op      string `json:"op"` // create, start, run, close, wait, stop, destroy, list, attach, policy
 	Dir     string `json:"dir,omitempty"`
 	ID      string `json:"id,omitempty"`
 	Cmd     string `json:"cmd,omitempty"`
@@ -64,6 +65,7 @@ type vmOut struct {
 	Info     api.VMInfo    `json:"info"`
 	Exit     api.VMExit    `json:"exit"`
 	Stdout   string        `json:"stdout,omitempty"`
+	Policy   api.Policy    `json:"policy"`           // policy: resolve_policy's answer
 	Millis   int64         `json:"millis,omitempty"` // start: start_vm call; run: start_vm → command done
 }
 
@@ -143,6 +145,8 @@ func childVMClient() int {
 		case "wait":
 			out.Exit, err = c.WaitVM(ctx, cmd.ID)
 			out.Millis = time.Since(started).Milliseconds()
+		case "policy": // resolve_policy with the egress inputs "start" sends
+			out.Policy, err = c.ResolvePolicy(ctx, api.ResolvePolicyArgs{Egress: cmd.Egress, Agent: "shell"})
 		case "stop":
 			err = c.StopVM(ctx, cmd.ID)
 		case "destroy":
@@ -384,21 +388,21 @@ func TestVMSessionEndToEnd(t *testing.T) {
 			t.Errorf("%s %+v: %q, want %s", tc.c.Op, tc.c, o.Code, tc.want)
 		}
 	}
-	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != StateCreated {
+	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != api.SessionCreated {
 		t.Errorf("sessions after refused starts: %+v", l)
 	}
 	st := a.must(vmCmd{Op: "start", ID: id, Timeout: 180})
 	if st.Info.Accel == "" || st.Info.Backend != "qemu" || !strings.HasPrefix(st.Info.HostKey, "ssh-ed25519 ") {
 		t.Errorf("VMInfo = %+v", st.Info)
 	}
-	if st.Info.Accel == "tcg" && st.Info.Warning == "" {
+	if st.Info.Accel == sandbox.AccelTCG && st.Info.Warning == "" {
 		t.Errorf("TCG without a warning: %+v", st.Info)
 	}
 	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "echo from-guest > /workspace/out.txt && cat /workspace/README.md && id -u"})
 	if run.Stdout != "hello\n4242\n" {
 		t.Errorf("guest command output %q, want README and uid 4242", run.Stdout)
 	}
-	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != StateRunning {
+	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != api.SessionRunning {
 		t.Errorf("sessions while running: %+v", l)
 	}
 
@@ -452,7 +456,7 @@ func TestVMSessionEndToEnd(t *testing.T) {
 	// End the SSH connection: the guest powers off.
 	a.must(vmCmd{Op: "close"})
 	ex := a.must(vmCmd{Op: "wait", ID: id})
-	if ex.Exit.Outcome != outcomePoweroff {
+	if ex.Exit.Outcome != api.OutcomePoweroff {
 		t.Errorf("wait_vm = %+v, want poweroff", ex.Exit)
 	}
 	t.Logf("start_vm call %d ms; start_vm → first SSH command done %d ms; start_vm → VM gone %d ms (accel %s)",
@@ -470,7 +474,7 @@ func TestVMSessionEndToEnd(t *testing.T) {
 	if _, err := os.Lstat(runDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("run dir %s left behind: %v", runDir, err)
 	}
-	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != StateStopped {
+	if l := a.must(vmCmd{Op: "list"}).Sessions; len(l) != 1 || l[0].State != api.SessionStopped {
 		t.Errorf("sessions after the VM: %+v", l)
 	}
 	a.must(vmCmd{Op: "destroy", ID: id})
@@ -515,7 +519,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	}
 
 	ex := a.must(vmCmd{Op: "wait", ID: ids["hang"]})
-	if ex.Exit.Outcome != outcomeTimeout || ex.Exit.ConsoleTail == "" {
+	if ex.Exit.Outcome != api.OutcomeTimeout || ex.Exit.ConsoleTail == "" {
 		t.Errorf("hung guest: wait_vm = %q %q (console %d bytes), want timeout with a console tail", ex.Exit.Outcome, ex.Exit.Detail, len(ex.Exit.ConsoleTail))
 	}
 	if alive(hangVMM) {
@@ -526,7 +530,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	if alive(stopVMM) || alive(stopRunner) {
 		t.Errorf("VMM %d / runner %d alive after stop_vm returned", stopVMM, stopRunner)
 	}
-	if ex := a.must(vmCmd{Op: "wait", ID: ids["stop"]}); ex.Exit.Outcome != outcomeStopped {
+	if ex := a.must(vmCmd{Op: "wait", ID: ids["stop"]}); ex.Exit.Outcome != api.OutcomeStopped {
 		t.Errorf("stopped VM: wait_vm = %+v, want stopped", ex.Exit)
 	}
 	a.must(vmCmd{Op: "stop", ID: ids["stop"]}) // idempotent
@@ -536,11 +540,11 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 		t.Errorf("VMM %d alive after destroy_session", destroyVMM)
 	}
 	l := a.must(vmCmd{Op: "list"}).Sessions
-	states := map[string]string{}
+	states := map[string]api.SessionState{}
 	for _, s := range l {
 		states[s.ID] = s.State
 	}
-	if len(l) != 2 || states[ids["hang"]] != StateStopped || states[ids["stop"]] != StateStopped {
+	if len(l) != 2 || states[ids["hang"]] != api.SessionStopped || states[ids["stop"]] != api.SessionStopped {
 		t.Errorf("sessions = %+v, want hang and stop listed as stopped, destroy gone", l)
 	}
 	ents, _ := os.ReadDir(filepath.Join(h.runtime, vmRunParent))
@@ -548,7 +552,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 		t.Errorf("run dirs left: %v", ents)
 	}
 
-	// The connection that started a VM is its lease (issue 4): silent for longer than
+	// The connection that started a VM is its lease: silent for longer than
 	// read_timeout_seconds while the VM boots or runs, it stays open; when the client
 	// dies (SIGKILL) the helper stops the VM and destroys the session.
 	lease := startVMClient(t, h.sock, 4242)

@@ -1,5 +1,10 @@
 package helper
 
+import (
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
+)
+
 // The control channel between the helper and one VM runner (`broodd-helper vm-run`) is a
 // Unix stream socketpair carrying api frames (4-byte length + strict JSON, descriptors by
 // SCM_RIGHTS). The helper sends runnerConfig first, then runnerRequests; the runner
@@ -25,49 +30,47 @@ const consoleTailMax = 8 << 10
 
 // runnerConfig is the helper's first message to a runner.
 type runnerConfig struct {
-	Session    string `json:"session"`
-	QEMU       string `json:"qemu"`  // absolute path of qemu-system-*, resolved by the helper
-	Accel      string `json:"accel"` // "kvm" or "tcg" (the helper's probe)
-	CPUs       int    `json:"cpus"`
-	MemoryMiB  int    `json:"memory_mib"`
-	TimeoutSec int    `json:"timeout_sec"`
+	Session    string        `json:"session"`
+	QEMU       string        `json:"qemu"`  // absolute path of qemu-system-*, resolved by the helper
+	Accel      sandbox.Accel `json:"accel"` // the helper's probe (sandbox.AccelKVM or AccelTCG)
+	CPUs       int           `json:"cpus"`
+	MemoryMiB  int           `json:"memory_mib"`
+	TimeoutSec int           `json:"timeout_sec"`
 	// Tap: the config frame carries the session's tap queue descriptor (the VM's only
 	// network device); false: the VM has none.
 	Tap bool `json:"tap,omitempty"`
 }
 
+// runnerOp is runnerRequest.Op.
+type runnerOp string
+
 // Runner requests.
 const (
-	opAttach = "attach" // connect to the VMM's SSH socket and return the connected fd
-	opStop   = "stop"   // stop the VMM (graceful, then SIGKILL)
+	opAttach runnerOp = "attach" // connect to the VMM's SSH socket and return the connected fd
+	opStop   runnerOp = "stop"   // stop the VMM (graceful, then SIGKILL)
 )
 
 // runnerRequest is a later helper → runner message.
 type runnerRequest struct {
-	Op string `json:"op"`
+	Op runnerOp `json:"op"`
 }
+
+// runnerEventKind is runnerEvent.Event.
+type runnerEventKind string
 
 // Runner events.
 const (
-	evStarted  = "started"  // the VMM runs: Pid
-	evAttached = "attached" // answer to opAttach: one descriptor, or Detail on failure
-	evExit     = "exit"     // the VMM is gone: Outcome, Detail, ConsoleTail
-	evError    = "error"    // the VM could not start: Detail
+	evStarted  runnerEventKind = "started"  // the VMM runs: Pid
+	evAttached runnerEventKind = "attached" // answer to opAttach: one descriptor, or Detail on failure
+	evExit     runnerEventKind = "exit"     // the VMM is gone: Outcome, Detail, ConsoleTail
+	evError    runnerEventKind = "error"    // the VM could not start: Detail
 )
 
 // runnerEvent is a runner → helper message.
 type runnerEvent struct {
-	Event       string `json:"event"`
-	Pid         int    `json:"pid,omitempty"`
-	Outcome     string `json:"outcome,omitempty"`
-	Detail      string `json:"detail,omitempty"`
-	ConsoleTail string `json:"console_tail,omitempty"`
+	Event       runnerEventKind `json:"event"`
+	Pid         int             `json:"pid,omitempty"`
+	Outcome     api.VMOutcome   `json:"outcome,omitempty"`
+	Detail      string          `json:"detail,omitempty"`
+	ConsoleTail string          `json:"console_tail,omitempty"`
 }
-
-// VM outcomes (api.VMExit.Outcome).
-const (
-	outcomePoweroff = "poweroff"
-	outcomeStopped  = "stopped"
-	outcomeTimeout  = "timeout"
-	outcomeFailed   = "failed"
-)

@@ -20,7 +20,7 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/sandbox"
-	"brood.dev/brood/sandbox/image"
+	"brood.dev/brood/sandbox/store"
 )
 
 // artifactTree builds a state dir with one kernel, one initramfs and one image, all
@@ -29,18 +29,18 @@ func artifactTree(t *testing.T) string {
 	t.Helper()
 	requireRoot(t)
 	state := filepath.Join(t.TempDir(), "state")
-	rel := filepath.Join(state, kernelsDir, "6.1.0-57-amd64")
-	for _, d := range []string{filepath.Join(rel, initramfsDir), filepath.Join(state, imagesDir)} {
+	rel := filepath.Join(state, store.KernelsDir, "6.1.0-57-amd64")
+	for _, d := range []string{filepath.Join(rel, store.InitramfsDir), filepath.Join(state, store.ImagesDir)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// t.TempDir's own directories are 0700 root: fine (root-owned, not writable by others).
 	for p, data := range map[string]string{
-		filepath.Join(rel, vmlinuxName): "kernel",
-		filepath.Join(rel, kernelReady): "pkg\n",
-		filepath.Join(rel, initramfsDir, "initramfs-0123456789abcdef0123456789abcdef.cpio.gz"): "initrd",
-		filepath.Join(state, imagesDir, "test-0123456789abcdef0123456789abcdef"+image.Ext):     "image",
+		filepath.Join(rel, store.VmlinuxName): "kernel",
+		filepath.Join(rel, store.ReadyName):   "pkg\n",
+		filepath.Join(rel, store.InitramfsDir, "initramfs-0123456789abcdef0123456789abcdef.cpio.gz"):  "initrd",
+		filepath.Join(state, store.ImagesDir, "test-0123456789abcdef0123456789abcdef"+store.ImageExt): "image",
 	} {
 		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
@@ -73,8 +73,8 @@ func TestOpenArtifacts(t *testing.T) {
 		t.Errorf("doctor check = %+v", c)
 	}
 
-	img := filepath.Join(state, imagesDir, "test-0123456789abcdef0123456789abcdef"+image.Ext)
-	other := filepath.Join(state, imagesDir, "other-0123456789abcdef0123456789abcdef"+image.Ext)
+	img := filepath.Join(state, store.ImagesDir, "test-0123456789abcdef0123456789abcdef"+store.ImageExt)
+	other := filepath.Join(state, store.ImagesDir, "other-0123456789abcdef0123456789abcdef"+store.ImageExt)
 	if err := os.WriteFile(other, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +90,8 @@ func TestOpenArtifacts(t *testing.T) {
 		{"user-owned", "test", func() { os.Chown(img, 4242, 4242) }, func() { os.Chown(img, 0, 0) }, ErrUnsafeArtifact},
 		{"group-writable image", "test", func() { os.Chmod(img, 0o664) }, func() { os.Chmod(img, 0o644) }, ErrUnsafeArtifact},
 		{"world-writable images dir", "test", func() { os.Chmod(filepath.Dir(img), 0o777) }, func() { os.Chmod(filepath.Dir(img), 0o755) }, ErrUnsafeArtifact},
-		{"user-owned kernel dir", "test", func() { os.Chown(filepath.Join(state, kernelsDir), 4242, 0) },
-			func() { os.Chown(filepath.Join(state, kernelsDir), 0, 0) }, ErrUnsafeArtifact},
+		{"user-owned kernel dir", "test", func() { os.Chown(filepath.Join(state, store.KernelsDir), 4242, 0) },
+			func() { os.Chown(filepath.Join(state, store.KernelsDir), 0, 0) }, ErrUnsafeArtifact},
 		{"missing image", "codex", func() {}, func() {}, api.ErrUnavailable},
 		{"path as name", "../test", func() {}, func() {}, api.ErrBadRequest},
 	} {
@@ -218,14 +218,14 @@ func TestCleanupRunDirs(t *testing.T) {
 // accelerator and its reason, and the runner gets an absolute QEMU path.
 func TestProbeHostQEMU(t *testing.T) {
 	cfg := DefaultConfig()
-	caps, checks, vmh := ProbeHost(&cfg, api.Landlock{Mode: "off"})
+	caps, checks, vmh := ProbeHost(&cfg, api.Landlock{Mode: api.LandlockOff})
 	if _, err := lookQEMU(); err != nil {
 		if vmh.QEMU != "" || len(caps.Backends) != 0 {
 			t.Errorf("no QEMU but caps %+v vmhost %+v", caps, vmh)
 		}
 		return
 	}
-	if !filepath.IsAbs(vmh.QEMU) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != string(vmh.Accel) {
+	if !filepath.IsAbs(vmh.QEMU) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != vmh.Accel {
 		t.Errorf("caps %+v vmhost %+v", caps, vmh)
 	}
 	var accel *api.Check
@@ -234,10 +234,10 @@ func TestProbeHostQEMU(t *testing.T) {
 			accel = &checks[i]
 		}
 	}
-	if accel == nil || !strings.HasPrefix(accel.Detail, caps.Accel+": ") || !accel.OK || accel.Warn != (caps.Accel == "tcg") {
+	if accel == nil || !strings.HasPrefix(accel.Detail, string(caps.Accel)+": ") || !accel.OK || accel.Warn != (caps.Accel == sandbox.AccelTCG) {
 		t.Errorf("accel check %+v for accel %s", accel, caps.Accel)
 	}
-	if caps.Accel == "tcg" && (vmh.Warning == "" || !strings.Contains(accel.Detail, "WARNING")) {
+	if caps.Accel == sandbox.AccelTCG && (vmh.Warning == "" || !strings.Contains(accel.Detail, "WARNING")) {
 		t.Errorf("TCG without a warning: %+v %+v", vmh, accel)
 	}
 }
@@ -289,7 +289,7 @@ func childRunnerLandlock() int {
 	if err := json.Unmarshal([]byte(os.Getenv("BROOD_TEST_LL")), &s); err != nil {
 		return 3
 	}
-	if err := confineRunner(slog.New(slog.NewTextHandler(os.Stderr, nil)), runnerConfig{Accel: "tcg", QEMU: "/bin/true"}); err != nil {
+	if err := confineRunner(slog.New(slog.NewTextHandler(os.Stderr, nil)), runnerConfig{Accel: sandbox.AccelTCG, QEMU: "/bin/true"}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 4
 	}

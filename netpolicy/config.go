@@ -2,6 +2,8 @@ package netpolicy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -67,6 +69,9 @@ type SystemPolicy struct {
 	Deny            []Pattern
 	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
 	CodeHosts []Entry
+	// Digest is "sha256:<hex>" of the file's bytes as parsed (set by LoadSystemPolicy,
+	// from the same read; empty for a policy built in code).
+	Digest string
 }
 
 // Parse validates the file's values.
@@ -183,8 +188,9 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
-// LoadSystemPolicy reads the system policy at path (normally SystemPolicyPath). A missing
-// file returns (nil, nil): no system policy. The file must be a regular file (not followed
+// LoadSystemPolicy reads the system policy at path (normally SystemPolicyPath) once, and
+// sets its Digest from the bytes it parsed. A missing file returns (nil, nil): no system
+// policy. The file must be a regular file (not followed
 // through a symlink) owned by root and not writable by group or others, in a directory that
 // is root-owned and not writable by group or others; otherwise ErrInsecurePolicyFile. A file
 // that cannot be read or does not parse is an error — never a fallback to permissive.
@@ -229,6 +235,8 @@ func loadSystemPolicy(path string, owner uint32) (*SystemPolicy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("system policy %q: %w", path, err)
 	}
+	sum := sha256.Sum256(data)
+	sp.Digest = "sha256:" + hex.EncodeToString(sum[:])
 	return sp, nil
 }
 

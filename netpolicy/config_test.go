@@ -1,6 +1,8 @@
 package netpolicy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -52,6 +54,9 @@ func TestLoadSystemPolicy(t *testing.T) {
 		len(sp.Allow) != 2 || sp.Allow[1].String() != "apt.corp.example (80/tcp, 443/tcp)" ||
 		len(sp.Deny) != 1 || len(sp.CodeHosts) != 1 {
 		t.Errorf("parsed policy = %+v", sp)
+	}
+	if sum := sha256.Sum256([]byte(goodPolicy)); sp.Digest != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("Digest = %q, want the sha256 of the file read", sp.Digest)
 	}
 
 	if sp, err := loadSystemPolicy(filepath.Join(t.TempDir(), "policy.toml"), me); sp != nil || err != nil {

@@ -8,4 +8,8 @@
 //
 // Zero values are safe: the zero Profile is Locked, an empty host list allows nothing, and a
 // zero Effective policy refuses every name.
+//
+// Privilege: none; pure values and file parsing, linked into broodd-helper (which
+// enforces the merged policy) and into brood (policy show, and the layers brood sends the
+// helper).
 package netpolicy

@@ -1,6 +1,8 @@
 package netpolicy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strings"
@@ -10,7 +12,7 @@ import (
 // value is Locked.
 type Profile uint8
 
-// The egress profiles (DESIGN.md, "Network egress").
+// The egress profiles, in order from tightest (the zero value) to loosest.
 const (
 	// Locked allows the agent's LLM provider hosts only (plus hosts the system policy adds
 	// and, unless forbidden, hosts the user adds).
@@ -412,4 +414,51 @@ func (eff *Effective) String() string {
 		fmt.Fprintf(&b, "dropped\t%s\t(%s)\n", n.What, n.Why)
 	}
 	return b.String()
+}
+
+// digestHeader starts the canonical encoding Digest hashes; its version changes with the
+// encoding.
+const digestHeader = "brood egress policy v1\n"
+
+// Canonical returns the canonical encoding of what eff enforces, the input of Digest:
+// UTF-8 text, one LF-terminated line per item, fields separated by one space:
+//
+//	brood egress policy v1
+//	profile PROFILE                 locked, standard or permissive
+//	allow PATTERN PORT[,PORT...]    one per host, in the order Check consults them; ports
+//	                                as NUM/proto sorted (tcp before udp, then by number)
+//	deny PATTERN                    one per distinct denied pattern, sorted bytewise
+//
+// Patterns are canonical (lower-case A-labels, "*." for a wildcard). Layers, sources,
+// dropped entries and AllowHostForbidden are left out: they explain the policy but do not
+// change what a session allows.
+func (eff *Effective) Canonical() []byte {
+	var b strings.Builder
+	b.WriteString(digestHeader)
+	fmt.Fprintf(&b, "profile %s\n", eff.Profile)
+	for _, g := range eff.Hosts {
+		ps := g.Entry.EffectivePorts()
+		names := make([]string, len(ps))
+		for i, p := range ps {
+			names[i] = p.String()
+		}
+		fmt.Fprintf(&b, "allow %s %s\n", g.Entry.Pattern, strings.Join(names, ","))
+	}
+	var denied []string
+	for _, d := range eff.Denied {
+		denied = append(denied, d.Pattern.String())
+	}
+	slices.Sort(denied)
+	for _, d := range slices.Compact(denied) {
+		fmt.Fprintf(&b, "deny %s\n", d)
+	}
+	return []byte(b.String())
+}
+
+// Digest identifies what eff enforces: "sha256:" and the lower-case hex SHA-256 (FIPS
+// 180-4) of Canonical. Two policies with the same digest allow and refuse the same names
+// on the same ports.
+func (eff *Effective) Digest() string {
+	sum := sha256.Sum256(eff.Canonical())
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -1,6 +1,8 @@
 package netpolicy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -201,4 +203,59 @@ func TestSystemCapBelowDefault(t *testing.T) {
 	if eff.Profile != Locked || eff.ProfileLayer != LayerSystem {
 		t.Errorf("profile = %v by %v", eff.Profile, eff.ProfileLayer)
 	}
+}
+
+// TestDigest: the digest covers what is enforced (profile, host patterns and ports in
+// order, denied patterns) and nothing that only explains it (sources, dropped entries).
+func TestDigest(t *testing.T) {
+	base := func() *Effective {
+		return &Effective{Profile: Locked, ProfileLayer: LayerFlags,
+			Hosts:  []Grant{{Entry: mustEntry(t, "api.example", "443", "22"), Source: Source{Layer: LayerAgent, Detail: "x"}}, {Entry: mustEntry(t, "*.b.example")}},
+			Denied: []Denial{{Pattern: mustPattern(t, "z.example"), Layer: LayerUser}, {Pattern: mustPattern(t, "a.example"), Layer: LayerSystem}, {Pattern: mustPattern(t, "z.example"), Layer: LayerFlags}}}
+	}
+	want := "brood egress policy v1\nprofile locked\nallow api.example 22/tcp,443/tcp\nallow *.b.example 443/tcp\ndeny a.example\ndeny z.example\n"
+	if got := string(base().Canonical()); got != want {
+		t.Errorf("Canonical =\n%s\nwant\n%s", got, want)
+	}
+	sum := sha256.Sum256([]byte(want))
+	if d := base().Digest(); d != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("Digest = %s", d)
+	}
+	same := base()
+	same.Hosts[0].Source, same.ProfileLayer, same.AllowHostForbidden = Source{Layer: LayerSystem}, LayerDefault, true
+	same.Dropped = []Note{{What: "x", Why: "y"}}
+	if same.Digest() != base().Digest() {
+		t.Error("digest changed with sources or notes only")
+	}
+	for name, mod := range map[string]func(*Effective){
+		"profile":    func(e *Effective) { e.Profile = Standard },
+		"port":       func(e *Effective) { e.Hosts[1].Entry.Ports = []Port{{TCP, 8443}} },
+		"host order": func(e *Effective) { e.Hosts[0], e.Hosts[1] = e.Hosts[1], e.Hosts[0] },
+		"denial":     func(e *Effective) { e.Denied = e.Denied[:1] },
+		"host":       func(e *Effective) { e.Hosts = e.Hosts[:1] },
+	} {
+		e := base()
+		mod(e)
+		if e.Digest() == base().Digest() {
+			t.Errorf("%s change kept the digest", name)
+		}
+	}
+}
+
+func mustEntry(t *testing.T, name string, ports ...string) Entry {
+	t.Helper()
+	e, err := ParseEntry(name, ports...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func mustPattern(t *testing.T, s string) Pattern {
+	t.Helper()
+	p, err := ParsePattern(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

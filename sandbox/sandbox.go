@@ -10,6 +10,8 @@
 // A Spec names host paths only. A runner that received file descriptors instead (the
 // helper's `vm-run`) passes "/proc/self/fd/N" paths for them; the tap is always passed as
 // an open *os.File.
+//
+// Privilege: none; interfaces and values, linked into brood and broodd-helper.
 package sandbox
 
 import (

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints broodd-helper's resident memory idle and under load (32 clients doing
 # hello/create/destroy for 10 s against a real, Landlock-confined helper process), from one
-# run of helper.TestLoad. Targets (issue 3): < 20 MiB idle, < 40 MiB under load. Run as root.
+# run of helper.TestLoad. Targets: < 20 MiB idle, < 40 MiB under load. Run as root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"

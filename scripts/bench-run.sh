@@ -3,7 +3,7 @@
 # and initramfs (QEMU start -> a minimal /init's first console line, i.e. userspace reached)
 # and with a direct SSH session without brood (sandbox/vmtest BenchmarkVMSession), all
 # measured in this one run, RUNS boots each (default 3), every VM of a session's default size
-# (2 vCPUs, 1024 MiB). Issue 4's goal (first command <= 1.3x the bare boot) is measured by
+# (2 vCPUs, 1024 MiB). brood's goal (first command <= 1.3x the bare boot) is measured by
 # sandbox/vmtest/bench.sh; this script adds what brood itself costs around the VM (snapshot,
 # helper, SSH attach, stop, diff). Run as root on an otherwise idle machine (TCG timings
 # scale with CPU contention).

@@ -46,10 +46,11 @@ else
 fi
 
 step "4/5 guest kernel, initramfs and images ($IMAGES)"
+# The privileged binary builds into the helper's artifact store (its state_dir); brood
+# itself never runs as root.
 for img in $IMAGES; do
-  /usr/local/bin/brood image build "$img" >/dev/null
+  /usr/local/bin/broodd-helper image build "$img" >/dev/null
 done
-/usr/local/bin/brood image list
 
 step "5/5 helper"
 if [ "$(cat /proc/1/comm 2>/dev/null)" = systemd ]; then
@@ -76,5 +77,6 @@ else
   echo "install: broodd-helper running (pid $(cat "$pidfile")), socket $SOCKET"
 fi
 BROOD_HELPER_SOCKET="$SOCKET" /usr/local/bin/brood doctor
+BROOD_HELPER_SOCKET="$SOCKET" /usr/local/bin/brood image list
 echo
 echo "install: done. In a repository: sg brood -c 'brood run shell'  (after your next login: brood run shell)"

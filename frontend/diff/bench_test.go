@@ -95,6 +95,15 @@ func BenchmarkDiff50k(b *testing.B) {
 			check(b, cs)
 		}
 	})
+	b.Run("compute-casefold", func(b *testing.B) {
+		for b.Loop() {
+			cs, err := Compute(context.Background(), w, s, m, Options{Case: CaseInsensitive})
+			if err != nil {
+				b.Fatal(err)
+			}
+			check(b, cs)
+		}
+	})
 	b.Run("compute+read", func(b *testing.B) {
 		for b.Loop() {
 			cs, err := ComputeLoad(context.Background(), w, s, func() (*manifest.Manifest, error) { return manifest.Read(mpath) }, Options{})

@@ -10,11 +10,13 @@
 // control or formatting characters or escaping the root, case collisions on a
 // case-insensitive W, files over Options.MaxSize, protected paths (DefaultProtected),
 // paths inside excluded secrets, symlinks whose target is absolute or climbs out of W,
-// and paths longer than PATH_MAX. Risk marks high-risk changes (.git/, CI definitions,
-// hook managers, new executable bits).
+// and paths longer than PATH_MAX. Risk marks high-risk changes (the names of riskRules,
+// files W's git configs include, new executable bits).
 //
 // Names are raw bytes; Escape renders them for a terminal, and the JSON form of a Change
 // (json.go) carries invalid UTF-8 exactly in path_b64.
+//
+// Privilege: none; it runs in brood as the developer and only reads W and S.
 package diff
 
 // Kind classifies one change. The string values are part of `brood diff --json`.
@@ -39,8 +41,8 @@ type Change struct {
 	OldMode uint32 `json:"old_mode"` // permission bits in W at snapshot (0 when added)
 	NewMode uint32 `json:"new_mode"` // permission bits in S now (0 when deleted)
 	Reason  string `json:"reason,omitempty"`
-	// Risk is non-empty for high-risk paths (".git/", CI definitions, hook managers, new
-	// executable bits): never included by --all without a second explicit flag.
+	// Risk is non-empty for high-risk changes (riskRules, files W's git configs include,
+	// new executable bits), saying why: never included by --all.
 	Risk string `json:"risk,omitempty"`
 	// OldHash / NewHash are the content digests (package digest, 32 bytes; not the plain
 	// SHA-256 of the bytes) of the base and the new content (regular files). The flush

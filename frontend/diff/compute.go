@@ -106,6 +106,9 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 		maxSize:   opts.maxSize(),
 		protected: opts.Protected,
 		caseFold:  caseFold,
+		// Computed once per diff: W's git configs are refused for flush, so S cannot
+		// change what they include.
+		gitIncluded: gitIncludes(w, wn),
 
 		allowUnsafeNames: opts.AllowUnsafeNames,
 		prefetch:         prefetchDigests(workers),

@@ -27,6 +27,7 @@ func TestGitReadFilesRefused(t *testing.T) {
 		"sub/.git":                    "gitdir: ../.git/modules/sub\n",
 		"src/hooks/useThing.ts":       "x\n",
 		"deploy/config":               "a=1\n",
+		"cfg/Config":                  "a=1\n",
 		"docs/HEAD":                   "just a file\n",
 		".git/refs/heads/main":        "0000\n",
 		".git/objects/info/packs":     "\n",
@@ -51,6 +52,9 @@ func TestGitReadFilesRefused(t *testing.T) {
 		"bare.git/config":                      "[core]\n\tfsmonitor = x\n",
 		"bare.git/hooks/pre-commit":            "#!/bin/sh\n",
 		"deploy/HEAD":                          "ref: refs/heads/main\n",
+		"Bare.GIT/CONFIG":                      "[core]\n\tfsmonitor = x\n", // bare.git's on a folding W
+		"bare.git/Hooks/post-merge":            "#!/bin/sh\n",
+		"cfg/Head":                             "ref: refs/heads/main\n", // beside W's config, folded
 		// Not refused: ordinary names outside git directories, and git data.
 		"src/hooks/useThing.ts":   "y\n",
 		"lib/config":              "a=2\n",
@@ -68,6 +72,7 @@ func TestGitReadFilesRefused(t *testing.T) {
 		".git/modules/sub/config.worktree", ".git/modules/sub/hooks/post-checkout",
 		"nested/.git/config.worktree", "nested/.git/objects/info/alternates", "sub/.git", "other/.git",
 		"bare.git/config", "bare.git/hooks/pre-commit", "deploy/HEAD",
+		"Bare.GIT/CONFIG", "bare.git/Hooks/post-merge", "cfg/Head",
 		"src/hooks/useThing.ts", "lib/config", ".git/refs/heads/feature", ".git/info/exclude",
 	} {
 		c, ok := gm[p]

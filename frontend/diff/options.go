@@ -26,7 +26,7 @@ func (t Tree) String() string {
 type CaseMode uint8
 
 const (
-	CaseAuto        CaseMode = iota // detect on W (vfat/exfat/ntfs, or an ext4/f2fs casefold directory)
+	CaseAuto        CaseMode = iota // detect on W (vfat/exfat/ntfs, an ext4/f2fs casefold directory, or by probing W)
 	CaseSensitive                   // never check collisions
 	CaseInsensitive                 // always check collisions
 )

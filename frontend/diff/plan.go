@@ -30,16 +30,20 @@ type planner struct {
 	maxSize   int64
 	protected []string
 	caseFold  bool
+	// gitIncluded maps foldPath of each file a git config in W includes to its risk reason.
+	gitIncluded map[string]string
 	// allowUnsafeNames lists names with control characters as ordinary changes.
 	allowUnsafeNames bool
 	memo             map[memoKey]Digest
 	unhashed         map[string]manifest.Stat // deleted in S, unchanged in W, no manifest hash
-	excluded         map[string]string        // path -> secret rule, for entries kept out of S
+	excluded         map[string]excludedEntry // foldPath -> entry kept out of S as a secret
 	skipped          map[string]string        // path -> reason, for other entries not copied
 	// deepS lists (sorted) the directories of S the walk did not fully list (maxPathLen).
 	deepS []string
 	// sn is the walk of S sorted by path (set by plan): symlink and git dir lookups.
 	sn []node
+	// sFold holds foldPath of every path of sn, built on first use (sHolds).
+	sFold map[string]bool
 	// prefetch, if set, may fill memo before classification (parallel hashing).
 	prefetch func(p *planner, candidates []item)
 }
@@ -62,12 +66,12 @@ type item struct {
 func (p *planner) plan(entries []manifest.Entry, wn, sn []node) ([]Change, error) {
 	p.memo = make(map[memoKey]Digest)
 	p.unhashed = make(map[string]manifest.Stat)
-	p.excluded = make(map[string]string)
+	p.excluded = make(map[string]excludedEntry)
 	p.skipped = make(map[string]string)
 	p.sn = sn
 	for _, e := range entries {
 		if e.Excluded != "" {
-			p.excluded[e.Path] = e.Excluded
+			p.excluded[foldPath(e.Path)] = excludedEntry{path: e.Path, rule: e.Excluded}
 		}
 		if e.Skipped != "" && e.W.Type == manifest.TypeDir {
 			p.skipped[e.Path] = e.Skipped
@@ -220,6 +224,9 @@ func (p *planner) classify(it item) (*Change, error) {
 	if it.me != nil && it.me.Excluded != "" {
 		return refuse(c, fmt.Sprintf("path is excluded from the snapshot by secret rule %s; S created a %s there", Escape(it.me.Excluded), typeName(sNow.Type))), nil
 	}
+	if e, ok := p.excludedSpelling(it.path); ok {
+		return refuse(c, fmt.Sprintf("another spelling of %s, excluded from the snapshot by secret rule %s", Escape(e.path), Escape(e.rule))), nil
+	}
 	if dir, rule := p.excludedAncestor(it.path); dir != "" {
 		return refuse(c, fmt.Sprintf("below %s, excluded from the snapshot by secret rule %s", Escape(dir), Escape(rule))), nil
 	}
@@ -305,11 +312,31 @@ func (p *planner) isDeep(path string) bool {
 	return ok
 }
 
+// excludedEntry is a manifest entry the snapshot excluded as a secret: W's spelling of
+// its path and the secret rule.
+type excludedEntry struct{ path, rule string }
+
 // excludedAncestor returns the nearest directory above path that the snapshot excluded
-// as a secret, and its rule ("" when none): S must not write into the developer's
-// secret directories.
+// as a secret (W's spelling), and its rule ("" when none): S must not write into the
+// developer's secret directories, in any spelling (compared by foldName).
 func (p *planner) excludedAncestor(path string) (dir, rule string) {
-	return ancestorIn(p.excluded, path)
+	if len(p.excluded) == 0 {
+		return "", ""
+	}
+	f := foldPath(path) // as many components as path
+	for i := strings.LastIndexByte(f, '/'); i > 0; i = strings.LastIndexByte(f[:i], '/') {
+		if e, ok := p.excluded[f[:i]]; ok {
+			return e.path, e.rule
+		}
+	}
+	return "", ""
+}
+
+// excludedSpelling returns the excluded entry path is another spelling of (by foldName),
+// if any: on a case-insensitive W, S's ".ENV" is W's secret ".env".
+func (p *planner) excludedSpelling(path string) (excludedEntry, bool) {
+	e, ok := p.excluded[foldPath(path)]
+	return e, ok && e.path != path
 }
 
 // ancestorIn returns the nearest directory above path that is a key of m, and its value
@@ -542,12 +569,20 @@ func (p *planner) digestW(path string, st manifest.Stat) (d Digest, ok bool, err
 	return d, true, nil
 }
 
-// risk says why a change at path is high-risk ("" when it is not): its name (pathRisk),
-// a new executable bit, or setuid/setgid/sticky bits (the flush drops setuid/setgid).
+// risk says why a change at path is high-risk ("" when it is not): its name (PathRisk),
+// a git config's include of it (gitIncluded), a symlink standing for a risky directory
+// (linkRisk), a new executable bit, or setuid/setgid/sticky bits (the flush drops
+// setuid/setgid).
 func (p *planner) risk(path string, baseS, sNow manifest.Stat) string {
 	var rs []string
-	if r := pathRisk(path); r != "" {
+	if r := PathRisk(path); r != "" {
 		rs = append(rs, r)
+	} else if r := p.gitIncluded[foldPath(path)]; r != "" {
+		rs = append(rs, r)
+	} else if sNow.Type == manifest.TypeSymlink {
+		if r := linkRisk(path); r != "" {
+			rs = append(rs, r)
+		}
 	}
 	if sNow.Type == manifest.TypeRegular && sNow.Mode&0o111 != 0 &&
 		(baseS.Type != manifest.TypeRegular || baseS.Mode&0o111 == 0) {
@@ -602,7 +637,7 @@ const maxLinkHops = 40
 func (p *planner) linkIntoGitDir(path, t string) (bool, error) {
 	// A ".git" component anywhere in the text counts, whatever comes around it: what
 	// "a/../.git" resolves to in W depends on what W's "a" is when the link is followed.
-	if slices.Contains(strings.Split(t, "/"), ".git") {
+	if slices.ContainsFunc(strings.Split(t, "/"), isDotGit) {
 		return true, nil
 	}
 	dir := ""
@@ -626,7 +661,8 @@ func (p *planner) linkIntoGitDir(path, t string) (bool, error) {
 			}
 			cur = cur[:len(cur)-1]
 			continue
-		case ".git":
+		}
+		if isDotGit(c) {
 			return true, nil
 		}
 		cur = append(cur, c)
@@ -667,6 +703,20 @@ func (p *planner) sStat(path string) manifest.Stat {
 	return p.sn[i].st
 }
 
+// sHolds reports whether S holds path, or another spelling of it (by foldName).
+func (p *planner) sHolds(path string) bool {
+	if p.sStat(path).Type != manifest.TypeNone {
+		return true
+	}
+	if p.sFold == nil {
+		p.sFold = make(map[string]bool, len(p.sn))
+		for _, n := range p.sn {
+			p.sFold[foldPath(n.path)] = true
+		}
+	}
+	return p.sFold[foldPath(path)]
+}
+
 func (p *planner) sIsSymlink(path string) bool {
 	return p.sStat(path).Type == manifest.TypeSymlink
 }
@@ -694,19 +744,21 @@ func (p *planner) bareGitDirProblem(path string) string {
 		}
 		return d + "/" + n
 	}
-	if base == "HEAD" {
+	if foldName(base) == "head" {
 		for _, n := range []string{"config", "config.worktree", "commondir", "hooks"} {
-			if p.sStat(join(dir, n)).Type != manifest.TypeNone {
+			if p.sHolds(join(dir, n)) {
 				return fmt.Sprintf("makes %s a bare git repository holding %s", Escape(join(dir, "")), n)
 			}
 		}
 		return ""
 	}
 	// Each ancestor d of path: is path d's hooks/..., config, ... and does d hold HEAD?
+	// Names compare by foldName: on a case-insensitive W, "Hooks" and "CONFIG" are git's.
 	comps := strings.Split(path, "/")
+	fcomps := strings.Split(foldPath(path), "/")
 	for i := len(comps) - 1; i >= 0; i-- {
 		d := strings.Join(comps[:i], "/")
-		rel := comps[i:]
+		rel := fcomps[i:]
 		var rule string
 		switch {
 		case rel[0] == "hooks":
@@ -718,7 +770,7 @@ func (p *planner) bareGitDirProblem(path string) string {
 		default:
 			continue
 		}
-		if p.sStat(join(d, "HEAD")).Type != manifest.TypeNone {
+		if p.sHolds(join(d, "HEAD")) {
 			return fmt.Sprintf("%s of a bare git repository (%s holds HEAD)", rule, Escape(join(d, "")))
 		}
 	}
@@ -850,8 +902,8 @@ func lookup(entries []manifest.Entry, path string) *manifest.Entry {
 }
 
 // markCaseCollisions refuses every change whose path equals another path of W or S
-// when case is folded (both would be one file on a case-insensitive W). Folding is
-// Unicode simple lower-casing, per whole path.
+// when case is folded (both would be one file on a case-insensitive W). Names are
+// compared by foldName (case folding and Unicode normalization, as APFS does).
 func markCaseCollisions(changes []Change, wn, sn []node) {
 	if len(changes) == 0 {
 		return
@@ -859,7 +911,7 @@ func markCaseCollisions(changes []Change, wn, sn []node) {
 	first := make(map[string]string, len(wn)+len(sn))
 	other := make(map[string]string)
 	add := func(p string) {
-		k := strings.ToLower(p)
+		k := foldPath(p)
 		f, ok := first[k]
 		if !ok {
 			first[k] = p

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -42,9 +43,64 @@ func TestProtectedPath(t *testing.T) {
 		{"secrets", ""},
 		{"deploy.sh", "deploy.sh"},
 		{"deploy.sh.bak", ""},
+		// Names compared by foldName: git's own files on a case-insensitive volume.
+		{".GIT/hooks/x", ".git/hooks/"},
+		{".Git/config", ".git/config"},
+		{".git/HOOKS/pre-commit", ".git/hooks/"},
+		{"vendor/.gIt/Config.Worktree", ".git/config.worktree"},
+		{".g\u200cit/config", ".git/config"}, // HFS+ ignores U+200C
+		{".GIT", ".git"},
+		{".git/OBJECTS/INFO/ALTERNATES", ".git/objects/info/alternates"},
+		{"SECRETS/x", "secrets/"},
+		{"Deploy.SH", "deploy.sh"},
+		{".gitx/config", ""},
 	} {
 		if got := protectedPath(tc.in, extra); got != tc.want {
 			t.Errorf("protectedPath(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// riskExample returns a path a riskRules pattern names: "*" in a component becomes "x",
+// a final "**" a file "x" below the directory.
+func riskExample(pattern string) string {
+	comps := strings.Split(pattern, "/")
+	for i, c := range comps {
+		if c == "**" {
+			comps[i] = "x"
+			continue
+		}
+		comps[i] = strings.ReplaceAll(c, "*", "x")
+	}
+	return strings.Join(comps, "/")
+}
+
+// upperASCII spells p as a case-insensitive volume would also find it.
+func upperASCII(p string) string { return strings.ToUpper(p) }
+
+// TestRiskRulesEveryRow: every row of riskRules flags its own example with its own
+// reason (no row is shadowed by an earlier one) at the root, at depth and in another
+// case; a "**" row flags the directory itself too.
+func TestRiskRulesEveryRow(t *testing.T) {
+	seen := map[string]bool{}
+	for _, r := range riskRules {
+		if seen[r.match] {
+			t.Errorf("row %q listed twice", r.match)
+		}
+		seen[r.match] = true
+		if r.match != strings.ToLower(r.match) || r.why == "" {
+			t.Errorf("row %q: patterns are lower-case and every row has a reason", r.match)
+		}
+		ex := riskExample(r.match)
+		for _, p := range []string{ex, "deep/er/" + ex, upperASCII(ex), "Home/Alice/" + upperASCII(ex)} {
+			if got := PathRisk(p); got != r.why {
+				t.Errorf("PathRisk(%q) = %q, want row %q: %q", p, got, r.match, r.why)
+			}
+		}
+		if dir, ok := strings.CutSuffix(r.match, "/**"); ok {
+			if got := PathRisk("a/" + riskExample(dir)); got != r.why {
+				t.Errorf("PathRisk(directory %q) = %q, want %q", dir, got, r.why)
+			}
 		}
 	}
 }
@@ -56,24 +112,73 @@ func TestPathRisk(t *testing.T) {
 	}{
 		{".git/index", true},
 		{"sub/.git/HEAD", true},
+		{"sub/.GIT/HEAD", true},
 		{".github/workflows/ci.yml", true},
+		{"docs/.github/workflows/x.yml", true}, // a nested repository's CI
 		{".github/ISSUE_TEMPLATE.md", false},
-		{".gitlab-ci.yml", true},
-		{".husky/pre-commit", true},
-		{".pre-commit-config.yaml", true},
-		{"lefthook.yml", true},
-		{".circleci/config.yml", true},
-		{"Jenkinsfile", true},
-		{".envrc", true},
+		{"src/.gitattributes", true},
+		{"SRC/.GitAttributes", true},
+		{".ENVRC", true},
+		{"src/.gitattri\u200cbutes", true}, // HFS+ ignores U+200C
+		{"caf\u00e9/.Bashrc", true},
+		{".GitHub/Workflows/ci.yml", true},
 		{"web/.envrc", true},
-		{".gitattributes", true},
-		{".vscode/tasks.json", true},
+		{".gitconfig", true},
+		{".bashrc", true},
+		{".profile", true},
+		{".zshenv", true},
+		{".config/git/config", true},
+		{".config/git/attributes", true},
+		{".config/git/ignore", true},
+		{".config/fish/conf.d/x.fish", true},
+		{"etc/profile.d/evil.sh", true},
+		{".devcontainer.json", true},
+		{".devcontainer/devcontainer.json", true},
+		{".devcontainer/python/devcontainer.json", true},
+		{"sub/.npmrc", true},
+		{"a/b/.yarnrc", true},
+		{"a/.yarnrc.yml", true},
+		{"a/.config/pip/pip.conf", true},
+		{"a/.pip/pip.conf", true},
+		{"a/.config/go/env", true},
+		{"a/.cargo/config", true},
+		{"a/.cargo/config.toml", true},
+		{".venv/lib/python3.12/site-packages/evil.pth", true},
+		{"proj.code-workspace", true},
+		{"Makefile", true},
+		{"crates/x/build.rs", true},
+		{"tests/conftest.py", true},
 		{"src/main.go", false},
-		{"docs/.github/workflows/x.yml", false},
 		{".gitignore", false},
+		{".editorconfig", false},
+		{"go.mod", false},
+		{"go.work", false},
+		{"models/resnet.pth", false}, // a PyTorch checkpoint, not a site directory's .pth
+		{"README.md", false},
+		{"config/pip.conf.d", false},
+		{".cargo/registry/cache/x.crate", false},
+		{"src/hooks/useThing.ts", false},
 	} {
-		if got := pathRisk(tc.in); (got != "") != tc.risky {
-			t.Errorf("pathRisk(%q) = %q, want risky=%v", tc.in, got, tc.risky)
+		if got := PathRisk(tc.in); (got != "") != tc.risky {
+			t.Errorf("PathRisk(%q) = %q, want risky=%v", tc.in, got, tc.risky)
+		}
+	}
+}
+
+func TestLinkRisk(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		risky bool
+	}{
+		{".config", true},   // .config/git/**, .config/fish/**, ...
+		{"a/.Vscode", true}, // .vscode/tasks.json
+		{".cargo", true},
+		{".github", true},
+		{"src", false},
+		{"docs", false},
+	} {
+		if got := linkRisk(tc.in); (got != "") != tc.risky {
+			t.Errorf("linkRisk(%q) = %q, want risky=%v", tc.in, got, tc.risky)
 		}
 	}
 }
@@ -125,5 +230,76 @@ func TestSanitizedNeverFlushed(t *testing.T) {
 	must(t, err)
 	if len(got) != 1 || got[0].Kind != KindRefused {
 		t.Fatalf("touched sanitized copy: %+v, want refused", got)
+	}
+}
+
+// TestRiskDocListsEveryRow: docs/review-risk.md lists every row with its reason.
+func TestRiskDocListsEveryRow(t *testing.T) {
+	b, err := os.ReadFile("../../docs/review-risk.md")
+	must(t, err)
+	for _, r := range riskRules {
+		if row := "| `" + r.match + "` | " + r.why + " |"; !strings.Contains(string(b), row) {
+			t.Errorf("docs/review-risk.md lacks %s", row)
+		}
+	}
+}
+
+// TestExcludedSecretsAnySpelling: S cannot write another spelling of a secret the snapshot
+// excluded, nor below one (on a case-insensitive W it is the developer's secret).
+func TestExcludedSecretsAnySpelling(t *testing.T) {
+	w, s, _ := setup(t, nil, true)
+	writeFiles(t, w, map[string]string{".env": "SECRET=1\n", "sub/.env/key": "k\n", "ok.txt": "o\n"})
+	m := testSnapshot(t, w, s, true)
+	writeFiles(t, s, map[string]string{".ENV": "SECRET=agent\n", "sub/.Env/key2": "x\n", "ok.txt": "O\n"})
+	got, err := Compute(context.Background(), w, s, m, Options{Case: CaseSensitive})
+	must(t, err)
+	gm := byPath(got)
+	if c := gm[".ENV"]; c.Kind != KindRefused || c.Reason != "another spelling of .env, excluded from the snapshot by secret rule .env" {
+		t.Errorf(".ENV: %s %q", c.Kind, c.Reason)
+	}
+	if c := gm["sub/.Env/key2"]; c.Kind != KindRefused || !strings.Contains(c.Reason, "below sub/.env, excluded from the snapshot") {
+		t.Errorf("sub/.Env/key2: %s %q", c.Kind, c.Reason)
+	}
+	if c := gm["ok.txt"]; c.Kind != KindModified {
+		t.Errorf("ok.txt: %s %q", c.Kind, c.Reason)
+	}
+}
+
+// TestLinkIntoGitDirFolded: a symlink into another spelling of .git is into .git.
+func TestLinkIntoGitDirFolded(t *testing.T) {
+	for _, tc := range []struct {
+		path, target string
+		into         bool
+	}{
+		{"myhooks", ".GIT/hooks", true},
+		{"a/x", "../.Git/config", true},
+		{"x", "sub/.g\u200cit/config", true},
+		{"x", "sub/.gitx/config", false},
+		{"x", "docs", false},
+	} {
+		if got := LinkIntoGitDir(tc.path, tc.target); got != tc.into {
+			t.Errorf("LinkIntoGitDir(%q, %q) = %v, want %v", tc.path, tc.target, got, tc.into)
+		}
+	}
+}
+
+// BenchmarkPathRisk: the cost of deciding one path's risk (every change calls it once).
+func BenchmarkPathRisk(b *testing.B) {
+	paths := []string{"src/main.go", "internal/pkg/deep/er/file_test.go", ".github/workflows/ci.yml", "caf\u00e9/r\u00e9sum\u00e9.txt"}
+	for b.Loop() {
+		for _, p := range paths {
+			PathRisk(p)
+		}
+	}
+}
+
+// BenchmarkFoldPath: the cost of one collision key (every path of W and S on a folding W).
+func BenchmarkFoldPath(b *testing.B) {
+	for _, p := range []string{"internal/pkg/deep/er/File_test.go", "caf\u00e9/R\u00e9sum\u00e9.txt"} {
+		b.Run(p, func(b *testing.B) {
+			for b.Loop() {
+				foldPath(p)
+			}
+		})
 	}
 }

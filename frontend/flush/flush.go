@@ -29,6 +29,9 @@
 // group a new file gets in their directory (as with cp); a modified file keeps its group
 // when the user may set it (and its owner under root), see keepOwner. A kill at any point leaves every path old or new (rename is atomic);
 // Recover (or Undo) rolls an interrupted apply back from the journal.
+//
+// Privilege: none; it runs in brood as the developer and writes only W and the session's
+// journal.
 package flush
 
 import (

@@ -13,6 +13,8 @@
 // reads: credentials in URLs, credential helpers, extra HTTP headers, includes, and
 // command hooks (see Sanitize). Its output is canonical: comments and layout are dropped,
 // and sanitizing the output again returns it unchanged.
+//
+// Privilege: none; pure parsing, linked into brood.
 package gitconfig
 
 import (

@@ -5,6 +5,8 @@
 //
 // Paths are relative to the tree root, '/'-separated, and carry raw bytes: any byte except
 // '/' and NUL may appear in a name (including newline, ESC and invalid UTF-8).
+//
+// Privilege: none; it runs in brood as the developer.
 package manifest
 
 // Type is the file type of an entry (from the S_IFMT bits of stat(2), see <sys/stat.h>).

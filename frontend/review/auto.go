@@ -10,7 +10,7 @@ import (
 // AutoOptions are the non-interactive choices of `brood review`.
 type AutoOptions struct {
 	All          bool     // accept every change that may be accepted without a prompt
-	IncludeRisky bool     // with All or Paths: high-risk changes too
+	IncludeRisky bool     // with Paths: high-risk changes below a named directory too (never with All)
 	RejectAll    bool     // reject everything (recorded), apply nothing
 	Paths        []string // accept these paths (exact, or a directory prefix)
 }
@@ -24,8 +24,9 @@ const (
 
 // Auto decides every change without a prompt. Refused changes are never accepted;
 // conflicts are never resolved (they need the interactive review); high-risk changes are
-// accepted only with IncludeRisky, or when their path is named exactly (as `brood apply`
-// does: naming the very file is the explicit choice; a directory is not). With Paths,
+// never accepted by All (IncludeRisky or not), and by Paths only when their path is named
+// exactly or IncludeRisky is set (as `brood apply` does: naming the very file is the
+// explicit choice; a directory is not). With Paths,
 // changes not named are skipped, and a path that names no change is an error wrapping
 // ErrUnknownPath. A path matches a change whose path equals it (raw bytes, or as
 // EscapeName prints it) or lies below it.
@@ -49,8 +50,10 @@ func Auto(changes []diff.Change, o AutoOptions) ([]Decision, error) {
 			d.Verdict, d.Note = Skip, "refused: "+c.Reason
 		case c.Kind == diff.KindConflict:
 			d.Verdict, d.Note = Skip, "conflict: W changed since the snapshot; resolve it in the interactive review"
-		case c.Risk != "" && !o.IncludeRisky && (o.All || named[i] != matchExact):
-			d.Verdict, d.Note = Skip, "high risk ("+c.Risk+"): needs --include-risky"
+		case c.Risk != "" && o.All:
+			d.Verdict, d.Note = Skip, "high risk ("+c.Risk+"): --all never accepts it; name its path"
+		case c.Risk != "" && !o.IncludeRisky && named[i] != matchExact:
+			d.Verdict, d.Note = Skip, "high risk ("+c.Risk+"): name its path exactly or add --include-risky"
 		default:
 			d.Verdict, d.Note = Accept, "accepted"
 			if o.All {

@@ -30,7 +30,7 @@ func TestAuto(t *testing.T) {
 		want string
 	}{
 		{"all", AutoOptions{All: true}, "aaasssa"},
-		{"all risky", AutoOptions{All: true, IncludeRisky: true}, "aaaassa"},
+		{"all never risky", AutoOptions{All: true, IncludeRisky: true}, "aaasssa"},
 		{"reject all", AutoOptions{RejectAll: true}, "rrrrrrr"},
 		{"dir prefix", AutoOptions{Paths: []string{"src/"}}, "saassss"},
 		{"exact and ./", AutoOptions{Paths: []string{"./a.go", "src/sub"}}, "asassss"},

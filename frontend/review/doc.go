@@ -13,4 +13,6 @@
 // key reader; Terminal puts a TTY in raw mode for it), Auto (the non-interactive --all /
 // PATH / --reject-all choices), Accepted (decisions to flush items) and WriteRecord (what
 // was decided, kept in the session directory).
+//
+// Privilege: none; it runs in brood as the developer, on the developer's terminal.
 package review

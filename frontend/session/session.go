@@ -9,6 +9,8 @@
 //	manifest      the snapshot manifest (package manifest)
 //	base/         optional reflinked copies of W's files at snapshot time (three-way merge)
 //	journal/      the flush journal (package flush)
+//
+// Privilege: none; it runs in brood as the developer.
 package session
 
 import (

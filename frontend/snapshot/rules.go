@@ -17,8 +17,9 @@ type Rule struct {
 	parent string
 }
 
-// BuiltinRules are the secret rules no configuration can negate (DESIGN.md, "Review gate").
-// ".git-credentials" (git's credential store file) is added to the list in the brief.
+// BuiltinRules are the secret rules no configuration can negate: a rule set by the user or
+// the workspace can add secrets but never make one of these copyable into the snapshot.
+// ".git-credentials" is git's credential store file (git-credential-store(1)).
 var BuiltinRules = []Rule{
 	{".env", func(n string) bool { return n == ".env" }, ""},
 	{".env.*", func(n string) bool { return strings.HasPrefix(n, ".env.") }, ""},

@@ -15,6 +15,8 @@
 // entries, and every other name of an excluded file's inode, out of S. Git config files
 // inside .git directories are sanitized with package gitconfig. Excluded, skipped and
 // sanitized entries are recorded in the manifest so the diff never proposes deleting them.
+//
+// Privilege: none; it runs in brood as the developer, before any VM exists.
 package snapshot
 
 import (

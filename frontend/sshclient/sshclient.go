@@ -2,8 +2,11 @@
 // connection per VM over the stream the helper's Attach call returned, authenticated with
 // a per-session ephemeral ed25519 key, accepting only the host key the helper generated
 // for the guest (pinned; no known_hosts, no trust on first use), preferring
-// chacha20-poly1305 (2–3× AES-GCM's throughput under TCG, LAB.md 3). Run runs one command
-// or login shell in a session, with or without a PTY, and reports its exit status.
+// chacha20-poly1305 (2–3× AES-GCM's throughput under TCG, which emulates no AES-NI). Run
+// runs one command or login shell in a session, with or without a PTY, and reports its
+// exit status.
+//
+// Privilege: none; it runs in brood as the developer.
 package sshclient
 
 import (

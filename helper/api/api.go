@@ -7,20 +7,28 @@
 // length followed by a JSON body of at most MaxFrame bytes. Decoding is strict: unknown
 // fields and trailing data are rejected. The first call on a connection must be Hello.
 // File descriptors travel with SCM_RIGHTS on the frames of the calls that declare them
-// (Request.FDs); the API carries no filesystem paths at all.
+// (Request.FDs); no request carries a filesystem path (a reply may name one for display:
+// ImageList.Store).
+//
+// Privilege: none; pure types and the codec, linked into both brood (the client) and
+// broodd-helper (the server).
 package api
 
 import (
 	"encoding/json"
 	"os"
 	"regexp"
+
+	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/store"
 )
 
 // Version is the protocol version this package speaks. A helper answers a Hello of a
 // different version with CodeVersionMismatch.
 const Version = 1
 
-// MaxFrame is the largest frame body in bytes (64 KiB, DESIGN.md "Helper protocol").
+// MaxFrame is the largest frame body in bytes (64 KiB, docs/ARCHITECTURE.md "Helper
+// protocol").
 const MaxFrame = 64 << 10
 
 // MaxFDs is the largest number of descriptors one frame may carry.
@@ -40,24 +48,36 @@ func SocketPath() string {
 	return DefaultSocket
 }
 
+// Call is Request.Call, the name of a call.
+type Call string
+
 // Call names. Each call declares how many descriptors its request carries (CallFDs).
 const (
-	CallHello          = "hello"
-	CallCreateSession  = "create_session"
-	CallListSessions   = "list_sessions"
-	CallDestroySession = "destroy_session"
-	CallDoctor         = "doctor"
-	// VM calls (issue 4). StartVM boots the session's microVM on its share; Attach returns
+	CallHello          Call = "hello"
+	CallCreateSession  Call = "create_session"
+	CallListSessions   Call = "list_sessions"
+	CallDestroySession Call = "destroy_session"
+	CallDoctor         Call = "doctor"
+	// VM calls. StartVM boots the session's microVM on its share; Attach returns
 	// a connected stream to the guest's SSH server; WaitVM blocks until the VMM is gone.
-	CallStartVM = "start_vm"
-	CallAttach  = "attach"
-	CallStopVM  = "stop_vm"
-	CallWaitVM  = "wait_vm"
+	CallStartVM Call = "start_vm"
+	CallAttach  Call = "attach"
+	CallStopVM  Call = "stop_vm"
+	CallWaitVM  Call = "wait_vm"
+	// CallListImages lists the images the helper boots, from its artifact store
+	// (ListImagesArgs, ImageList). Like CallResolvePolicy, an addition to Version 1; an
+	// older helper answers it with CodeUnknownCall.
+	CallListImages Call = "list_images"
+	// CallResolvePolicy answers the effective egress policy a StartVM with the same
+	// egress inputs would enforce (ResolvePolicyArgs, Policy). It is an addition to
+	// Version 1 that older clients never send; an older helper answers it with
+	// CodeUnknownCall.
+	CallResolvePolicy Call = "resolve_policy"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
 // whose Request.FDs or received descriptors differ is rejected with CodeBadRequest.
-var CallFDs = map[string]int{
+var CallFDs = map[Call]int{
 	CallHello:          0,
 	CallCreateSession:  1, // the workspace share: an O_DIRECTORY fd opened by the client
 	CallListSessions:   0,
@@ -67,18 +87,20 @@ var CallFDs = map[string]int{
 	CallAttach:         0,
 	CallStopVM:         0,
 	CallWaitVM:         0,
+	CallListImages:     0,
+	CallResolvePolicy:  0,
 }
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
 // carries (Response.FDs). Error responses carry none.
-var ResponseFDs = map[string]int{
+var ResponseFDs = map[Call]int{
 	CallAttach: 1, // a connected unix stream socket: the guest's SSH channel
 }
 
 // Request is one call from the client. Args is the call's argument object (decoded
 // strictly into the call's *Args type); FDs is the number of descriptors attached.
 type Request struct {
-	Call string          `json:"call"`
+	Call Call            `json:"call"`
 	FDs  int             `json:"fds,omitempty"`
 	Args json.RawMessage `json:"args,omitempty"`
 }
@@ -111,22 +133,22 @@ type Landlock struct {
 	PinnedABI int `json:"pinned_abi"`
 	// Enforced reports whether a ruleset was applied to the helper.
 	Enforced bool `json:"enforced"`
-	// Mode is "enforced", "degraded" (weaker or no confinement, allowed by config) or
-	// "off" (development: --no-landlock).
-	Mode string `json:"mode"`
+	// Mode is LandlockEnforced, LandlockDegraded (weaker or no confinement, allowed by
+	// config) or LandlockOff (development: --no-landlock).
+	Mode LandlockMode `json:"mode"`
 	// Detail explains a degraded or off mode.
 	Detail string `json:"detail,omitempty"`
 }
 
 // Capabilities answers Hello.
 type Capabilities struct {
-	Version  int      `json:"version"`
-	Helper   string   `json:"helper"`   // helper build version
-	Backends []string `json:"backends"` // VM backends available on the host, e.g. "qemu", "krun"
-	Accel    string   `json:"accel"`    // "kvm" when /dev/kvm exists, else "tcg"
-	Landlock Landlock `json:"landlock"`
-	Peer     Peer     `json:"peer"`          // who the helper thinks you are
-	Policy   string   `json:"policy_digest"` // digest of the system egress policy ("none" until netpolicy lands)
+	Version  int           `json:"version"`
+	Helper   string        `json:"helper"`   // helper build version
+	Backends []string      `json:"backends"` // VM backends available on the host, e.g. "qemu", "krun"
+	Accel    sandbox.Accel `json:"accel"`    // sandbox.AccelKVM when KVM is usable, else sandbox.AccelTCG
+	Landlock Landlock      `json:"landlock"`
+	Peer     Peer          `json:"peer"`          // who the helper thinks you are
+	Policy   string        `json:"policy_digest"` // digest of the system egress policy file ("none": no file)
 	// Images lists the names of the built images the helper can boot (ValidImageName
 	// names), so a client can refuse an unknown image before it snapshots anything.
 	// Nil from a helper older than this field: the client cannot tell and asks StartVM.
@@ -152,13 +174,36 @@ type ListSessionsArgs struct{}
 // DoctorArgs has no fields.
 type DoctorArgs struct{}
 
+// ListImagesArgs has no fields.
+type ListImagesArgs struct{}
+
+// Image is one image the helper boots: the newest file of its name in the artifact
+// store, root-owned and not writable by group or others.
+type Image struct {
+	Name   string `json:"name"`   // StartVMArgs.Image, e.g. "test"
+	File   string `json:"file"`   // file name in the store's images directory
+	Digest string `json:"digest"` // first 32 hex digits of the image tree's SHA-256
+	Size   int64  `json:"size"`   // bytes
+	Built  int64  `json:"built"`  // unix seconds the file was stored
+}
+
+// ImageList answers ListImages.
+type ImageList struct {
+	// Store is the artifact store's root (the helper's state_dir), for display.
+	Store string `json:"store"`
+	// Images are sorted by name.
+	Images []Image `json:"images"`
+	// Recipes are the image names `broodd-helper image build` can build, sorted.
+	Recipes []string `json:"recipes"`
+}
+
 // Session describes one helper session. Resource names are generated by the helper.
 type Session struct {
-	ID      string `json:"id"`
-	Owner   uint32 `json:"owner"`   // uid of the peer that created it
-	State   string `json:"state"`   // "created", "running" (StartVM) or "stopped" (the VMM is gone)
-	Tap     string `json:"tap"`     // tap device name reserved for the session ("brd"+id)
-	Created int64  `json:"created"` // unix seconds
+	ID      string       `json:"id"`
+	Owner   uint32       `json:"owner"`   // uid of the peer that created it
+	State   SessionState `json:"state"`   // SessionCreated, SessionRunning (StartVM) or SessionStopped (the VMM is gone)
+	Tap     string       `json:"tap"`     // tap device name reserved for the session ("brd"+id)
+	Created int64        `json:"created"` // unix seconds
 }
 
 // SessionList answers ListSessions.
@@ -257,8 +302,77 @@ type EgressInfo struct {
 	GuestV6 string   `json:"guest_v6,omitempty"` // "fd62:726f:6f64::2/126"; empty: the guest has no IPv6
 	DNS6    string   `json:"dns6,omitempty"`     // the proxy's IPv6 address, when GuestV6 is set
 	Hosts   []string `json:"hosts"`              // the allowed host entries ("pattern (443/tcp)")
-	Digest  string   `json:"policy_digest"`      // digest of the system policy applied
-	Warning string   `json:"warning,omitempty"`  // degraded enforcement (e.g. no IPv6 forwarding)
+	// Digest identifies the effective policy the session enforces (Policy.Digest: the
+	// same value ResolvePolicy answers for the same inputs).
+	Digest string `json:"policy_digest"`
+	// SystemDigest is "sha256:<hex>" of the system policy file applied, or "none".
+	SystemDigest string `json:"system_policy_digest,omitempty"`
+	Warning      string `json:"warning,omitempty"` // degraded enforcement (e.g. no IPv6 forwarding)
+}
+
+// ResolvePolicyArgs are the egress inputs of a StartVM request (StartVMArgs.PolicyArgs),
+// with the same meaning and JSON names, except that an empty Egress leaves the profile to
+// the configuration layers (StartVM gives no network then).
+type ResolvePolicyArgs struct {
+	Egress          string       `json:"egress,omitempty"`
+	AllowHosts      []string     `json:"allow_hosts,omitempty"`
+	Agent           string       `json:"agent,omitempty"`
+	UserEgress      *EgressLayer `json:"user_egress,omitempty"`
+	WorkspaceEgress *EgressLayer `json:"workspace_egress,omitempty"`
+}
+
+// PolicyArgs returns the egress inputs of a.
+func (a StartVMArgs) PolicyArgs() ResolvePolicyArgs {
+	return ResolvePolicyArgs{Egress: a.Egress, AllowHosts: a.AllowHosts, Agent: a.Agent,
+		UserEgress: a.UserEgress, WorkspaceEgress: a.WorkspaceEgress}
+}
+
+// SetPolicyArgs sets a's egress inputs to p's.
+func (a *StartVMArgs) SetPolicyArgs(p ResolvePolicyArgs) {
+	a.Egress, a.AllowHosts, a.Agent = p.Egress, p.AllowHosts, p.Agent
+	a.UserEgress, a.WorkspaceEgress = p.UserEgress, p.WorkspaceEgress
+}
+
+// Policy answers ResolvePolicy: an effective egress policy, the layer and source of every
+// part of it, and its digest.
+type Policy struct {
+	Profile      string `json:"profile"`       // "locked", "standard" or "permissive"
+	ProfileLayer string `json:"profile_layer"` // the layer that chose it ("default", "system", "user", ...)
+	// AllowHostForbidden: the system policy refuses hosts added by the user or flags.
+	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
+	// Hosts are the allowed entries in the order the DNS proxy consults them.
+	Hosts  []PolicyHost   `json:"hosts"`
+	Denied []PolicyDenial `json:"denied,omitempty"`
+	// Dropped are entries left out, each with the reason.
+	Dropped []PolicyNote `json:"dropped,omitempty"`
+	// Digest is "sha256:<hex>" over the policy's canonical encoding (profile, host
+	// patterns with ports, denied patterns); EgressInfo.Digest of a session started with
+	// the same inputs is equal.
+	Digest string `json:"digest"`
+	// SystemDigest is "sha256:<hex>" of the system policy file, or "none".
+	SystemDigest string `json:"system_policy_digest"`
+}
+
+// PolicyHost is one allowed entry: a name or "*.suffix" pattern, its ports ("443/tcp"),
+// the layer that added it and a detail of its source (the agent, "code hosting", "npm:
+// FILE"; may be empty).
+type PolicyHost struct {
+	Name   string   `json:"name"`
+	Ports  []string `json:"ports"`
+	Layer  string   `json:"layer"`
+	Source string   `json:"source,omitempty"`
+}
+
+// PolicyDenial is one denied pattern and the layer that denied it.
+type PolicyDenial struct {
+	Pattern string `json:"pattern"`
+	Layer   string `json:"layer"`
+}
+
+// PolicyNote is an entry left out of the policy and why.
+type PolicyNote struct {
+	What string `json:"what"`
+	Why  string `json:"why"`
 }
 
 // EgressSummary condenses a session's egress decision log, returned by WaitVM.
@@ -274,20 +388,20 @@ type EgressSummary struct {
 type VMInfo struct {
 	// HostKey is the guest's per-session SSH host public key (authorized_keys format),
 	// generated by the helper: the frontend pins it and accepts no other.
-	HostKey string `json:"host_key"`
-	Accel   string `json:"accel"`   // "kvm" or "tcg"
-	Warning string `json:"warning"` // non-empty when degraded (TCG): print it loudly
-	Backend string `json:"backend"` // "qemu"
+	HostKey string        `json:"host_key"`
+	Accel   sandbox.Accel `json:"accel"`   // sandbox.AccelKVM or sandbox.AccelTCG
+	Warning string        `json:"warning"` // non-empty when degraded (TCG): print it loudly
+	Backend string        `json:"backend"` // "qemu"
 	// Egress is the session's network; nil: no network device.
 	Egress *EgressInfo `json:"egress,omitempty"`
 }
 
 // VMExit answers WaitVM once the VMM process is gone.
 type VMExit struct {
-	// Outcome is "poweroff" (the guest shut down cleanly), "stopped" (StopVM),
-	// "timeout" (TimeoutSec passed, VMM killed) or "failed" (any other exit).
-	Outcome string `json:"outcome"`
-	Detail  string `json:"detail,omitempty"`
+	// Outcome is OutcomePoweroff (the guest shut down cleanly), OutcomeStopped (StopVM),
+	// OutcomeTimeout (TimeoutSec passed, VMM killed) or OutcomeFailed (any other exit).
+	Outcome VMOutcome `json:"outcome"`
+	Detail  string    `json:"detail,omitempty"`
 	// ConsoleTail is the last bytes (at most 8 KiB) of the guest's serial console, for
 	// diagnosing a hang or panic. It is guest output: escape it before printing.
 	ConsoleTail string `json:"console_tail,omitempty"`
@@ -295,11 +409,7 @@ type VMExit struct {
 	Egress *EgressSummary `json:"egress,omitempty"`
 }
 
-// imageNameRe is the only form of image name: it names a file under the helper's
-// root-owned image directory, never a path.
-var imageNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
-// ValidImageName reports whether name has the form of an image name ("test", "codex").
-func ValidImageName(name string) bool {
-	return imageNameRe.MatchString(name) && name != "." && name != ".."
-}
+// ValidImageName reports whether name has the form of an image name ("test", "codex"):
+// it names a file of the helper's root-owned artifact store, never a path
+// (store.ValidImageName, the store's own rule).
+func ValidImageName(name string) bool { return store.ValidImageName(name) }

@@ -48,7 +48,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 
 // Call sends one request with files attached and decodes the result into result (a
 // pointer, or nil to discard it). A helper error is returned as *Error.
-func (c *Client) Call(ctx context.Context, call string, args, result any, files ...*os.File) error {
+func (c *Client) Call(ctx context.Context, call Call, args, result any, files ...*os.File) error {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return fmt.Errorf("encode %s arguments: %w", call, err)
@@ -63,7 +63,7 @@ func (c *Client) Call(ctx context.Context, call string, args, result any, files 
 
 // CallFiles is Call for calls whose response carries descriptors (ResponseFDs); it
 // returns them, and closes them itself on any error.
-func (c *Client) CallFiles(ctx context.Context, call string, args, result any, files ...*os.File) ([]*os.File, error) {
+func (c *Client) CallFiles(ctx context.Context, call Call, args, result any, files ...*os.File) ([]*os.File, error) {
 	raw, err := json.Marshal(args)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s arguments: %w", call, err)
@@ -84,7 +84,7 @@ func (c *Client) CallRaw(ctx context.Context, body []byte, result any, files ...
 
 // callRaw sends body and reads the response; call (may be "") selects how many response
 // descriptors are expected (ResponseFDs).
-func (c *Client) callRaw(ctx context.Context, call string, body []byte, result any, files ...*os.File) (rfiles []*os.File, err error) {
+func (c *Client) callRaw(ctx context.Context, call Call, body []byte, result any, files ...*os.File) (rfiles []*os.File, err error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(DefaultCallTimeout)
@@ -173,10 +173,26 @@ func (c *Client) DestroySession(ctx context.Context, id string) error {
 	return c.Call(ctx, CallDestroySession, SessionArgs{ID: id}, nil)
 }
 
+// ResolvePolicy returns the effective egress policy the helper would enforce for a
+// session started with args' egress inputs. A policy the inputs may not have (a layer
+// loosening another, a host the system forbids adding) is a CodePolicy error.
+func (c *Client) ResolvePolicy(ctx context.Context, args ResolvePolicyArgs) (Policy, error) {
+	var p Policy
+	err := c.Call(ctx, CallResolvePolicy, args, &p)
+	return p, err
+}
+
 // Doctor returns the helper's view of the host.
 func (c *Client) Doctor(ctx context.Context) (DoctorReport, error) {
 	var r DoctorReport
 	err := c.Call(ctx, CallDoctor, DoctorArgs{}, &r)
+	return r, err
+}
+
+// ListImages asks which images the helper boots (CallListImages).
+func (c *Client) ListImages(ctx context.Context) (ImageList, error) {
+	var r ImageList
+	err := c.Call(ctx, CallListImages, ListImagesArgs{}, &r)
 	return r, err
 }
 

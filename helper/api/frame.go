@@ -195,7 +195,7 @@ func (c *Conn) read(p []byte, files *[]*os.File) (int, error) {
 		n, oobn, flags, _, err := c.uc.ReadMsgUnix(p[got:], c.oob)
 		got += n
 		if oobn > 0 {
-			fs, perr := parseRights(c.oob[:oobn])
+			fs, perr := ParseRights(c.oob[:oobn], "scm-rights")
 			*files = append(*files, fs...)
 			if perr != nil {
 				return got, perr
@@ -215,25 +215,6 @@ func (c *Conn) read(p []byte, files *[]*os.File) (int, error) {
 		}
 	}
 	return got, nil
-}
-
-// parseRights extracts SCM_RIGHTS descriptors from a control message buffer.
-func parseRights(oob []byte) ([]*os.File, error) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("parse control message: %w", err)
-	}
-	var files []*os.File
-	for i := range msgs {
-		fds, err := unix.ParseUnixRights(&msgs[i])
-		if err != nil {
-			continue // not SCM_RIGHTS (credentials are read with SO_PEERCRED instead)
-		}
-		for _, fd := range fds {
-			files = append(files, os.NewFile(uintptr(fd), "scm-rights"))
-		}
-	}
-	return files, nil
 }
 
 func closeAll(files []*os.File) {

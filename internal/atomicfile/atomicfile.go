@@ -2,6 +2,8 @@
 // or the complete new one, never a partial one: temp file in the same directory, fsync,
 // rename(2), fsync of the directory. brood's manifests, flush journals, review records and
 // session.json all go through it.
+//
+// Privilege: none; linked into brood.
 package atomicfile
 
 import (

@@ -16,6 +16,9 @@
 // A test parses every non-test Go file of the repository and fails when a package other
 // than this one (and the exempt ones, exempt) imports os/exec or starts processes by
 // other means.
+//
+// Privilege: none of its own: it runs programs with the privilege of its caller (brood as
+// the developer, broodd-helper as root, image builds as root).
 package hostexec
 
 import (
@@ -63,9 +66,8 @@ var programs = []program{
 	// (Backend.Probe); the runner (`broodd-helper vm-run`) starts it as the developer's uid,
 	// confined by Landlock, with the tap as fd 3. It needs nothing from the environment.
 	{name: "qemu-system-x86_64"},
-	// apt-cache: `brood image build` (the frontend, run by root through sudo or as the
-	// developer for a user cache) resolves linux-image-amd64 to the ABI package
-	// (kernel.ResolvePackage).
+	// apt-cache: `broodd-helper image build` (root) and the VM test set-up resolve
+	// linux-image-amd64 to the ABI package (kernel.ResolvePackage).
 	{name: "apt-cache", pass: proxyEnv},
 	// apt-get: `apt-get download` of that kernel package into brood's cache directory, and
 	// `apt-get update` once when the lists are stale (kernel.Fetch); same caller and user
@@ -79,8 +81,8 @@ var programs = []program{
 	// from standard input (kernel.Vmlinux, during kernel.Fetch).
 	{name: "xz"},
 	// mmdebstrap: builds an image's root tree from Debian packages (image.Build, run by
-	// `brood image build` and the VM test set-up); as root in root mode, otherwise in
-	// unshare mode. Its temporary files go to the developer's TMPDIR.
+	// `broodd-helper image build` and the VM test set-up); as root in root mode,
+	// otherwise in unshare mode. Its temporary files go to the developer's TMPDIR.
 	{name: "mmdebstrap", pass: append([]string{"TMPDIR"}, proxyEnv...)},
 	// mkfs.erofs: packs an image tree into an EROFS file in brood's image cache
 	// (image.FromDir), same caller as mmdebstrap.

@@ -3,6 +3,8 @@
 // writing a marker file when run and naming registry.attacker.example when read. A test
 // runs brood's host-side code in that directory and checks that no marker appears and no
 // attacker host is used.
+//
+// Privilege: none; tests only.
 package hostilews
 
 import (

@@ -2,7 +2,9 @@
 //
 // A missing capability makes the test skip with a reason on a developer laptop, and fail
 // when the environment variable CI is "true": in CI every tier-2 (real kernel) and tier-3
-// (real VM) test must really run (see DESIGN.md, "Testing tiers").
+// (real VM) test must really run (docs/ARCHITECTURE.md, "Testing tiers").
+//
+// Privilege: none; tests only.
 package testenv
 
 import (

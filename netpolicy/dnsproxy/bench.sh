@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the DNS proxy against issue 5's targets in ONE `go test -bench` run and prints
+# Measures the DNS proxy against brood's targets in ONE `go test -bench` run and prints
 # the numbers and ratios: added latency (proxy minus asking the fake upstream directly, UDP
 # on loopback, including the pin) ≤ 0.5 ms median and ≤ 2 ms p99; 1,000 queries/s sustained
 # without loss. As root the pin is a real nft set insert in a throw-away netns; otherwise a

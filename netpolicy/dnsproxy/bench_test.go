@@ -97,7 +97,7 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // BenchmarkAddedLatency asks an allowed name (github.com A) b.N times directly from the
 // fake upstream and b.N times through the proxy, interleaved, over UDP on loopback, and
 // reports medians and 99th percentiles of both and of the difference (the proxy's added
-// latency, including the pin). Targets (issue 5): added ≤ 0.5 ms median, ≤ 2 ms p99.
+// latency, including the pin). brood's targets: added ≤ 0.5 ms median, ≤ 2 ms p99.
 func BenchmarkAddedLatency(b *testing.B) {
 	upAddr, proxyAddr := benchSetup(b)
 	c := &dns.Client{Timeout: 2 * time.Second}

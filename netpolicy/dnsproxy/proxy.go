@@ -4,6 +4,9 @@
 // always-refused ranges, and pins the remaining addresses in the session's nft sets before
 // it replies. Everything else is answered locally (REFUSED, FORMERR, NOTIMP) and never
 // forwarded. Every answer produces one Decision for the session's egress log.
+//
+// Privilege: today it runs inside the root helper, Landlock-confined; it parses guest
+// traffic, so it is to move into the planned per-session unprivileged egress process.
 package dnsproxy
 
 import (

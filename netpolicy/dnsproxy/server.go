@@ -33,7 +33,8 @@ func Listen(h dns.Handler, addr string) (*Server, error) {
 		if port == "0" {
 			tcpAddr = net.JoinHostPort(host, strconv.Itoa(pc.LocalAddr().(*net.UDPAddr).Port))
 		}
-		// Plain TCP: Go's default MPTCP listener would bypass Landlock TCP rules (LAB.md §5).
+		// Plain TCP: Go's default MPTCP listener would bypass Landlock TCP rules
+		// (Landlock restricts only classic TCP sockets, not IPPROTO_MPTCP).
 		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", tcpAddr)
 		if err != nil {
 			pc.Close()

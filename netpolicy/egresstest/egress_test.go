@@ -155,7 +155,7 @@ func addrs(m *dns.Msg) []string {
 	return out
 }
 
-// TestEgress is issue 5's acceptance test on a real kernel. Topology (all namespaces made
+// TestEgress is the egress acceptance test on a real kernel. Topology (all namespaces made
 // here; nothing leaves them):
 //
 //	guest1 eth0 10.200.0.2, fd20::2  ──veth──  brdg1 10.200.0.1, fd20::1 ┐

@@ -1,3 +1,5 @@
+//go:build linux
+
 package nftrules
 
 import (
@@ -123,4 +125,11 @@ func (f *Fake) Sessions() []string {
 		ids = append(ids, id)
 	}
 	return ids
+}
+
+// HasTable reports whether the table exists (EnsureTable ran, Cleanup did not since).
+func (f *Fake) HasTable() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.table
 }

@@ -9,8 +9,9 @@ import (
 // terminating NUL, so a name has at most 15 bytes.
 const IfNameSize = 16
 
-// TapPrefix starts every tap name brood creates; `broodd-helper --cleanup` removes links
-// with this prefix.
+// TapPrefix starts the name of every tap device brood creates (TapName: "brd" + session
+// id). The helper's cleanup deletes every tap with this prefix, and the table's drop rules
+// match it, so nothing else on the host may use it.
 const TapPrefix = "brd"
 
 // ValidateIfName checks name the way the kernel's dev_valid_name does: 1–15 bytes, not "."

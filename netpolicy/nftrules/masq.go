@@ -1,3 +1,5 @@
+//go:build linux
+
 package nftrules
 
 import (
@@ -33,7 +35,7 @@ func MasqueradeRuleset() *Ruleset {
 	return rs
 }
 
-// EnsureMasquerade implements Masquerader: it adds (or re-adds, flushed) the table's
+// EnsureMasquerade implements Firewall: it adds (or re-adds, flushed) the table's
 // source-NAT chain. EnsureTable must have run.
 func (n *NFT) EnsureMasquerade() error {
 	if err := n.Apply(MasqueradeRuleset()); err != nil {
@@ -42,7 +44,7 @@ func (n *NFT) EnsureMasquerade() error {
 	return nil
 }
 
-// EnsureMasquerade implements Masquerader; it fails like the kernel without the table.
+// EnsureMasquerade implements Firewall; it fails like the kernel without the table.
 func (f *Fake) EnsureMasquerade() error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -52,13 +54,3 @@ func (f *Fake) EnsureMasquerade() error {
 	f.masq = true
 	return nil
 }
-
-// Masquerader adds the source-NAT chain that lets guests reach the uplink.
-type Masquerader interface {
-	EnsureMasquerade() error
-}
-
-var (
-	_ Masquerader = (*NFT)(nil)
-	_ Masquerader = (*Fake)(nil)
-)

@@ -1,3 +1,5 @@
+//go:build linux
+
 package nftrules
 
 import (
@@ -13,11 +15,15 @@ import (
 	"brood.dev/brood/netpolicy"
 )
 
-// Firewall programs brood's nft table: the helper's one seam to nftables.
+// Firewall programs brood's nft table: the helper's one seam to nftables, with NFT (the
+// kernel) and Fake (in memory) as its implementations.
 type Firewall interface {
 	// EnsureTable creates the table, its refused sets, tap maps and base chains
 	// (idempotent).
 	EnsureTable() error
+	// EnsureMasquerade adds (or re-adds, flushed) the table's source-NAT chain that lets
+	// guests reach the uplink (MasqueradeRuleset); EnsureTable must have run.
+	EnsureMasquerade() error
 	// AddSession adds a session's sets, chains, rules and tap map elements in one
 	// transaction.
 	AddSession(s Session) error
@@ -28,7 +34,8 @@ type Firewall interface {
 	// timeout (rounded down to whole milliseconds), refreshing the timeout of pins already
 	// present.
 	Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error
-	// Cleanup deletes the whole table (helper start and `broodd-helper --cleanup`).
+	// Cleanup deletes the whole table with everything in it (helper start and
+	// `broodd-helper --cleanup`); a missing table is not an error.
 	Cleanup() error
 }
 

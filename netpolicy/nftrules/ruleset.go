@@ -1,43 +1,5 @@
-// Package nftrules builds brood's nftables ruleset as values and applies it with
-// github.com/google/nftables (never nft text built from input).
-//
-// One table, `inet brood`:
-//
-//	set refused_v4, refused_v6   always-refused destinations (interval; netpolicy.RefusedPrefixes)
-//	map fwd_taps, in_taps        tap name : jump to the session's chain (ifname : verdict)
-//	chain tap_forward            hook forward, priority filter, policy accept:
-//	  oifname "brd*" ct state established,related accept
-//	  oifname "brd*" counter drop               nothing new into a guest
-//	  iifname vmap @fwd_taps
-//	  iifname "brd*" counter drop               a tap without a session
-//	chain tap_input              hook input, priority filter, policy accept:
-//	  iifname vmap @in_taps
-//	  iifname "brd*" counter drop
-//
-// and per session <id> with tap T = "brd<id>" (map keys are the NUL-padded 16-byte name, so
-// "brd1" never matches "brd12"):
-//
-//	set s<id>_v4, s<id>_v6       address . protocol . port, pinned by the session's DNS proxy
-//	                             (ipv4_addr/ipv6_addr . inet_proto . inet_service, flags timeout)
-//	fwd_taps T : jump s<id>_fwd;  in_taps T : jump s<id>_in
-//	chain s<id>_fwd:
-//	  ct state established,related accept
-//	  meta l4proto {tcp,udp} th dport {53,853,5353,5355} counter drop
-//	  ip daddr @refused_v4 counter reject;  ip6 daddr @refused_v6 likewise
-//	  ip daddr . meta l4proto . th dport @s<id>_v4 accept;  ip6 likewise   (Permissive: accept)
-//	  limit rate 10/minute burst 5 packets log prefix "brood s<id> reject: "
-//	  counter reject with icmpx type admin-prohibited
-//	chain s<id>_in:
-//	  ct state established,related accept
-//	  ip daddr PROXY4 udp dport 53 accept;  tcp; ip6 PROXY6 likewise
-//	  icmpv6 type {nd-router-solicit, nd-neighbor-solicit, nd-neighbor-advert} accept
-//	  limit ... log ...;  counter reject ...
-//
-// Adding or deleting a session is one transaction (its map elements, chains and sets); a
-// tap whose session is gone, or that was never given one, falls to the "brd*" drop rules.
-//
-// A pin is one element per address and port of the host entry that allowed the name, so an
-// address is reachable only on the ports of the entry it was resolved for.
+//go:build linux
+
 package nftrules
 
 import (
@@ -53,9 +15,8 @@ import (
 	"brood.dev/brood/netpolicy"
 )
 
-// Names of the table and the table-wide sets.
+// Names of the table-wide sets, maps and chains (the table is TableName).
 const (
-	TableName     = "brood"
 	RefusedV4Name = "refused_v4"
 	RefusedV6Name = "refused_v6"
 	FwdMapName    = "fwd_taps"

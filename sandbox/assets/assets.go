@@ -1,8 +1,12 @@
 // Package assets finds or builds everything a brood VM boots from — the guest kernel,
 // the base initramfs with brood-guest, and the rootfs image — and turns them plus a
-// session's guest configuration into a sandbox.Spec. It is the one call the helper's VM
-// runner (and `brood image build`) needs; the pieces live in packages kernel, initramfs
-// and image.
+// session's guest configuration into a sandbox.Spec. It is the one call that fills the
+// artifact store (package store): `broodd-helper image build` and the real-VM tests
+// (sandbox/vmtest) call Ensure; the helper's daemon opens the built artifacts through
+// store's trusted opener. The pieces live in packages kernel, initramfs and image.
+//
+// Privilege: root, to write the root-owned store; linked only into broodd-helper (its
+// image subcommand) and tests, never into brood (frontend/deps_test.go).
 package assets
 
 import (
@@ -17,6 +21,7 @@ import (
 	"brood.dev/brood/sandbox/image"
 	"brood.dev/brood/sandbox/initramfs"
 	"brood.dev/brood/sandbox/kernel"
+	"brood.dev/brood/sandbox/store"
 )
 
 // GuestPaths are where packaged installs put brood-guest, in search order.
@@ -42,13 +47,18 @@ func FindGuest() (string, error) {
 
 // Options select the assets.
 type Options struct {
+	// Store is where they live; the zero Layout means store.New("") (/var/lib/brood).
+	Store store.Layout
 	// Guest is the brood-guest binary; empty means FindGuest.
 	Guest string
 	// Image is the rootfs image recipe name (image.Recipes), e.g. "test" or "codex".
 	Image string
 	// BuildImage builds the image when it is not cached; otherwise a missing image
-	// is an error wrapping fs.ErrNotExist (`brood image build NAME` builds it).
+	// is an error wrapping fs.ErrNotExist (`broodd-helper image build NAME` builds it).
 	BuildImage bool
+	// Rebuild runs the image's recipe even when an image of that name is cached (an
+	// unchanged tree keeps the cached file); implies BuildImage.
+	Rebuild bool
 	// KernelPackage pins the kernel package; empty means what linux-image-amd64
 	// depends on now (resolved through apt on first use).
 	KernelPackage string
@@ -63,10 +73,13 @@ type Set struct {
 	Image     string // rootfs image
 }
 
-// Ensure returns the assets for o, fetching the kernel and building the initramfs (and,
-// with o.BuildImage, the image) when they are not cached. The caches are root-owned
-// under /var/lib/brood when run as root, else under $XDG_CACHE_HOME/brood.
+// Ensure returns the assets for o from o.Store, fetching the kernel and building the
+// initramfs (and, with o.BuildImage or o.Rebuild, the image) when they are not there.
 func Ensure(ctx context.Context, o Options) (*Set, error) {
+	l := o.Store
+	if l.Root == "" {
+		l = store.New("")
+	}
 	guest := o.Guest
 	if guest == "" {
 		var err error
@@ -74,11 +87,9 @@ func Ensure(ctx context.Context, o Options) (*Set, error) {
 			return nil, err
 		}
 	}
-	kdir, err := kernel.CacheDir()
-	if err != nil {
-		return nil, err
-	}
+	kdir := l.Kernels()
 	var k *kernel.Kernel
+	var err error
 	if o.KernelPackage == "" {
 		// Reuse any cached kernel before asking apt (which may be offline).
 		k, err = newestKernel(kdir)
@@ -88,20 +99,20 @@ func Ensure(ctx context.Context, o Options) (*Set, error) {
 			return nil, err
 		}
 	}
-	initrd, err := initramfs.Build(filepath.Join(k.Dir, "initramfs"), initramfs.Options{
+	initrd, err := initramfs.Build(l.Initramfs(k.Release), initramfs.Options{
 		Release: k.Release, ModulesDir: k.ModulesDir, Guest: guest,
 	})
 	if err != nil {
 		return nil, err
 	}
-	idir, err := image.CacheDir()
-	if err != nil {
-		return nil, err
-	}
+	idir := l.Images()
 	var img string
-	if o.BuildImage {
+	switch {
+	case o.Rebuild:
+		img, err = image.Build(ctx, idir, o.Image, o.Log)
+	case o.BuildImage:
 		img, err = image.Ensure(ctx, idir, o.Image, o.Log)
-	} else {
+	default:
 		img, err = image.Cached(idir, o.Image)
 	}
 	if err != nil {

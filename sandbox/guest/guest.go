@@ -24,6 +24,8 @@
 //
 // Any failure logs to the console and powers off: PID 1 never exits (that would panic
 // the kernel).
+//
+// Privilege: root inside the guest only; it never runs on the host.
 package guest
 
 import (

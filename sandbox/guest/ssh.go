@@ -45,7 +45,7 @@ func findPort(name string, wait time.Duration) (string, error) {
 // portConn is the virtio-serial port as a net.Conn. The port is opened O_NONBLOCK and
 // wrapped in exactly one os.File, so reads go through Go's netpoller: a blocking read
 // on a 1-vCPU guest costs ~7 ms per round trip, and a second os.File for the same fd
-// would close it under the first (LAB.md 3).
+// would close it under the first.
 type portConn struct{ f *os.File }
 
 func (c portConn) Read(b []byte) (int, error)         { return c.f.Read(b) }

@@ -4,6 +4,8 @@
 //
 // It is a leaf package (standard library and x/crypto/ssh only) so the unprivileged
 // frontend can build a session's configuration without linking guest or helper code.
+//
+// Privilege: none; pure values, linked into brood, broodd-helper and brood-guest.
 package guestcfg
 
 import (
@@ -162,5 +164,6 @@ func (k *Keys) Config() Config {
 }
 
 // Ciphers is the SSH cipher preference for the virtio-serial channel: under TCG
-// chacha20-poly1305 moves 2-3x the bytes of AES-GCM (LAB.md 3).
+// chacha20-poly1305 moves 2-3x the bytes of AES-GCM (measured with 32 MiB transfers on a
+// 512 MiB microvm guest: no AES-NI is emulated, so AES-GCM runs in software).
 var Ciphers = []string{"chacha20-poly1305@openssh.com", "aes128-gcm@openssh.com", "aes256-gcm@openssh.com"}

@@ -7,6 +7,9 @@
 // the image is never written, and the guest loads the 0.24 MB erofs module instead of
 // ext4 + jbd2 + mbcache + crc16 (2.4 MB), which under TCG saves ~0.3 s of every boot
 // (ext4.ko alone took 254 ms to load).
+//
+// Privilege: building into the artifact store needs root (mmdebstrap in root mode, the
+// root-owned store); linked only into broodd-helper and tests, never into brood.
 package image
 
 import (
@@ -25,23 +28,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/internal/hostexec"
+	"brood.dev/brood/sandbox/store"
 )
-
-// SystemCacheDir is the root-owned image cache (the helper only boots images from here).
-const SystemCacheDir = "/var/lib/brood/images"
-
-// CacheDir returns where images are cached: SystemCacheDir for root, else
-// $XDG_CACHE_HOME/brood/images.
-func CacheDir() (string, error) {
-	if os.Geteuid() == 0 {
-		return SystemCacheDir, nil
-	}
-	c, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("find image cache dir: %w", err)
-	}
-	return filepath.Join(c, "brood", "images"), nil
-}
 
 // TreeDigest hashes a directory tree: every entry's relative path, type, permission
 // bits, owner, size and content (or symlink target), in lexical walk order. Hex SHA-256.
@@ -94,17 +82,18 @@ func MkfsArgs(dir, out string) []string {
 	return []string{"--quiet", out, dir}
 }
 
-// Ext is the file name extension of images.
-const Ext = ".erofs"
-
-// FromDir returns the path of the image of dir under cacheDir, named
-// <name>-<digest>.erofs; it runs mkfs.erofs only when that image is missing.
+// FromDir returns the path of the image of dir under cacheDir (a store.Layout's
+// Images()), named store.ImageFile(name, digest); it runs mkfs.erofs only when that image
+// is missing.
 func FromDir(ctx context.Context, cacheDir, name, dir string) (string, error) {
 	digest, err := TreeDigest(dir)
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(cacheDir, name+"-"+digest[:32]+Ext)
+	if !store.ValidImageName(name) {
+		return "", fmt.Errorf("image %q: not an image name: %w", name, ErrUnknownRecipe)
+	}
+	out := filepath.Join(cacheDir, store.ImageFile(name, digest))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
@@ -156,8 +145,8 @@ var excludeDocs = []string{
 
 // codexStaticHook points /usr/local/bin/codex at the static musl binary that
 // @openai/codex ships in its platform package, bypassing the Node launcher: under TCG
-// Node's start-up alone costs ~2.5 s per run (LAB.md 9). Without that binary the
-// launcher stays.
+// Node's start-up alone costs ~2.5 s per run (measured on a 2-core TCG host). Without
+// that binary the launcher stays.
 const codexStaticHook = `chroot "$1" sh -c 'b=$(ls /usr/local/lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-*/vendor/*-unknown-linux-musl/bin/codex 2>/dev/null | head -n1); [ -z "$b" ] || ln -sf "$b" /usr/local/bin/codex'`
 
 // Recipes are the built-in images.
@@ -167,7 +156,7 @@ const codexStaticHook = `chroot "$1" sh -c 'b=$(ls /usr/local/lib/node_modules/@
 //     `codex` linked to the package's static binary. npm runs
 //     in the chroot trusting the host's CA bundle (copied in for the install and
 //     removed after): package registries may sit behind a TLS-intercepting proxy whose
-//     CA only the host trusts (LAB.md 9).
+//     CA only the host trusts.
 var Recipes = map[string]Recipe{
 	"test": {
 		Name: "test", Suite: "bookworm", Variant: "essential",
@@ -238,10 +227,13 @@ func Build(ctx context.Context, cacheDir, name string, log io.Writer) (string, e
 
 // Cached returns the newest cached image called name, or fs.ErrNotExist.
 func Cached(cacheDir, name string) (string, error) {
-	m, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*"+Ext))
+	m, _ := filepath.Glob(filepath.Join(cacheDir, name+"-*"+store.ImageExt))
 	var best string
 	var bestT int64
 	for _, p := range m {
+		if n, _, ok := store.ParseImageFile(filepath.Base(p)); !ok || n != name {
+			continue
+		}
 		if fi, err := os.Stat(p); err == nil && fi.ModTime().UnixNano() > bestT {
 			best, bestT = p, fi.ModTime().UnixNano()
 		}

@@ -4,6 +4,9 @@
 // (modules.softdep, resolved to module names), modules.builtin and /dev/console. The base archive is the same for every session and cached by content
 // digest; WithSession appends a small uncompressed archive with the session's
 // configuration (the kernel unpacks concatenated archives in order).
+//
+// Privilege: none; it writes an archive from files it is given. The root helper uses it
+// for each session's initramfs.
 package initramfs
 
 import (
@@ -22,10 +25,11 @@ import (
 	"github.com/u-root/u-root/pkg/cpio"
 
 	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/store"
 )
 
 // DefaultModules are the modules brood-guest needs (Debian's generic kernel builds them
-// all as modules, LAB.md 1): virtio-mmio transport, virtio-serial (SSH channel), entropy,
+// all as modules, none built in): virtio-mmio transport, virtio-serial (SSH channel), entropy,
 // the rootfs disk (virtio_blk + erofs, see package image),
 // the tmpfs overlay, the 9p workspace share and (only with a network) virtio_net.
 // erofs needs libcrc32c, whose crc32c algorithm must already be registered: there is
@@ -144,14 +148,14 @@ func Write(w io.Writer, files []File, withConsole bool) error {
 	return nil
 }
 
-// Build returns the path of the base initramfs for o under cacheDir, named by the
-// content digest (initramfs-<digest>.cpio.gz); it is written only when missing.
+// Build returns the path of the base initramfs for o under cacheDir (a store.Layout's
+// Initramfs(release)), named store.InitramfsFile(digest); it is written only when missing.
 func Build(cacheDir string, o Options) (string, error) {
 	files, err := Files(o)
 	if err != nil {
 		return "", fmt.Errorf("build initramfs: %w", err)
 	}
-	out := filepath.Join(cacheDir, "initramfs-"+Digest(files)[:32]+".cpio.gz")
+	out := filepath.Join(cacheDir, store.InitramfsFile(Digest(files)))
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}

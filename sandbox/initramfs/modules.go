@@ -110,8 +110,9 @@ func (db *DepDB) Subset(files []string) []byte {
 // the module files in closure, restricted to "pre" dependencies that resolve to modules
 // in closure: a name is taken as a module name first, then as an alias from
 // modules.alias (softdep, alias). brood-guest has no modprobe to load a soft
-// dependency on demand (libcrc32c needs "crc32c" registered first, LAB.md 2), and it
-// loads modules concurrently, so it waits for these before loading the module.
+// dependency on demand (libcrc32c needs "crc32c" registered first, or loading erofs
+// fails), and it loads modules concurrently, so it waits for these before loading the
+// module.
 func (db *DepDB) Softdeps(closure []string, softdep, alias []byte) []byte {
 	in := map[string]bool{}
 	for _, f := range closure {

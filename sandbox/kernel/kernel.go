@@ -1,12 +1,14 @@
 // Package kernel fetches and unpacks the Debian guest kernel brood boots, once per kernel
 // version, without installing anything on the host.
 //
-// Recipe (LAB.md 1): `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
+// Recipe: `apt-get download linux-image-<abi>-amd64` (the generic flavour: the
 // cloud flavour has no 9p), `dpkg-deb -x` into the cache, `depmod -b` (the package ships
 // no modules.dep; its postinst would run depmod), and the uncompressed PVH vmlinux
-// extracted from the bzImage. The cache lives under /var/lib/brood/kernels/<release> for
-// root (root-owned, what the helper trusts) and $XDG_CACHE_HOME/brood/kernels/<release>
-// otherwise.
+// extracted from the bzImage. The cache is a store.Layout's Kernels() directory: one
+// <release> directory per kernel, laid out as package store describes.
+//
+// Privilege: fetching into the artifact store needs root (it is root-owned); linked only
+// into broodd-helper and tests, never into brood.
 package kernel
 
 import (
@@ -21,14 +23,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/internal/hostexec"
+	"brood.dev/brood/sandbox/store"
 )
 
 // MetaPackage is the Debian metapackage that depends on the current generic amd64
 // kernel ABI package.
 const MetaPackage = "linux-image-amd64"
-
-// SystemCacheDir is the root-owned kernel cache.
-const SystemCacheDir = "/var/lib/brood/kernels"
 
 // Kernel is an unpacked guest kernel in the cache.
 type Kernel struct {
@@ -36,19 +36,6 @@ type Kernel struct {
 	Dir        string // the cache directory of this release
 	Vmlinux    string // uncompressed ELF kernel with the PVH entry
 	ModulesDir string // lib/modules/<Release> with a generated modules.dep
-}
-
-// CacheDir returns where kernels are cached: SystemCacheDir for root, else
-// $XDG_CACHE_HOME/brood/kernels (default ~/.cache/brood/kernels).
-func CacheDir() (string, error) {
-	if os.Geteuid() == 0 {
-		return SystemCacheDir, nil
-	}
-	c, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("find kernel cache dir: %w", err)
-	}
-	return filepath.Join(c, "brood", "kernels"), nil
 }
 
 // ParseDepends returns the kernel ABI package (linux-image-<abi>-amd64) among the
@@ -83,26 +70,23 @@ func ResolvePackage(ctx context.Context) (string, error) {
 // "linux-image-6.1.0-57-amd64".
 func Release(pkg string) (string, error) {
 	rel, ok := strings.CutPrefix(pkg, "linux-image-")
-	if !ok || rel == "" || strings.ContainsAny(rel, "/ ") || rel == "amd64" {
+	if !ok || !store.ValidRelease(rel) {
 		return "", fmt.Errorf("package %q is not a linux-image-<release>: %w", pkg, ErrNoPackage)
 	}
 	return rel, nil
 }
 
-// readyFile marks a complete cache entry; it is written last.
-const readyFile = "ready"
-
 // Open returns the cached kernel of release under cacheDir, or an error wrapping
 // fs.ErrNotExist when it was never fetched completely.
 func Open(cacheDir, release string) (*Kernel, error) {
 	dir := filepath.Join(cacheDir, release)
-	if _, err := os.Stat(filepath.Join(dir, readyFile)); err != nil {
+	if _, err := os.Stat(filepath.Join(dir, store.ReadyName)); err != nil {
 		return nil, fmt.Errorf("open kernel %s: %w", release, err)
 	}
 	return &Kernel{
 		Release:    release,
 		Dir:        dir,
-		Vmlinux:    filepath.Join(dir, "vmlinux"),
+		Vmlinux:    filepath.Join(dir, store.VmlinuxName),
 		ModulesDir: filepath.Join(dir, "root", "lib", "modules", release),
 	}, nil
 }
@@ -195,10 +179,10 @@ func unpack(ctx context.Context, dir, pkg, rel string) error {
 	if err != nil {
 		return fmt.Errorf("extract vmlinux: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "vmlinux"), vml, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, store.VmlinuxName), vml, 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(dir, readyFile), []byte(pkg+"\n"), 0o644)
+	return os.WriteFile(filepath.Join(dir, store.ReadyName), []byte(pkg+"\n"), 0o644)
 }
 
 // run runs a tool in dir (a brood-owned directory) and folds its output into the error.

@@ -6,9 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/sandbox/store"
 )
 
 func TestParseDepends(t *testing.T) {
@@ -65,9 +67,14 @@ func TestFetch(t *testing.T) {
 	testenv.RequireCommand(t, "apt-get")
 	testenv.RequireCommand(t, "depmod")
 	testenv.RequireCommand(t, "xz")
-	dir, err := CacheDir()
-	if err != nil {
-		t.Fatal(err)
+	// Root fills the store the helper boots from; anyone else a cache of their own.
+	dir := store.New("").Kernels()
+	if os.Geteuid() != 0 {
+		c, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir = filepath.Join(c, "brood", "kernels")
 	}
 	k, err := Fetch(t.Context(), dir, "")
 	if err != nil {

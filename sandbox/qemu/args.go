@@ -27,7 +27,7 @@ type Boot struct {
 	Accel sandbox.Accel
 	// TSCkHz is the host TSC frequency in kHz, passed as tsc_early_khz under TCG
 	// (0 omits it): ~3% of microvm TCG boots otherwise hang in TSC calibration because
-	// microvm has no HPET or ACPI PM timer to calibrate against (LAB.md 2).
+	// microvm has no HPET or ACPI PM timer to calibrate against.
 	TSCkHz int
 	// Now is the host clock; the guest sets its clock from brood.time (microvm has
 	// an RTC, but it only has second resolution and the guest reads it as UTC).
@@ -57,10 +57,10 @@ func Cmdline(spec sandbox.Spec, b Boot) []string {
 
 // Args returns QEMU's argv (without argv[0]) for spec on a microvm machine. The spec
 // must have been validated. Devices are virtio-mmio, found by the guest through
-// microvm's ACPI tables (the Debian kernels lack VIRTIO_MMIO_CMDLINE_DEVICES, LAB.md 1):
+// microvm's ACPI tables (the Debian kernels lack CONFIG_VIRTIO_MMIO_CMDLINE_DEVICES):
 //
 //   - virtio-rng from /dev/urandom, so the guest's first SSH handshake does not wait
-//     ~1 s for entropy (LAB.md 3);
+//     ~1 s for entropy (measured under TCG);
 //   - virtio-serial with one port named sandbox.SSHPortName, backed by a listening unix
 //     socket at spec.SSHSocket;
 //   - the rootfs image as a read-only raw virtio-blk disk (/dev/vda);

@@ -41,7 +41,7 @@ const tcgWarning = "WARNING: KVM is not usable, the VM runs under TCG emulation 
 // host whose only KVM is kvm_pvm (Linux's Pagetable-based Virtual Machine, as on the
 // project's cloud machines) runs only PVM-enabled guest kernels, and a stock Debian kernel
 // dies before its first printk with "KVM internal error ... emulation failure" on lock
-// cmpxchg16b (LAB.md 1).
+// cmpxchg16b.
 func ChooseAccel(h KVMHost) (sandbox.Accel, string) {
 	switch {
 	case h.OpenErr != nil:

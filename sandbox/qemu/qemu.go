@@ -5,6 +5,9 @@
 // The command line is a value built by Args from a sandbox.Spec; Start runs it with the
 // tap (if any) as fd 3, the serial console captured as the VM's console log, and the
 // whole VM bounded by Spec.Timeout.
+//
+// Privilege: none of its own; it runs in the VM runner (the session owner's uid,
+// no_new_privs, Landlock) and needs the kvm group only for KVM.
 package qemu
 
 import (

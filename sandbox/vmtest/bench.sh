@@ -10,7 +10,7 @@
 #   first-cmd-ms  QEMU start -> first SSH command done (brood-guest: modules, overlay
 #                 root, 9p share, SSH handshake over virtio-serial, exec `true`)
 #
-# Min and median over N boots of each (default 5), the ratios (issue 4: <= 1.3x against
+# Min and median over N boots of each (default 5), the ratios (brood's goal: <= 1.3x against
 # the bare boot), and the CPU time QEMU used (medians): wall-clock TCG timings swing by
 # 2x when other work shares the host, the CPU-time ratio much less. It runs once with a
 # session's default VM size (what `brood run` boots: 2 vCPUs, 1024 MiB) and, unless

@@ -97,7 +97,7 @@ func minimum(d []time.Duration) time.Duration {
 //   - session: brood-guest with a workspace share up to the first SSH command done
 //     (first-cmd-ms, first-cmd-min-ms), as BenchmarkVMSession.
 //
-// It reports the ratios of session to bare (ratio-med, ratio-min; issue 4's goal is
+// It reports the ratios of session to bare (ratio-med, ratio-min; brood's goal is
 // <= 1.3) and to panic (ratio-panic-med, ratio-panic-min). On a busy host wall-clock TCG
 // timings swing by 2x, so it also reports the CPU time QEMU used (user+system, all
 // threads, 10 ms ticks) for the bare and session spans (bare-cpu-ms, first-cmd-cpu-ms,

@@ -1,8 +1,11 @@
 // Package vmtest prepares what a real-VM (tier 3) test boots: the guest kernel, a base
 // initramfs with a freshly built brood-guest, and the `test` rootfs image, each built
-// once per test process and cached like production does (kernel and images under
-// /var/lib/brood for root). Tests call RequireVM first: it skips locally and fails in CI
+// once per test process and cached like production does (in the default artifact store,
+// package store). Tests call RequireVM first: it skips locally and fails in CI
 // when root or a needed tool is missing.
+//
+// Privilege: tests only; it builds into the root-owned store, so its tests run as root
+// and are gated by testenv.
 package vmtest
 
 import (

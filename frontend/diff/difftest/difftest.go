@@ -3,6 +3,8 @@
 // Package difftest builds small workspaces, snapshots and manifests for tests of the diff
 // and its callers, without the real snapshot package: W is copied to S file by file and
 // the manifest records both sides' lstat, the way the snapshot does.
+//
+// Privilege: none; tests only.
 package difftest
 
 import (

@@ -5,6 +5,8 @@
 // stopped) and C agent changes in the snapshot. It prints "ID W S" on stdout.
 //
 //	BROOD_STATE_DIR=DIR/state go run ./frontend/diff/difftest/mkbench -dir DIR -files 50000 -changed 10
+//
+// Privilege: none; a benchmark tool run by scripts/bench-diff.sh, never shipped.
 package main
 
 import (

@@ -1,0 +1,148 @@
+package helper
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox/assets"
+	"brood.dev/brood/sandbox/image"
+)
+
+// ImageSubcommand is the broodd-helper subcommand that fills the artifact store:
+// `broodd-helper image build NAME`, as root (`brood image list` asks a running helper
+// what the store holds).
+const ImageSubcommand = "image"
+
+// imageBuildTimeout bounds one build (mmdebstrap, mkfs.erofs, the kernel fetch): ~30 s
+// for `test`, ~1 min for `codex` on a fast mirror; a slow mirror gets ample slack.
+const imageBuildTimeout = 30 * time.Minute
+
+const imageUsage = `usage: broodd-helper image build [--config FILE] [--state-dir DIR] NAME`
+
+// imageMain runs `broodd-helper image build ...` with the arguments after "image" and
+// returns the exit code: 0 built, 1 failed, 2 bad usage or no such recipe.
+func imageMain(args []string) int {
+	if len(args) == 0 || args[0] != "build" {
+		fmt.Fprintln(os.Stderr, imageUsage)
+		return 2
+	}
+	fs := flag.NewFlagSet("broodd-helper image build", flag.ContinueOnError)
+	configPath := fs.String("config", DefaultConfigPath, "helper configuration `file` (TOML): state_dir")
+	stateDir := fs.String("state-dir", "", "override state_dir (the artifact store's root)")
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, imageUsage)
+		return 2
+	}
+	cfg, err := imageConfig(*configPath, *stateDir)
+	if err == nil {
+		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
+		defer stop()
+		err = buildImage(ctx, &cfg, fs.Arg(0), os.Stdout, os.Stderr)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "broodd-helper: %v\n", err)
+		if errors.Is(err, ErrUnknownImage) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// imageConfig loads the configuration the helper would run with and applies --state-dir.
+func imageConfig(path, stateDir string) (Config, error) {
+	cfg, err := LoadConfig(path)
+	if err != nil {
+		return cfg, err
+	}
+	if stateDir != "" {
+		cfg.StateDir = stateDir
+	}
+	if err := absDir("state_dir", cfg.StateDir); err != nil {
+		return cfg, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return cfg, nil
+}
+
+// recipeNames are the images buildImage can build, sorted.
+func recipeNames() []string {
+	names := make([]string, 0, len(image.Recipes))
+	for n := range image.Recipes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// buildImage builds image name from its recipe into cfg's artifact store, with the
+// guest kernel and the base initramfs holding brood-guest (assets.FindGuest), then opens
+// them the way StartVM does, so a build that succeeds is one the helper boots. It
+// prints "NAME FILE SIZE" to out, progress to log. Needs root: the store is root's.
+func buildImage(ctx context.Context, cfg *Config, name string, out, log io.Writer) error {
+	if _, ok := image.Recipes[name]; !ok {
+		return fmt.Errorf("image build %q: %w (recipes: %s)", name, ErrUnknownImage, strings.Join(recipeNames(), ", "))
+	}
+	if os.Geteuid() != 0 {
+		return fmt.Errorf("image build %s: needs root: the artifact store %s is root's, the only place the helper boots from; run: sudo broodd-helper image build %s",
+			name, cfg.StateDir, name)
+	}
+	if err := EnsureDir(cfg.StateDir); err != nil {
+		return fmt.Errorf("image build %s: %w", name, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
+	defer cancel()
+	start := time.Now()
+	fmt.Fprintf(log, "broodd-helper: building image %s in %s (mmdebstrap; output follows)\n", name, cfg.StateDir)
+	set, err := assets.Ensure(ctx, assets.Options{Store: storeOf(cfg), Image: name, Rebuild: true, Log: log})
+	if errors.Is(err, assets.ErrNoGuest) {
+		return fmt.Errorf("image build %s: %w\nhint: install brood-guest (CGO_ENABLED=0 go build ./cmd/brood-guest) as %s, or set BROOD_GUEST",
+			name, err, assets.GuestPaths[0])
+	}
+	if err != nil {
+		return fmt.Errorf("image build %s: %w", name, err)
+	}
+	fmt.Fprintf(log, "broodd-helper: image %s built in %s; kernel %s, initramfs %s\n",
+		name, time.Since(start).Round(time.Second), set.Kernel.Release, set.Initramfs)
+	a, err := openArtifacts(cfg, name)
+	if err != nil {
+		return fmt.Errorf("image build %s: the helper would not boot it: %w", name, err)
+	}
+	defer a.Close()
+	fi, err := a.Image.Stat()
+	if err != nil {
+		return fmt.Errorf("image build %s: %w", name, err)
+	}
+	fmt.Fprintf(out, "%s %s %d\n", name, a.Image.Name(), fi.Size())
+	return nil
+}
+
+// imageList is the answer to ListImages for cfg's store.
+func imageList(cfg *Config) (api.ImageList, error) {
+	imgs, err := listImages(cfg)
+	if err != nil {
+		return api.ImageList{}, fmt.Errorf("list images in %s: %w", cfg.StateDir, err)
+	}
+	return api.ImageList{Store: cfg.StateDir, Images: imgs, Recipes: recipeNames()}, nil
+}
+
+func (s *Server) listImages(req *api.Request) (any, error) {
+	var a api.ListImagesArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, err
+	}
+	return imageList(s.cfg)
+}

@@ -1,0 +1,171 @@
+package helper
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/netpolicy"
+	"brood.dev/brood/netpolicy/dnsproxy"
+	"brood.dev/brood/netpolicy/nftrules"
+)
+
+// policyNetnsEnv marks the re-executed test binary that runs TestResolvePolicyIsEnforced
+// inside its own network namespace.
+const policyNetnsEnv = "BROOD_POLICY_NETNS"
+
+// TestResolvePolicyIsEnforced: a helper whose config gives an agent its own provider host
+// ([egress.agents]) and points at a non-default system policy answers resolve_policy,
+// through the typed client, with exactly the hosts and ports a session started with the
+// same inputs pins, and with the digest that session reports (EgressInfo.Digest, what
+// `brood run` prints). The session is real (Egress.Start: its DNS proxy on the session's
+// address, pins into a fake firewall); it runs in a network namespace of its own, with a
+// fake upstream resolver, so nothing leaves it.
+func TestResolvePolicyIsEnforced(t *testing.T) {
+	if os.Getenv(policyNetnsEnv) == "" {
+		testenv.RequireRoot(t)
+		testenv.RequireCommand(t, "ip")
+		ns := newTestNetns(t, "p")
+		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestResolvePolicyIsEnforced$", "-test.v")
+		cmd.Env = append(os.Environ(), policyNetnsEnv+"=1")
+		out, err := cmd.CombinedOutput()
+		t.Logf("in netns %s:\n%s", ns, out)
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestResolvePolicyIsEnforced") {
+			t.Fatalf("scenario in netns %s: %v", ns, err)
+		}
+		return
+	}
+	policy := writeRootPolicy(t, "deny_hosts = [\"*.bad.test\"]\n[[host]]\nname = \"sys.corp.test\"\nports = [\"443\", \"8443\"]\n")
+	fw := &nftrules.Fake{}
+	var eg *Egress
+	ts := startServerWith(t, func(c *Config) {
+		c.Egress.PolicyPath = policy
+		c.Egress.Agents = map[string][]string{"claude-code": {"llm.corp.test"}}
+		c.Egress.Upstream = "127.0.0.53:53"
+	}, func(s *Server) {
+		var err error
+		if eg, err = NewEgress(s.cfg.Egress, t.TempDir(), loTaps{t}, fw, nil, discardLog()); err != nil {
+			t.Fatal(err)
+		}
+		eg.Discover = func() []netpolicy.Discovered {
+			return []netpolicy.Discovered{{Entry: mustEntry(t, "deb.corp.test", "80"), Tool: "apt", From: "/etc/apt/sources.list"}}
+		}
+		s.EnableEgress(eg)
+	})
+	t.Cleanup(eg.StopAll)
+	start := api.StartVMArgs{ID: "0000beef", Egress: "standard", Agent: "claude-code", AllowHosts: []string{"user.corp.test:8443"},
+		UserEgress:      &api.EgressLayer{DenyHosts: []string{"gitlab.com"}, Discovered: []api.EgressDiscovered{{Name: "npm.corp.test", Tool: "npm", From: "/home/u/.npmrc"}}},
+		WorkspaceEgress: &api.EgressLayer{DenyHosts: []string{"github.com"}}}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pol, err := ts.dial(t).ResolvePolicy(ctx, start.PolicyArgs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	layer := map[string]string{}
+	for _, h := range pol.Hosts {
+		layer[h.Name] = h.Layer + " " + h.Source
+	}
+	data, _ := os.ReadFile(policy)
+	sum := sha256.Sum256(data)
+	if layer["llm.corp.test"] != "agent claude-code" || layer["sys.corp.test"] != "system " || layer["user.corp.test"] != "flags " ||
+		layer["deb.corp.test"] != "discovered apt: /etc/apt/sources.list" || layer["npm.corp.test"] != "discovered npm: /home/u/.npmrc" ||
+		layer["api.anthropic.com"] != "" || layer["github.com"] != "" || pol.SystemDigest != "sha256:"+hex.EncodeToString(sum[:]) {
+		t.Errorf("resolve_policy = %+v", pol)
+	}
+
+	// The session: the same inputs, through the network layer StartVM uses.
+	var zone []string
+	for i, h := range pol.Hosts {
+		zone = append(zone, fmt.Sprintf("%s. 60 IN A 192.0.2.%d", h.Name, 10+i))
+	}
+	refused := []string{"api.anthropic.com", "github.com", "gitlab.com", "x.bad.test", "other.corp.test"}
+	for i, n := range refused {
+		zone = append(zone, fmt.Sprintf("%s. 60 IN A 198.51.100.%d", n, 10+i))
+	}
+	up, err := dnsproxy.NewFakeUpstream(zone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upSrv, err := dnsproxy.Listen(up, "127.0.0.53:53")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer upSrv.Close(context.Background())
+	sess, err := eg.Start(start, 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sess.info.Digest != pol.Digest || sess.info.SystemDigest != pol.SystemDigest {
+		t.Errorf("session digests %q, %q; resolve_policy %q, %q", sess.info.Digest, sess.info.SystemDigest, pol.Digest, pol.SystemDigest)
+	}
+	var shown []string
+	for _, h := range pol.Hosts {
+		shown = append(shown, h.Name+" ("+strings.Join(h.Ports, ", ")+")")
+	}
+	slices.Sort(shown)
+	if !slices.Equal(shown, sess.info.Hosts) {
+		t.Errorf("resolve_policy hosts %v, session hosts %v", shown, sess.info.Hosts)
+	}
+	proxy := net.JoinHostPort(sess.info.DNS, "53")
+	for i, h := range pol.Hosts {
+		addr := netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})
+		if r, err := query(proxy, h.Name); err != nil || r.Rcode != dns.RcodeSuccess {
+			t.Errorf("query %s = %v, %v", h.Name, r, err)
+		}
+		for _, p := range []string{"443/tcp", "8443/tcp", "80/tcp", "22/tcp"} {
+			port, _ := netpolicy.ParsePort(p)
+			if _, pinned := fw.Pinned(start.ID, addr, port); pinned != slices.Contains(h.Ports, p) {
+				t.Errorf("%s %s: pinned %v, shown ports %v", h.Name, p, pinned, h.Ports)
+			}
+		}
+	}
+	for i, n := range refused {
+		r, err := query(proxy, n)
+		if err != nil || r.Rcode != dns.RcodeRefused {
+			t.Errorf("query %s = %v, %v; want REFUSED", n, r, err)
+		}
+		if _, pinned := fw.Pinned(start.ID, netip.AddrFrom4([4]byte{198, 51, 100, byte(10 + i)}), netpolicy.Port{Proto: netpolicy.TCP, Num: 443}); pinned {
+			t.Errorf("%s pinned", n)
+		}
+	}
+}
+
+// query asks the DNS server at addr (UDP) for name's A record.
+func query(addr, name string) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
+	r, _, err := (&dns.Client{Timeout: 5 * time.Second}).Exchange(m, addr)
+	return r, err
+}
+
+// loTaps stands in for taps in a test network namespace: the host addresses go on lo, so
+// the session's DNS proxy is reachable from the test.
+type loTaps struct{ t *testing.T }
+
+func (l loTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
+	for _, a := range addrs {
+		if a.Addr().Is4() {
+			ipRun(l.t, "addr", "add", netip.PrefixFrom(a.Addr(), 32).String(), "dev", "lo")
+		}
+	}
+	return nil, nil
+}
+func (loTaps) DeleteLink(string) error              { return nil }
+func (loTaps) ListTaps(string) ([]string, error)    { return nil, nil }
+func (loTaps) DefaultRouteLinks() ([]string, error) { return nil, nil }
+func (loTaps) EnableForwarding(name string) error   { return nil }
