@@ -144,6 +144,10 @@ func TestFileEqualsStreamingLayouts(t *testing.T) {
 		"zeros then hole then zeros":   {{'z', 12 * K}, {'h', 2 * B}, {'z', B}},
 		"many extents":                 {{'d', 4 * K}, {'h', 4 * K}, {'d', 4 * K}, {'h', 100 * K}, {'z', 4 * K}, {'d', 60 * K}, {'h', 4 * K}},
 		"NUL in data only":             {{'d', 10}, {'z', 1}, {'d', 10}},
+		// Long data runs, with zero blocks inside and holes between.
+		"20 blocks and a bit":     {{'d', 20*B + 5}},
+		"zeros inside a long run": {{'d', 2 * B}, {'z', 3 * B}, {'d', 2*B + 1}, {'z', 17 * B}, {'d', 9 * B}},
+		"long runs between holes": {{'h', 3*B + 100}, {'d', 33 * B}, {'h', 40 * B}, {'d', 5*B - 3}},
 	} {
 		t.Run(name, func(t *testing.T) { checkLayout(t, dir, layout) })
 	}
@@ -201,7 +205,7 @@ func TestKnownDigests(t *testing.T) {
 // TestWriteZerosEqualsWrite: any split of zeros between Write and WriteZeros, at any
 // alignment, gives the digest of the bytes.
 func TestWriteZerosEqualsWrite(t *testing.T) {
-	for _, c := range [][3]int64{{0, 0, 0}, {1, B, 1}, {B - 1, 2*B + 3, 5}, {B, B, B}, {7, 0, 7}, {0, 10*B + 1, 0}} {
+	for _, c := range [][3]int64{{0, 0, 0}, {1, B, 1}, {B - 1, 2*B + 3, 5}, {B, B, B}, {7, 0, 7}, {0, 10*B + 1, 0}, {9 * B, 2 * B, 6*B + 1}, {B + 1, 0, 20 * B}} {
 		content := append(append(bytes.Repeat([]byte{'x'}, int(c[0])), make([]byte, c[1])...), bytes.Repeat([]byte{'y'}, int(c[2]))...)
 		h := New()
 		h.Write(content[:c[0]])
