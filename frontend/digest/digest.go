@@ -63,7 +63,8 @@ type Result struct {
 }
 
 // Hasher computes the digest of the bytes written to it, in order. The zero value is not
-// usable; New returns one. A Hasher holds one BlockSize buffer whatever the content size.
+// usable; New returns one. A Hasher buffers at most one incomplete block (BlockSize
+// bytes) whatever the content size, allocated as needed (small content costs little).
 type Hasher struct {
 	outer  hash.Hash
 	block  []byte // the current, incomplete block: len is its bytes so far
@@ -73,7 +74,7 @@ type Hasher struct {
 
 // New returns a Hasher for empty content.
 func New() *Hasher {
-	h := &Hasher{outer: sha256.New(), block: make([]byte, 0, BlockSize)}
+	h := &Hasher{outer: sha256.New()}
 	h.outer.Write([]byte(Prefix))
 	return h
 }
@@ -93,8 +94,8 @@ func (h *Hasher) Write(p []byte) (int, error) {
 		h.binary = true
 	}
 	if len(h.block) > 0 {
-		k := copy(h.block[len(h.block):BlockSize], p)
-		h.block, p = h.block[:len(h.block)+k], p[k:]
+		k := min(len(p), BlockSize-len(h.block))
+		h.block, p = append(h.block, p[:k]...), p[k:]
 		if len(h.block) < BlockSize {
 			return n, nil
 		}
@@ -204,7 +205,7 @@ func File(f *os.File) (Result, error) {
 		return Result{}, fmt.Errorf("fstat: %w", err)
 	}
 	h := New()
-	buf := make([]byte, BlockSize)
+	buf := make([]byte, min(BlockSize, max(st.Size, 0)+1)) // a small file, a small buffer
 	pos, err := sparse(h, fd, st.Size, buf)
 	if err != nil {
 		return Result{}, err
@@ -223,7 +224,7 @@ func File(f *os.File) (Result, error) {
 }
 
 // sparse adds the first size bytes of fd to h, block by block: blocks inside a hole as
-// zeros, unread; the others read through buf (BlockSize bytes). It returns the offset
+// zeros, unread; the others read through buf (min(BlockSize, size+1) bytes or more). It returns the offset
 // reached: size, or less where the file ended early.
 func sparse(h *Hasher, fd int, size int64, buf []byte) (int64, error) {
 	var dataAt, holeAt int64 // the data extent [dataAt, holeAt) at or after pos; holeAt 0: unknown
