@@ -45,7 +45,7 @@ is applied when its path is named exactly, or below a named directory with
 conflict is never applied.
 
 Each file is written to a temp file next to its target, fsync'd and verified against the
-reviewed SHA-256, then renamed into place only if the workspace still holds what it held
+reviewed content digest, then renamed into place only if the workspace still holds what it held
 at snapshot time. An apply interrupted earlier is rolled back first. Holes of sparse files
 stay holes. A replaced file's extended attributes and ACL are kept; one that cannot be set
 on the new file is printed before anything is written and the change is not applied,

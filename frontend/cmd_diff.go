@@ -75,7 +75,7 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 			return m, err
 		}, diff.Options{})
 	if err != nil {
-		return err
+		return fmt.Errorf("diff session %s: %w", sess.ID, err)
 	}
 	var notes map[string]string
 	if !asJSON {

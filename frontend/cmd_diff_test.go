@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/helper/api"
 )
@@ -133,6 +135,13 @@ func TestDiffCommandJSONRawBytes(t *testing.T) {
 		for _, k := range []string{"path", "kind", "old_mode", "new_mode"} {
 			if _, ok := c[k]; !ok {
 				t.Errorf("change lacks %q: %v", k, c)
+			}
+		}
+		// The content identifier is the block digest, named for what it is.
+		if c["path"] == "plain.txt" {
+			want := hex.EncodeToString(digest.Bytes([]byte("content")))
+			if c["new_digest"] != want || c["new_hash"] != nil || c["old_hash"] != nil {
+				t.Errorf("plain.txt: new_digest %v, want %s (and no *_hash field): %v", c["new_digest"], want, c)
 			}
 		}
 	}

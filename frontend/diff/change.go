@@ -3,7 +3,7 @@
 //
 // Compute walks both trees in parallel relative to directory fds, never following a
 // symlink, and compares every entry's lstat with the manifest; only files whose stat
-// changed in S are read (hashed with SHA-256, raw bytes). A change is one Change per
+// changed in S are read (content digest of the raw bytes, package digest). A change is one Change per
 // path, sorted by path bytes. Only S's changes are listed: a path the developer changed
 // in W and S did not touch is not a change; one both changed is KindConflict. Anything
 // the flush must never write is KindRefused with a Reason: special files, names with
@@ -45,10 +45,11 @@ type Change struct {
 	// Risk is non-empty for high-risk changes (riskRules, files W's git configs include,
 	// new executable bits, widened access: Widened), saying why: never included by --all.
 	Risk string `json:"risk,omitempty"`
-	// OldHash / NewHash are SHA-256 digests of the base and the new content (regular files).
-	// The flush writes exactly NewHash and requires W to still hold OldHash (or the base stat).
-	OldHash []byte `json:"old_hash,omitempty"`
-	NewHash []byte `json:"new_hash,omitempty"`
+	// OldHash / NewHash are the content digests (package digest, 32 bytes; not the plain
+	// SHA-256 of the bytes) of the base and the new content (regular files). The flush
+	// writes exactly NewHash and requires W to still hold OldHash (or the base stat).
+	OldHash []byte `json:"old_digest,omitempty"`
+	NewHash []byte `json:"new_digest,omitempty"`
 	OldSize int64  `json:"old_size"`
 	NewSize int64  `json:"new_size"`
 	Binary  bool   `json:"binary,omitempty"`

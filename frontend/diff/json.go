@@ -15,7 +15,9 @@ import (
 //     path holds a lossy rendering (invalid bytes as U+FFFD) for display only, and
 //     path_b64 holds the exact bytes, standard base64 (RFC 4648 §4). Consumers must
 //     prefer path_b64 when present. same_as / same_as_b64 follow the same rule.
-//   - old_hash / new_hash are lowercase hex SHA-256 digests.
+//   - old_digest / new_digest are lowercase hex content digests (package digest: SHA-256
+//     over 64 KiB block hashes, format "brood-content-v1"; not the SHA-256 of the file, so
+//     `sha256sum` does not reproduce them).
 //   - old_mode / new_mode are permission bits as numbers (e.g. 420 for 0644).
 type jsonChange struct {
 	Path         string `json:"path"`
@@ -25,8 +27,8 @@ type jsonChange struct {
 	NewMode      uint32 `json:"new_mode"`
 	Reason       string `json:"reason,omitempty"`
 	Risk         string `json:"risk,omitempty"`
-	OldHash      string `json:"old_hash,omitempty"`
-	NewHash      string `json:"new_hash,omitempty"`
+	OldHash      string `json:"old_digest,omitempty"`
+	NewHash      string `json:"new_digest,omitempty"`
 	OldSize      int64  `json:"old_size"`
 	NewSize      int64  `json:"new_size"`
 	Binary       bool   `json:"binary,omitempty"`
@@ -76,12 +78,12 @@ func (c *Change) UnmarshalJSON(b []byte) error {
 	}
 	if j.OldHash != "" {
 		if c.OldHash, err = hex.DecodeString(j.OldHash); err != nil {
-			return fmt.Errorf("decode old_hash: %w", err)
+			return fmt.Errorf("decode old_digest: %w", err)
 		}
 	}
 	if j.NewHash != "" {
 		if c.NewHash, err = hex.DecodeString(j.NewHash); err != nil {
-			return fmt.Errorf("decode new_hash: %w", err)
+			return fmt.Errorf("decode new_digest: %w", err)
 		}
 	}
 	return nil

@@ -1,12 +1,12 @@
 package diff
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 )
 
@@ -31,8 +31,7 @@ func (f *fakeTrees) digest(tr Tree, p string, st manifest.Stat) (Digest, error) 
 		f.t.Fatalf("planner hashed %s:%q which is not that regular file (present=%v, %+v vs %+v)", tr, p, ok, e.st, st)
 	}
 	f.reads[tr.String()+":"+p] = true
-	sum := sha256.Sum256([]byte(e.content))
-	return Digest{Sum: sum[:], Size: int64(len(e.content)), Binary: strings.IndexByte(e.content, 0) >= 0}, nil
+	return Digest{Sum: digest.Bytes([]byte(e.content)), Size: int64(len(e.content)), Binary: strings.IndexByte(e.content, 0) >= 0}, nil
 }
 
 func (f *fakeTrees) readlink(tr Tree, p string) (string, error) {
@@ -131,8 +130,7 @@ func fuzzBody(t *testing.T, data []byte) {
 					fk.trees[TreeS][p] = se
 					e.S = se.st
 					if typ == manifest.TypeRegular && flags&8 != 0 {
-						sum := sha256.Sum256([]byte(content))
-						e.Hash = sum[:]
+						e.Hash = digest.Bytes([]byte(content))
 					}
 				}
 				entries = append(entries, e)

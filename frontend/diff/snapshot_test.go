@@ -1,10 +1,10 @@
 package diff
 
 import (
-	"crypto/sha256"
 	"testing"
 
 	"brood.dev/brood/frontend/diff/difftest"
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 )
 
@@ -24,7 +24,7 @@ func writeFiles(t testing.TB, root string, files map[string]string) {
 	}
 }
 
+// sha is the content digest of s (package digest), the value Change hashes hold.
 func sha(s string) []byte {
-	h := sha256.Sum256([]byte(s))
-	return h[:]
+	return digest.Bytes([]byte(s))
 }

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 )
 
@@ -114,7 +115,8 @@ func (r *root) readlink(rel string) (string, error) {
 	}
 }
 
-// digest hashes the regular file rel below r, whose walked stat was want. It returns
+// digest returns the content digest of the regular file rel below r (its data read,
+// its holes skipped: package digest), whose walked stat was want. It returns
 // ErrNotRegular or ErrChanged (wrapped) when the file is no longer what the walk saw.
 func (r *root) digest(rel string, want manifest.Stat) (Digest, error) {
 	fd, err := r.openBeneath(rel, unix.O_RDONLY|unix.O_NONBLOCK)
@@ -134,7 +136,7 @@ func (r *root) digest(rel string, want manifest.Stat) (Digest, error) {
 	if got.Ino != want.Ino || got.Size != want.Size || got.Mtime != want.Mtime {
 		return Digest{}, fmt.Errorf("hash %s: %w", f.Name(), ErrChanged)
 	}
-	d, err := HashReader(f)
+	d, err := digest.File(f)
 	if err != nil {
 		return Digest{}, fmt.Errorf("hash %s: %w", f.Name(), err)
 	}

@@ -2,7 +2,6 @@ package flush
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 )
 
@@ -82,8 +82,8 @@ func (a *applier) journal(j *journal, rec *record, ops []*op) error {
 }
 
 // backup keeps W's entry of o in the journal as b/name: a hard link to the very inode
-// checked in the plan (same filesystem, single link), else an fsync'd copy whose SHA-256
-// must equal the prior hash.
+// checked in the plan (same filesystem, single link), else an fsync'd copy whose content
+// digest must equal the prior one.
 func (a *applier) backup(o *op, bfd int, name string, sameFS bool, buf []byte) error {
 	dir, base := splitPath(o.Path)
 	pfd, err := a.w.dir(dir)
@@ -344,8 +344,8 @@ func (a *applier) mkdir(o *op) (created bool, err error) {
 }
 
 // stage writes o's new content to its temp file in the target directory (cloner.copyFile:
-// reflinked or copied with its holes), verifies the SHA-256 of what was written against
-// the reviewed hash, gives it the replaced file's owner (keepOwner) and extended
+// reflinked or copied with its holes), verifies the content digest of what was written
+// against the reviewed one, gives it the replaced file's owner (keepOwner) and extended
 // attributes (o.keep, ACL included), then the mode (masked with 0777) and, when perFile,
 // fsyncs it. The replaced file's inode flags (o.keepFlags) are set first, on the empty
 // file.
@@ -381,8 +381,7 @@ func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 		if err := pwriteAll(fd, o.content, 0); err != nil {
 			return fail(fmt.Errorf("write %q: %w", o.Path, err))
 		}
-		h := sha256.Sum256(o.content)
-		got = h[:]
+		got = digest.Bytes(o.content)
 	} else {
 		src, st, err := a.s.openFile(o.Path)
 		if err != nil {

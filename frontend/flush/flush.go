@@ -6,14 +6,14 @@
 //
 //  1. Plan (reads only): validate every path (ValidatePath), refuse kinds refused and
 //     conflict, symlinks whose target is absolute or leaves W, and special files; check that
-//     each W target still matches the base recorded in the manifest (stat, else SHA-256
-//     against Change.OldHash) or, for an added path, is still absent.
+//     each W target still matches the base recorded in the manifest (stat, else content
+//     digest, package digest, against Change.OldHash) or, for an added path, is still absent.
 //  2. Journal: write the plan (prior and new state of every path) and keep the prior
 //     content (a hard link to the replaced inode, or a copy on another filesystem) in the
 //     session's journal directory; fsync all of it before W is touched.
 //  3. Write: remove deleted entries (their inodes stay in the journal), create missing
 //     directories with mkdirat, write each new file to a temp file in its target
-//     directory, fsync, verify the SHA-256 of what was written against the reviewed hash,
+//     directory, fsync, verify the content digest of what was written against the reviewed one,
 //     re-check that the target is the very entry checked in phase 1, rename it into place
 //     with renameat2 (RENAME_NOREPLACE for added paths), set modes with fchmod (always
 //     masked with 0777) and fsync each touched directory once. Files are reflinked
@@ -48,7 +48,7 @@ import (
 // Item is one reviewed change to flush.
 type Item struct {
 	Change diff.Change
-	// Content is nil to take S's file as it is (its SHA-256 must equal Change.NewHash), or
+	// Content is nil to take S's file as it is (its content digest must equal Change.NewHash), or
 	// the exact bytes to write (a hunk selection or a merge result), which are then the
 	// reviewed content. Content is only valid for regular files.
 	Content []byte

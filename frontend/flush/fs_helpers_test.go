@@ -2,9 +2,7 @@ package flush
 
 import (
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/binary"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/internal/testenv"
 )
 
@@ -89,7 +88,8 @@ func fixtureIn(t *testing.T, root string, files map[string]string) *fixture {
 	return snapshotOf(t, w)
 }
 
-// fileSum is the SHA-256 of the file at p, read as a stream.
+// fileSum is the content digest of the file at p, read as a stream (digest.Reader: every
+// byte read, holes too, so it does not share the hole skipping it checks).
 func fileSum(t testing.TB, p string) []byte {
 	t.Helper()
 	f, err := os.Open(p)
@@ -97,11 +97,11 @@ func fileSum(t testing.TB, p string) []byte {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	d, err := digest.Reader(f)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return h.Sum(nil)
+	return d.Sum
 }
 
 // bigChange is f.change for a file too large to read into memory.

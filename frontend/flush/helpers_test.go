@@ -1,7 +1,6 @@
 package flush
 
 import (
-	"crypto/sha256"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +10,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 )
@@ -24,7 +24,8 @@ type fixture struct {
 	m    *manifest.Manifest
 }
 
-func sum(b []byte) []byte { h := sha256.Sum256(b); return h[:] }
+// sum is the content digest of b (package digest), the value Change hashes hold.
+func sum(b []byte) []byte { return digest.Bytes(b) }
 
 func put(t testing.TB, root, rel, content string, mode os.FileMode) {
 	t.Helper()

@@ -31,8 +31,11 @@ import (
 //
 // The plan and every backup are fsync'd (files, b/, <tx>/ and journal/) before the
 // workspace is touched. A tx with a plan but no done and no undone file was interrupted.
+//
+// journalVersion 1 recorded plain SHA-256 content hashes in entryState.Hash; version 2
+// records content digests (package digest). readPlan refuses a version-1 plan by name.
 const (
-	journalVersion = 1
+	journalVersion = 2
 	planName       = "plan"
 	backupDir      = "b"
 	doneName       = "done"
@@ -71,8 +74,8 @@ func (a action) String() string {
 }
 
 // entryState is what a workspace path holds (or held): its type, permission bits (07777
-// for the prior state, 0777 for the new), SHA-256 of a regular file's bytes, and a
-// symlink's target.
+// for the prior state, 0777 for the new), content digest (package digest) of a regular
+// file's bytes, and a symlink's target.
 type entryState struct {
 	Type manifest.Type
 	Mode uint32
@@ -218,6 +221,12 @@ func (j *journal) readPlan(tx string) (*record, error) {
 	var r record
 	if err := readGob(filepath.Join(j.txDir(tx), planName), &r); err != nil {
 		return nil, err
+	}
+	if r.Version == 1 {
+		return nil, fmt.Errorf("journal %s is format version 1, written by an older brood: it "+
+			"records plain SHA-256 content hashes, which this brood (format %d, block content "+
+			"digests) cannot verify; undo or recover it with the brood that applied it: %w",
+			tx, journalVersion, ErrJournal)
 	}
 	if r.Version != journalVersion || r.Tx != tx {
 		return nil, fmt.Errorf("journal %s: version %d tx %q: %w", tx, r.Version, r.Tx, ErrJournal)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
-	"io"
 	"sort"
 
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 )
 
@@ -60,22 +60,23 @@ func sameEntry(a, b *unix.Stat_t) bool {
 		a.Mtim == b.Mtim && a.Ctim == b.Ctim
 }
 
-// hashFile returns the SHA-256 of the regular file rel below t and its fstat.
+// hashFile returns the content digest (package digest: data read, holes skipped) of the
+// regular file rel below t and its fstat.
 func hashFile(t *tree, rel string) ([]byte, unix.Stat_t, error) {
 	f, _, err := t.openFile(rel)
 	if err != nil {
 		return nil, unix.Stat_t{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
+	d, err := digest.File(f)
+	if err != nil {
 		return nil, unix.Stat_t{}, fmt.Errorf("hash %s %q: %w", t.name, rel, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
 		return nil, st, fmt.Errorf("fstat %s %q: %w", t.name, rel, err)
 	}
-	return h.Sum(nil), st, nil
+	return d.Sum, st, nil
 }
 
 // plan turns items into ordered operations; items that cannot be applied go to
@@ -205,7 +206,7 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 	if err != nil {
 		return nil, err
 	}
-	if c.Kind == diff.KindMode && nw.Type == manifest.TypeRegular && len(nw.Hash) != sha256.Size {
+	if c.Kind == diff.KindMode && nw.Type == manifest.TypeRegular && len(nw.Hash) != digest.Size {
 		// A mode-only change without a new hash: the content stays W's; only fchmod.
 		if old.Type != manifest.TypeRegular {
 			return nil, fmt.Errorf("apply %q: %w", c.Path, ErrNoReviewedHash)
@@ -339,20 +340,20 @@ func (a *applier) newState(it Item) (entryState, error) {
 		if typ != manifest.TypeRegular && typ != manifest.TypeNone {
 			return nw, fmt.Errorf("apply %q: content given for a non-regular file: %w", c.Path, ErrRefused)
 		}
-		sum := sha256.Sum256(it.Content)
+		sum := digest.Bytes(it.Content)
 		mode := c.NewMode & 0o777
 		if mode == 0 && ok {
 			mode = st.Mode & 0o777
 		} else if mode == 0 {
 			mode = 0o644
 		}
-		return entryState{Type: manifest.TypeRegular, Mode: mode, Hash: sum[:]}, nil
+		return entryState{Type: manifest.TypeRegular, Mode: mode, Hash: sum}, nil
 	}
 	switch typ {
 	case manifest.TypeNone:
 		return nw, nil
 	case manifest.TypeRegular:
-		if len(c.NewHash) != sha256.Size && c.Kind != diff.KindMode {
+		if len(c.NewHash) != digest.Size && c.Kind != diff.KindMode {
 			return nw, fmt.Errorf("apply %q: %w", c.Path, ErrNoReviewedHash)
 		}
 		mode := c.NewMode & 0o777
@@ -421,7 +422,7 @@ func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
 	same := statMatches(&cur, &base)
 	switch typ {
 	case manifest.TypeRegular:
-		if same && len(baseHash) == sha256.Size {
+		if same && len(baseHash) == digest.Size {
 			old.Hash = baseHash
 			break
 		}

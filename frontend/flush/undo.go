@@ -3,7 +3,6 @@ package flush
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 )
@@ -69,7 +69,7 @@ func UndoExcept(ctx context.Context, sess *session.Session, except []string) (Re
 	res.Tx = tx
 	rec, err := j.readPlan(tx)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("undo session %s: %w", sess.ID, err)
 	}
 	doneIdx, err := j.readDone(tx)
 	if err != nil {
@@ -198,7 +198,7 @@ func recoverTxs(ctx context.Context, j *journal, sess *session.Session, txs []st
 		res.Tx = tx
 		rec, err := j.readPlan(tx)
 		if err != nil {
-			return res, err
+			return res, fmt.Errorf("recover session %s: %w", sess.ID, err)
 		}
 		a, err := newApplier(rec.Workspace, "", nil, Options{})
 		if err != nil {
@@ -388,11 +388,11 @@ func (a *applier) restore(pfd int, name, txd, tx string, i int, o *op, flags uin
 		return fmt.Errorf("revert %q: open journal copy: %w", o.Path, err)
 	}
 	defer src.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, src); err != nil {
+	d, err := digest.File(src)
+	if err != nil {
 		return fmt.Errorf("revert %q: read journal copy: %w", o.Path, err)
 	}
-	if !bytes.Equal(h.Sum(nil), o.Old.Hash) {
+	if !bytes.Equal(d.Sum, o.Old.Hash) {
 		return fmt.Errorf("revert %q: journal copy does not match the prior hash: %w", o.Path, ErrJournal)
 	}
 	bfd, err := unix.Open(bdir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)

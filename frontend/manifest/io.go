@@ -28,7 +28,8 @@ func Write(path string, m *Manifest) error {
 }
 
 // Read loads the manifest at path. It returns ErrVersion (wrapped) for another format
-// version; entries come back sorted by Path.
+// version, saying why for version 1 (its hashes are not comparable with content digests);
+// entries come back sorted by Path.
 func Read(path string) (*Manifest, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -39,8 +40,13 @@ func Read(path string) (*Manifest, error) {
 	if err := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(&m); err != nil {
 		return nil, fmt.Errorf("decode manifest %q: %w", path, err)
 	}
-	if m.Version != FormatVersion {
-		return nil, fmt.Errorf("manifest %q version %d: %w", path, m.Version, ErrVersion)
+	switch {
+	case m.Version == 1:
+		return nil, fmt.Errorf("manifest %q is format version 1, written by an older brood: it "+
+			"records plain SHA-256 content hashes, which this brood (format %d, block content "+
+			"digests) cannot compare: %w", path, FormatVersion, ErrVersion)
+	case m.Version != FormatVersion:
+		return nil, fmt.Errorf("manifest %q version %d (this brood reads %d): %w", path, m.Version, FormatVersion, ErrVersion)
 	}
 	return &m, nil
 }

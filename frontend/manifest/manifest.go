@@ -1,6 +1,6 @@
 // Package manifest records, for every entry of a workspace W and its snapshot S, what it
 // was when the snapshot was taken: type, mode, size, times, inode and (where cheap) a content
-// hash. The diff compares both trees against the manifest and hashes only entries whose stat
+// digest (package digest). The diff compares both trees against the manifest and hashes only entries whose stat
 // changed; the flush checks W still matches the manifest before replacing anything.
 //
 // Paths are relative to the tree root, '/'-separated, and carry raw bytes: any byte except
@@ -40,9 +40,10 @@ type Entry struct {
 	Path string `json:"path"` // raw bytes, relative, '/'-separated, never "" or "." or ".."
 	W    Stat   `json:"w"`    // W's entry at snapshot time
 	S    Stat   `json:"s"`    // S's entry right after the copy (Type None when not copied)
-	// Hash is the SHA-256 of the file's bytes at snapshot time (32 bytes), or nil when it
-	// was not cheap to take. For symlinks it is nil: a target file is never read.
-	Hash []byte `json:"hash,omitempty"`
+	// Hash is the content digest of the file's bytes at snapshot time (package digest,
+	// 32 bytes; since FormatVersion 2, before which it was the plain SHA-256), or nil when
+	// it was not cheap to take. For symlinks it is nil: a target file is never read.
+	Hash []byte `json:"digest,omitempty"`
 	// LinkHash is, for a symlink, the SHA-256 of its link text (the target path as
 	// readlink returns it, never the file it points to; 32 bytes), so that a link
 	// recreated with the same text (new inode and ctime, e.g. by brood undo) is known
@@ -68,4 +69,6 @@ type Manifest struct {
 }
 
 // FormatVersion is the version of the on-disk manifest encoding written by Write.
-const FormatVersion = 1
+// Version 1 held plain SHA-256 content hashes in Entry.Hash; version 2 holds content
+// digests (package digest). Read refuses any other version.
+const FormatVersion = 2

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -66,6 +67,29 @@ func TestReadRejectsOtherVersion(t *testing.T) {
 	os.WriteFile(p, []byte("garbage"), 0o600)
 	if _, err := Read(p); err == nil {
 		t.Error("Read of garbage succeeded")
+	}
+}
+
+// TestReadRejectsVersion1: a manifest of the plain SHA-256 format fails by name and with
+// the reason, never as a content mismatch later.
+func TestReadRejectsVersion1(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "manifest")
+	var b bytes.Buffer
+	old := &Manifest{Version: 1, Entries: []Entry{{Path: "a", Hash: make([]byte, 32)}}}
+	if err := gob.NewEncoder(&b).Encode(old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Read(p)
+	if !errors.Is(err, ErrVersion) {
+		t.Fatalf("Read of version 1: %v, want ErrVersion", err)
+	}
+	for _, s := range []string{p, "format version 1", "older brood", "SHA-256"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("error %q does not say %q", err, s)
+		}
 	}
 }
 

@@ -22,8 +22,8 @@ type Decision struct {
 	// Note says how the verdict was reached ("hunks 1,3 of 4", "three-way merge", or why a
 	// change was skipped), for the summary, the record and the exit status.
 	Note string
-	// WHash, for an accepted conflict only: the SHA-256 of W's content the developer saw
-	// when resolving it. The flush must find exactly that in W (see Accepted).
+	// WHash, for an accepted conflict only: the content digest (package digest) of W's
+	// content the developer saw when resolving it. The flush must find exactly that in W (see Accepted).
 	WHash []byte
 }
 
@@ -37,7 +37,7 @@ type Item struct {
 //
 // A conflict the developer resolved (took S's version, or a clean three-way merge) is handed
 // to the flush as what it now is: a modification (or, when S deleted the file, a deletion)
-// of the content W holds now, with OldHash set to the SHA-256 of the W content the developer
+// of the content W holds now, with OldHash set to the content digest of the W content the developer
 // reviewed. The flush's check "W still matches the base" then means "W still holds what
 // the developer saw", so a file edited again during the review is not overwritten.
 func Accepted(ds []Decision) []Item {

@@ -11,8 +11,8 @@ var (
 	// ErrNoBase: the snapshot kept no base copy of the file (no three-way merge possible).
 	ErrNoBase = errors.New("no base copy")
 	// ErrBaseMismatch: the base copy no longer has the hash recorded at snapshot time.
-	ErrBaseMismatch = errors.New("base copy does not match the snapshot hash")
-	// ErrChanged: a file no longer has the SHA-256 the diff recorded for it.
+	ErrBaseMismatch = errors.New("base copy does not match the snapshot digest")
+	// ErrChanged: a file no longer has the content digest the diff recorded for it.
 	ErrChanged = errors.New("file changed since the diff")
 	// ErrAborted: the developer aborted the review (Ctrl-C, Ctrl-D, end of input, or
 	// declined the final confirmation); nothing was applied.

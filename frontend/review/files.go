@@ -2,13 +2,14 @@ package review
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"syscall"
+
+	"brood.dev/brood/frontend/digest"
 )
 
 // MaxTextBytes is the default display limit per file (8 MiB): larger files are shown by
@@ -27,7 +28,7 @@ type Trees struct {
 }
 
 // Workspace reads W's current content of path. When want is non-nil the content must have
-// that SHA-256 (ErrChanged otherwise), so what is shown is what the diff saw.
+// that content digest (package digest; ErrChanged otherwise), so what is shown is what the diff saw.
 func (t Trees) Workspace(path string, want []byte) ([]byte, error) {
 	return t.readWant(t.W, path, want)
 }
@@ -42,14 +43,14 @@ func (t Trees) readWant(dir, path string, want []byte) ([]byte, error) {
 	if err != nil || want == nil {
 		return b, err
 	}
-	if h := sha256.Sum256(b); !bytes.Equal(h[:], want) {
+	if !bytes.Equal(digest.Bytes(b), want) {
 		return nil, fmt.Errorf("read %s: %w", EscapeName(path), ErrChanged)
 	}
 	return b, nil
 }
 
 // BaseCopy reads the base copy of path kept at snapshot time and checks it against want
-// (the SHA-256 recorded in the manifest / Change.OldHash) when want is non-nil. It returns
+// (the content digest recorded in the manifest / Change.OldHash, package digest) when want is non-nil. It returns
 // ErrNoBase when no copy was kept and ErrBaseMismatch when the copy was altered.
 func (t Trees) BaseCopy(path string, want []byte) ([]byte, error) {
 	if t.Base == "" {

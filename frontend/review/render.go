@@ -2,13 +2,13 @@ package review
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/digest"
 )
 
 // SGR sequences (ECMA-48 Select Graphic Rendition) brood itself writes; content is escaped
@@ -148,18 +148,18 @@ func (p *printer) line(l Line) {
 	}
 }
 
-// binary prints the sizes and SHA-256 digests of both sides of a binary change.
+// binary prints the sizes and content digests (package digest, format brood-content-v1:
+// not a file's SHA-256, so labelled "digest:") of both sides of a binary change.
 func (p *printer) binary(c diff.Change, old, new []byte, haveOld, haveNew bool) {
 	side := func(label string, b []byte, have bool, size int64, sum []byte) {
 		if have {
-			h := sha256.Sum256(b)
-			size, sum = int64(len(b)), h[:]
+			size, sum = int64(len(b)), digest.Bytes(b)
 		}
 		if size == 0 && sum == nil {
 			p.printf("  %-4s (none)\n", label)
 			return
 		}
-		p.printf("  %-4s %d bytes  sha256:%s\n", label, size, hexOrUnknown(sum))
+		p.printf("  %-4s %d bytes  digest:%s\n", label, size, hexOrUnknown(sum))
 	}
 	p.printf("  binary file\n")
 	side("W", old, haveOld, c.OldSize, c.OldHash)

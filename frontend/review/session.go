@@ -1,7 +1,6 @@
 package review
 
 import (
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"strings"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/digest"
 )
 
 // DefaultMaxLines is how many diff lines a change shows before "v" (view all).
@@ -490,9 +490,9 @@ func takeable(e *entry) string {
 	return ""
 }
 
+// sha is the content digest of s (package digest), the value Change hashes hold.
 func sha(s string) []byte {
-	h := sha256.Sum256([]byte(s))
-	return h[:]
+	return digest.Bytes([]byte(s))
 }
 
 // confirm prints the summary and asks whether to apply the accepted changes.

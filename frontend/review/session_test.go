@@ -2,7 +2,6 @@ package review
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"errors"
 	"os"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/digest"
 )
 
 // fixture is a W, S and base tree in a temp dir.
@@ -40,7 +40,8 @@ func (f *fixture) write(dir, path, content string) {
 	}
 }
 
-func hash(s string) []byte { h := sha256.Sum256([]byte(s)); return h[:] }
+// hash is the content digest of s (package digest), the value Change hashes hold.
+func hash(s string) []byte { return digest.Bytes([]byte(s)) }
 
 // modified writes old to W (and base) and new to S and returns the change the diff reports.
 func (f *fixture) modified(path, old, new string) diff.Change {
@@ -260,7 +261,7 @@ func TestSessionBinary(t *testing.T) {
 	c := f.modified("img.bin", "\x00\x01\x02binary", "\x00\x01\x03binary!")
 	c.Binary = true
 	_, _, _, screen := run(t, f.trees, []diff.Change{c}, "hr")
-	for _, s := range []string{"binary file", "W    9 bytes", "S    10 bytes", "sha256:" + hexOrUnknown(hash("\x00\x01\x02binary")), "[a,r,s,v,q,?]", "unknown key"} {
+	for _, s := range []string{"binary file", "W    9 bytes", "S    10 bytes", "digest:" + hexOrUnknown(hash("\x00\x01\x02binary")), "[a,r,s,v,q,?]", "unknown key"} {
 		if !strings.Contains(screen, s) {
 			t.Errorf("screen lacks %q:\n%s", s, screen)
 		}
@@ -272,7 +273,7 @@ func TestSessionTextToBinary(t *testing.T) {
 	c := f.modified("doc.txt", "hello\nworld\n", "hello\nwor\x00ld\x1b[2J\n")
 	c.BecameBinary = true
 	_, _, _, screen := run(t, f.trees, []diff.Change{c}, "r")
-	for _, s := range []string{"TEXT -> BINARY", `+wor\x00ld\x1b[2J`, "-world", "sha256:"} {
+	for _, s := range []string{"TEXT -> BINARY", `+wor\x00ld\x1b[2J`, "-world", "digest:"} {
 		if !strings.Contains(screen, s) {
 			t.Errorf("screen lacks %q:\n%s", s, screen)
 		}

@@ -6,10 +6,10 @@
 // fstatat(AT_SYMLINK_NOFOLLOW) or fstat on an O_NOFOLLOW fd, so no symlink in W is ever
 // followed, even when W changes during the walk (the snapshot then fails with ErrChanged).
 // Regular files are cloned with FICLONE where the filesystem supports it, else copied
-// preserving holes (SEEK_DATA/SEEK_HOLE) and hashed with SHA-256 while copied. Symlinks
-// are recreated as links. FIFOs, sockets and devices are never opened: they are recorded
-// as skipped. Permission bits are kept, setuid/setgid/sticky dropped; hardlinks in W
-// become separate files in S.
+// preserving holes (SEEK_DATA/SEEK_HOLE) and, when small and dense, digested while
+// copied (content digest, package digest). Symlinks are recreated as links. FIFOs,
+// sockets and devices are never opened: they are recorded as skipped. Permission bits
+// are kept, setuid/setgid/sticky dropped; hardlinks in W become separate files in S.
 //
 // Secret rules (BuiltinRules, plus Options.ExtraRules which can only add) keep matching
 // entries, and every other name of an excluded file's inode, out of S. Git config files
@@ -85,7 +85,7 @@ type Report struct {
 	Bytes     int64           `json:"bytes"`
 	Reflinked int             `json:"reflinked"`  // regular files cloned with FICLONE
 	Copied    int             `json:"copied"`     // regular files copied byte-wise
-	Hashed    int             `json:"hashed"`     // regular files with a SHA-256 in the manifest
+	Hashed    int             `json:"hashed"`     // regular files with a content digest in the manifest
 	BaseFiles int             `json:"base_files"` // files cloned into Options.BaseDir
 	Excluded  []Item          `json:"excluded"`
 	Skipped   []Item          `json:"skipped"`

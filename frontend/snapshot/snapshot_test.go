@@ -3,7 +3,6 @@ package snapshot
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"io/fs"
 	"net"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/internal/testenv"
 )
@@ -123,7 +123,7 @@ func TestTakeCopiesTree(t *testing.T) {
 		if e == nil {
 			t.Fatalf("no manifest entry for %q", c.rel)
 		}
-		if sum := sha256.Sum256([]byte(c.content)); !bytes.Equal(e.Hash, sum[:]) {
+		if sum := digest.Bytes([]byte(c.content)); !bytes.Equal(e.Hash, sum) {
 			t.Errorf("%q hash %x, want %x", c.rel, e.Hash, sum)
 		}
 	}
@@ -414,7 +414,7 @@ func TestGitConfigSanitized(t *testing.T) {
 			t.Errorf("%s in S:\n%s", p, b)
 		}
 		e := m.Lookup(p)
-		if sum := sha256.Sum256([]byte(cfg)); e == nil || !e.Sanitized || !bytes.Equal(e.Hash, sum[:]) {
+		if sum := digest.Bytes([]byte(cfg)); e == nil || !e.Sanitized || !bytes.Equal(e.Hash, sum) {
 			t.Errorf("%s manifest entry %+v", p, e)
 		}
 	}

@@ -5,13 +5,13 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"hash"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/gitconfig"
 	"brood.dev/brood/frontend/manifest"
 )
@@ -22,7 +22,7 @@ const (
 	// copyBuf is the per-worker copy buffer (bytes).
 	copyBuf = 1 << 20
 	// hashLimit: dense files up to this size (bytes) are copied through user space and
-	// hashed; larger or sparse files go through copy_file_range without a hash.
+	// digested (package digest); larger or sparse files go through copy_file_range without a hash.
 	hashLimit = 16 << 20
 	// gitConfigLimit: larger git config files are emptied in S rather than parsed (bytes).
 	gitConfigLimit = 4 << 20
@@ -458,11 +458,11 @@ type worker struct {
 	t   *taker
 	r   *result
 	buf []byte
-	h   hash.Hash
+	h   *digest.Hasher
 }
 
 func (t *taker) worker() {
-	w := &worker{t: t, r: t.newResult(), h: sha256.New()}
+	w := &worker{t: t, r: t.newResult(), h: digest.New()}
 	if !t.opts.DryRun {
 		w.buf = make([]byte, copyBuf)
 	}
@@ -634,7 +634,7 @@ func (w *worker) file(j job) error {
 			w.r.rep.Hashed++
 		}
 	} else {
-		e.Hash = sha256Empty[:]
+		e.Hash = digest.Empty
 		w.r.rep.Hashed++
 	}
 	if err := w.finishFile(j, dst, perm, &st, &e); err != nil {
@@ -648,8 +648,6 @@ func (w *worker) file(j job) error {
 	w.r.entries = append(w.r.entries, e)
 	return nil
 }
-
-var sha256Empty = sha256.Sum256(nil)
 
 // finishFile sets the copy's mode (when the umask changed it) and times, and records its
 // stat in e.S.
@@ -691,7 +689,8 @@ func (w *worker) baseClone(j job, src int) error {
 }
 
 // copyData copies st.Size bytes from src to dst (both at offset 0). A dense file up to
-// hashLimit goes through the worker's buffer and is hashed (the SHA-256 is returned);
+// hashLimit goes through the worker's buffer and is digested (its content digest, package
+// digest, is returned);
 // otherwise only the data extents (SEEK_DATA/SEEK_HOLE) are copied with copy_file_range,
 // so holes stay holes, and no hash is taken. It returns ErrChanged if the file shrank.
 func (w *worker) copyData(src, dst int, st *unix.Stat_t) ([]byte, error) {
@@ -717,7 +716,7 @@ func (w *worker) copyData(src, dst int, st *unix.Stat_t) ([]byte, error) {
 			}
 			off += int64(got)
 		}
-		return w.h.Sum(nil), nil
+		return w.h.Result().Sum, nil
 	}
 	var off int64
 	for off < size {
@@ -798,7 +797,7 @@ func (w *worker) copyRange(src, dst int, off, n int64) error {
 // gitFile writes a sanitized copy of a file of gitDirFiles (kind is not notGitFile).
 // When nothing needs removing the bytes are copied unchanged; when a config file cannot
 // be parsed, or the file exceeds gitConfigLimit (gitRecordLimit for line files), S gets
-// an empty file. The manifest hash is of W's bytes.
+// an empty file. The manifest digest is of W's bytes.
 func (w *worker) gitFile(j job, kind gitFileKind, src int, st *unix.Stat_t, e manifest.Entry) error {
 	t := w.t
 	var content []byte
@@ -824,8 +823,7 @@ func (w *worker) gitFile(j job, kind gitFileKind, src int, st *unix.Stat_t, e ma
 			}
 			off += n
 		}
-		sum := sha256.Sum256(content)
-		e.Hash = sum[:]
+		e.Hash = digest.Bytes(content)
 		w.r.rep.Hashed++
 	}
 	out := content

@@ -8,7 +8,6 @@
 package difftest
 
 import (
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
@@ -18,13 +17,15 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
 )
 
 // Snapshot copies the tree w into the existing directory s and returns its manifest:
 // regular files copied (content and permission bits), directories created, symlinks
 // recreated (never followed), FIFOs/sockets/devices skipped (Skipped set) and entries
-// named ".env" excluded (Excluded = ".env"). With hash, regular files get their SHA-256.
+// named ".env" excluded (Excluded = ".env"). With hash, regular files get their content digest
+// (package digest).
 // Entries come back sorted by path bytes, as manifest.Write stores them.
 func Snapshot(w, s string, hash bool) (*manifest.Manifest, error) {
 	m := &manifest.Manifest{Version: manifest.FormatVersion, Workspace: w}
@@ -122,7 +123,7 @@ func copyFile(src, dst string, mode uint32) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := sha256.New()
+	h := digest.New()
 	if _, err := io.Copy(io.MultiWriter(out, h), in); err != nil {
 		out.Close()
 		return nil, err
@@ -131,7 +132,7 @@ func copyFile(src, dst string, mode uint32) ([]byte, error) {
 		out.Close()
 		return nil, err
 	}
-	return h.Sum(nil), out.Close()
+	return h.Result().Sum, out.Close()
 }
 
 // WriteFiles creates files below root from a map of relative path -> content (mode
