@@ -15,6 +15,7 @@ import (
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
+	"brood.dev/brood/netpolicy/policywire"
 )
 
 func init() { commands = append(commands, newPolicyCommand) }
@@ -184,28 +185,7 @@ func localPolicy(in *egressInputs, systemPath, why string) (shownPolicy, error) 
 	if sys != nil {
 		sysDigest = sys.Digest
 	}
-	return shownPolicy{Policy: wirePolicy(eff, sysDigest), NotFromHelper: note}, nil
-}
-
-// wirePolicy renders eff as the helper answers it (api.Policy), so that both are printed
-// alike; TestPolicyShowLocalMatchesHelper holds it to the helper's rendering.
-func wirePolicy(eff *netpolicy.Effective, sysDigest string) api.Policy {
-	p := api.Policy{Profile: eff.Profile.String(), ProfileLayer: string(eff.ProfileLayer),
-		AllowHostForbidden: eff.AllowHostForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
-	for _, g := range eff.Hosts {
-		h := api.PolicyHost{Name: g.Entry.Pattern.String(), Layer: string(g.Source.Layer), Source: g.Source.Detail}
-		for _, port := range g.Entry.EffectivePorts() {
-			h.Ports = append(h.Ports, port.String())
-		}
-		p.Hosts = append(p.Hosts, h)
-	}
-	for _, d := range eff.Denied {
-		p.Denied = append(p.Denied, api.PolicyDenial{Pattern: d.Pattern.String(), Layer: string(d.Layer)})
-	}
-	for _, n := range eff.Dropped {
-		p.Dropped = append(p.Dropped, api.PolicyNote{What: n.What, Why: n.Why})
-	}
-	return p
+	return shownPolicy{Policy: policywire.Render(eff, sysDigest), NotFromHelper: note}, nil
 }
 
 // writeText prints p one tab-separated line per item: where it came from, then (without

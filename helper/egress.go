@@ -231,26 +231,6 @@ func resolvePolicy(c *EgressConfig, a api.ResolvePolicyArgs, discovered []netpol
 	return eff, digest, nil
 }
 
-// policyAnswer renders eff for ResolvePolicy; sysDigest is the system policy's digest.
-func policyAnswer(eff *netpolicy.Effective, sysDigest string) api.Policy {
-	p := api.Policy{Profile: eff.Profile.String(), ProfileLayer: string(eff.ProfileLayer),
-		AllowHostForbidden: eff.AllowHostForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
-	for _, g := range eff.Hosts {
-		h := api.PolicyHost{Name: g.Entry.Pattern.String(), Layer: string(g.Source.Layer), Source: g.Source.Detail}
-		for _, port := range g.Entry.EffectivePorts() {
-			h.Ports = append(h.Ports, port.String())
-		}
-		p.Hosts = append(p.Hosts, h)
-	}
-	for _, d := range eff.Denied {
-		p.Denied = append(p.Denied, api.PolicyDenial{Pattern: d.Pattern.String(), Layer: string(d.Layer)})
-	}
-	for _, n := range eff.Dropped {
-		p.Dropped = append(p.Dropped, api.PolicyNote{What: n.What, Why: n.Why})
-	}
-	return p
-}
-
 // maxClientDiscovered bounds the registries one request may carry (a user's npm, pip,
 // cargo and go configuration name a handful).
 const maxClientDiscovered = 64

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy/policywire"
 )
 
 // writeTimeout bounds writing one response frame to a client that does not read.
@@ -348,7 +349,7 @@ func (s *Server) resolvePolicy(req *api.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return policyAnswer(eff, sysDigest), nil
+	return policywire.Render(eff, sysDigest), nil
 }
 
 // createSession checks the share descriptor with fstat (a directory owned by the peer)

@@ -22,6 +22,9 @@
 // SHA-256 is FIPS 180-4 (crypto/sha256). Holes are found with lseek(2) SEEK_DATA and
 // SEEK_HOLE; a hole reads as zeros (read(2)), so skipping it gives the digest reading it
 // would.
+//
+// Privilege: none; pure computation over file descriptors the caller opened, linked into
+// brood (snapshot, diff, review, flush).
 package digest
 
 import (
