@@ -222,23 +222,13 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	}
 	printMetaLosses(out, losses, f.dropMetadata, "not applied without --drop-metadata")
 	if !f.yes {
-		ok, err := confirm(in, out, fmt.Sprintf("apply %d change(s) to %s? [y/N] ", len(sel.apply), diff.Escape(sess.Workspace)))
+		ok, err := confirmApply(in, out, sel.apply, sess.Workspace)
 		if err != nil {
 			return fmt.Errorf("apply session %s: read confirmation: %w", id, err)
 		}
 		if !ok {
 			fmt.Fprintln(out, "nothing applied")
 			return nil
-		}
-		if n := countRisky(sel.apply); n > 0 {
-			ok, err := confirm(in, out, fmt.Sprintf("%d of them HIGH RISK (see [risk: ...] above): really apply? [y/N] ", n))
-			if err != nil {
-				return fmt.Errorf("apply session %s: read confirmation: %w", id, err)
-			}
-			if !ok {
-				fmt.Fprintln(out, "nothing applied")
-				return nil
-			}
 		}
 	}
 	res, err := applyFlush(ctx, "apply session "+id, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
@@ -254,6 +244,19 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		return err
 	}
 	return leftErr()
+}
+
+// confirmApply asks on the terminal whether to apply changes to workspace, and a second
+// time when any of them is high-risk; it reports whether both answers were yes.
+func confirmApply(in io.Reader, out io.Writer, changes []diff.Change, workspace string) (bool, error) {
+	ok, err := confirm(in, out, fmt.Sprintf("apply %d change(s) to %s? [y/N] ", len(changes), diff.Escape(workspace)))
+	if err != nil || !ok {
+		return false, err
+	}
+	if n := countRisky(changes); n > 0 {
+		return confirm(in, out, fmt.Sprintf("%d of them HIGH RISK (see [risk: ...] above): really apply? [y/N] ", n))
+	}
+	return true, nil
 }
 
 // countRisky returns how many of changes are high-risk.
