@@ -1,6 +1,7 @@
 package flush
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -8,6 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/digest"
+	"brood.dev/brood/internal/sparse"
 )
 
 // reflinkMin is the smallest file (bytes) the flush tries to reflink (FICLONE) rather
@@ -53,7 +55,8 @@ func (c *cloner) copyFile(src, dst int, size int64, buf []byte) ([]byte, error) 
 	if sst.Blocks*512 >= size && size <= int64(len(buf)) {
 		return copyDense(src, dst, size, buf)
 	}
-	if err := copyExtents(src, dst, size, buf); err != nil {
+	// A source that shrank is left to the digest check below (ErrHashMismatch).
+	if err := sparse.Copy(src, dst, size, buf); err != nil && !errors.Is(err, sparse.ErrShrank) {
 		return nil, err
 	}
 	// Start writing the copied data back now (sync_file_range(2) SYNC_FILE_RANGE_WRITE does
@@ -78,112 +81,13 @@ func copyDense(src, dst int, size int64, buf []byte) ([]byte, error) {
 		if n == 0 {
 			break // shrank: the hash tells
 		}
-		if err := pwriteAll(dst, buf[:n], off); err != nil {
+		if err := sparse.PwriteAll(dst, buf[:n], off); err != nil {
 			return nil, err
 		}
 		h.Write(buf[:n])
 		off += int64(n)
 	}
 	return h.Result().Sum, nil
-}
-
-// extents calls f(off, n) for each data extent of the first size bytes of fd, in order
-// (lseek(2) SEEK_DATA/SEEK_HOLE; one extent of everything where the filesystem cannot
-// tell). Bytes between extents are holes.
-func extents(fd int, size int64, f func(off, n int64) error) error {
-	var off int64
-	for off < size {
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if err == unix.ENXIO {
-			return nil // only a hole remains
-		}
-		hole := size
-		switch {
-		case err == unix.EINVAL || err == unix.EOPNOTSUPP:
-			data = off
-		case err != nil:
-			return fmt.Errorf("lseek SEEK_DATA: %w", err)
-		default:
-			if hole, err = unix.Seek(fd, data, unix.SEEK_HOLE); err != nil {
-				return fmt.Errorf("lseek SEEK_HOLE: %w", err)
-			}
-		}
-		if data >= size {
-			return nil
-		}
-		hole = min(hole, size)
-		if err := f(data, hole-data); err != nil {
-			return err
-		}
-		off = hole
-	}
-	return nil
-}
-
-// copyExtents copies the data extents of src into dst at the same offsets and sets dst's
-// size, so holes stay holes.
-func copyExtents(src, dst int, size int64, buf []byte) error {
-	err := extents(src, size, func(off, n int64) error { return copyRange(src, dst, off, n, buf) })
-	if err != nil {
-		return err
-	}
-	if err := unix.Ftruncate(dst, size); err != nil {
-		return fmt.Errorf("ftruncate: %w", err)
-	}
-	return nil
-}
-
-// copyRange copies n bytes at off from src to dst (same offset) with copy_file_range(2),
-// or pread/pwrite through buf where the kernel cannot between these files.
-func copyRange(src, dst int, off, n int64, buf []byte) error {
-	roff, woff := off, off
-	for n > 0 {
-		got, err := unix.CopyFileRange(src, &roff, dst, &woff, int(min(n, 1<<30)), 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("copy_file_range: %w", err)
-		}
-		if got == 0 {
-			return nil // shrank: the hash tells
-		}
-		n -= int64(got)
-	}
-	for n > 0 {
-		got, err := unix.Pread(src, buf[:min(int64(len(buf)), n)], roff)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("read source: %w", err)
-		}
-		if got == 0 {
-			return nil
-		}
-		if err := pwriteAll(dst, buf[:got], woff); err != nil {
-			return err
-		}
-		roff, woff, n = roff+int64(got), woff+int64(got), n-int64(got)
-	}
-	return nil
-}
-
-func pwriteAll(fd int, b []byte, off int64) error {
-	for len(b) > 0 {
-		n, err := unix.Pwrite(fd, b, off)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("write: %w", err)
-		}
-		b, off = b[n:], off+int64(n)
-	}
-	return nil
 }
 
 // hashExtents returns the content digest (package digest) of the whole content of fd

@@ -14,6 +14,7 @@ import (
 
 	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/internal/sparse"
 )
 
 // syncfsThreshold is the number of staged files from which one syncfs(2) of W's
@@ -378,7 +379,7 @@ func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 	}
 	var got []byte
 	if o.content != nil {
-		if err := pwriteAll(fd, o.content, 0); err != nil {
+		if err := sparse.PwriteAll(fd, o.content, 0); err != nil {
 			return fail(fmt.Errorf("write %q: %w", o.Path, err))
 		}
 		got = digest.Bytes(o.content)

@@ -14,6 +14,7 @@ import (
 	"brood.dev/brood/frontend/digest"
 	"brood.dev/brood/frontend/gitconfig"
 	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/internal/sparse"
 )
 
 const (
@@ -718,80 +719,13 @@ func (w *worker) copyData(src, dst int, st *unix.Stat_t) ([]byte, error) {
 		}
 		return w.h.Result().Sum, nil
 	}
-	var off int64
-	for off < size {
-		data, err := unix.Seek(src, off, unix.SEEK_DATA)
-		if err == unix.ENXIO {
-			break // only a hole remains
+	if err := sparse.Copy(src, dst, size, w.buf); err != nil {
+		if errors.Is(err, sparse.ErrShrank) {
+			return nil, ErrChanged
 		}
-		hole := size
-		if err == unix.EINVAL || err == unix.EOPNOTSUPP {
-			data = off // no SEEK_DATA support: copy everything
-		} else if err != nil {
-			return nil, err
-		} else if hole, err = unix.Seek(src, data, unix.SEEK_HOLE); err != nil {
-			return nil, err
-		}
-		if data >= size {
-			break
-		}
-		hole = min(hole, size)
-		if err := w.copyRange(src, dst, data, hole-data); err != nil {
-			return nil, err
-		}
-		off = hole
-	}
-	if err := unix.Ftruncate(dst, size); err != nil {
 		return nil, err
 	}
 	return nil, nil
-}
-
-// copyRange copies n bytes at off from src to dst (same offset), with copy_file_range
-// where the kernel supports it between these files, else pread/pwrite.
-func (w *worker) copyRange(src, dst int, off, n int64) error {
-	roff, woff := off, off
-	for n > 0 {
-		got, err := unix.CopyFileRange(src, &roff, dst, &woff, int(min(n, 1<<30)), 0)
-		if err == unix.EINTR {
-			continue
-		}
-		if err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if got == 0 {
-			return ErrChanged
-		}
-		n -= int64(got)
-	}
-	for n > 0 {
-		got, err := unix.Pread(src, w.buf[:min(int64(len(w.buf)), n)], roff)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if got == 0 {
-			return ErrChanged
-		}
-		for b := w.buf[:got]; len(b) > 0; {
-			m, err := unix.Pwrite(dst, b, woff)
-			if err == unix.EINTR {
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			b, woff = b[m:], woff+int64(m)
-		}
-		roff += int64(got)
-		n -= int64(got)
-	}
-	return nil
 }
 
 // gitFile writes a sanitized copy of a file of gitDirFiles (kind is not notGitFile).
