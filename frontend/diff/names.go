@@ -28,7 +28,7 @@ func foldName(name string) string {
 		}
 	}
 	if ascii {
-		return asciiLower(name)
+		return strings.ToLower(name) // ASCII: already NFC, no ignorable code point
 	}
 	name = strings.Map(func(r rune) rune {
 		if hfsIgnorable(r) {
@@ -37,23 +37,6 @@ func foldName(name string) string {
 		return r
 	}, name)
 	return norm.NFC.String(cases.Fold().String(name))
-}
-
-// asciiLower lower-cases ASCII letters only (the whole of folding for ASCII names: they
-// are already NFC and hold no ignorable code point).
-func asciiLower(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if b[j] >= 'A' && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
 }
 
 // hfsIgnorable reports whether HFS+ drops r when it compares names: the zero-width and

@@ -68,10 +68,10 @@ var gitDirFiles = []gitDirFile{
 
 // gitFileOf returns how Take sanitizes rel (a '/'-separated path): configFile for
 // isGitConfig's files, else the kind of the first gitDirFiles row naming it below its
-// last ".git" component, else notGitFile. Names compare ignoring ASCII case, as on a
+// last ".git" component, else notGitFile. Names compare ignoring case (strings.ToLower), as on a
 // case-insensitive W git finds .GIT/REMOTES/old for .git/remotes/old.
 func gitFileOf(rel string) gitFileKind {
-	lower := lowerASCII(rel)
+	lower := strings.ToLower(rel)
 	if !strings.Contains(lower, ".git/") { // the common case: no git directory
 		return notGitFile
 	}
@@ -104,7 +104,7 @@ func gitFileOf(rel string) gitFileKind {
 func matchGitDirFile(m, rel []string) bool {
 	eq := func(m, rel []string) bool {
 		for i := range m {
-			if m[i] != "*" && lowerASCII(m[i]) != rel[i] {
+			if m[i] != "*" && strings.ToLower(m[i]) != rel[i] {
 				return false
 			}
 		}

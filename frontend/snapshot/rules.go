@@ -8,7 +8,7 @@ import (
 
 // Rule is a secret rule: an entry whose name matches is never copied into S, at any depth,
 // whatever its type; a matching directory is not descended. Matching is on the entry's
-// name (one path component) and ignores ASCII case, so ".ENV" and "Key.PEM" match too.
+// name (one path component) and ignores case (strings.ToLower), so ".ENV" and "Key.PEM" match too.
 type Rule struct {
 	Name  string // shown to the user, e.g. "*.pem" or ".ssh/"
 	match func(lowerName string) bool
@@ -67,28 +67,13 @@ func newRules(extra []string) (rules, error) {
 // match returns the name of the first rule that name, in a directory named parent
 // ("" for the root), matches, or "".
 func (rs rules) match(parent, name string) string {
-	ln := lowerASCII(name)
+	ln := strings.ToLower(name)
 	for _, r := range rs {
-		if r.match(ln) && (r.parent == "" || r.parent == lowerASCII(parent)) {
+		if r.match(ln) && (r.parent == "" || r.parent == strings.ToLower(parent)) {
 			return r.Name
 		}
 	}
 	return ""
-}
-
-func lowerASCII(s string) string {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' {
-			b := []byte(s)
-			for j := i; j < len(b); j++ {
-				if b[j] >= 'A' && b[j] <= 'Z' {
-					b[j] += 'a' - 'A'
-				}
-			}
-			return string(b)
-		}
-	}
-	return s
 }
 
 // isGitConfig reports whether rel (a '/'-separated path) is a git config file that
@@ -98,9 +83,9 @@ func lowerASCII(s string) string {
 // (there such names are refs or data); below .git/modules/ every such name is sanitized,
 // because a submodule may itself be named "refs": a branch named "config" of a submodule
 // is then emptied in S, which costs far less than an unsanitized config. Names compare
-// ignoring ASCII case: on a case-insensitive W, git opening .git/config gets .GIT/CONFIG.
+// ignoring case (strings.ToLower): on a case-insensitive W, git opening .git/config gets .GIT/CONFIG.
 func isGitConfig(rel string) bool {
-	parts := strings.Split(lowerASCII(rel), "/")
+	parts := strings.Split(strings.ToLower(rel), "/")
 	base := parts[len(parts)-1]
 	if base != "config" && base != "config.worktree" {
 		return false
