@@ -11,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -20,40 +19,10 @@ import (
 	"brood.dev/brood/internal/testenv"
 )
 
-// mountLoop makes a filesystem image of 768 MiB (sparse) with mkfs, mounts it with
-// -o loop,opts and returns the mount point (mode 0755, reachable by other uids); the
-// mount is undone when the test ends.
+// mountLoop mounts a fresh 768 MiB loop filesystem made by mkfs with args, mounted with
+// opts (testenv.MountLoop), reachable by other uids.
 func mountLoop(t *testing.T, mkfs, opts string, args ...string) string {
-	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, mkfs)
-	testenv.RequireCommand(t, "mount")
-	dir := t.TempDir()
-	img := filepath.Join(dir, "fs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, 768<<20); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(mkfs, append(args, img)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", mkfs, err, out)
-	}
-	mnt := filepath.Join(dir, "mnt")
-	os.Mkdir(mnt, 0o755)
-	o := "loop"
-	if opts != "" {
-		o += "," + opts
-	}
-	if out, err := exec.Command("mount", "-o", o, img, mnt).CombinedOutput(); err != nil {
-		testenv.Skip(t, "mount -o "+o+" "+mkfs+" image: "+err.Error()+": "+string(out))
-	}
-	t.Cleanup(func() {
-		if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
-			exec.Command("umount", "-l", mnt).Run()
-			t.Errorf("umount %s: %v %s", mnt, err, out)
-		}
-	})
+	mnt := testenv.MountLoop(t, mkfs, 768<<20, opts, args...)
 	reachable(t, mnt)
 	return mnt
 }
@@ -141,40 +110,8 @@ func allocated(t testing.TB, p string) int64 {
 	return st.Blocks * 512
 }
 
-// FIEMAP ABI from <linux/fiemap.h> and <linux/fs.h>.
-const (
-	fsIocFiemap        = 0xC020660B // _IOWR('f', 11, struct fiemap)
-	fiemapFlagSync     = 0x1
-	fiemapExtentShared = 0x2000
-	fiemapHeaderSize   = 32 // struct fiemap without extents
-	fiemapExtentSize   = 56 // struct fiemap_extent
-)
-
-// sharedExtents returns how many extents the file has and how many carry
-// FIEMAP_EXTENT_SHARED (data shared with another file: a reflink).
-func sharedExtents(t *testing.T, p string) (total, shared int) {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	const n = 256
-	buf := make([]byte, fiemapHeaderSize+n*fiemapExtentSize)
-	binary.NativeEndian.PutUint64(buf[8:], ^uint64(0)) // fm_length
-	binary.NativeEndian.PutUint32(buf[16:], fiemapFlagSync)
-	binary.NativeEndian.PutUint32(buf[24:], n) // fm_extent_count
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFiemap, uintptr(unsafe.Pointer(&buf[0]))); e != 0 {
-		t.Fatalf("FIEMAP %s: %v", p, e)
-	}
-	for i := 0; i < int(binary.NativeEndian.Uint32(buf[20:])); i++ {
-		total++
-		if binary.NativeEndian.Uint32(buf[fiemapHeaderSize+i*fiemapExtentSize+40:])&fiemapExtentShared != 0 {
-			shared++
-		}
-	}
-	return total, shared
-}
+// sharedExtents: see testenv.SharedExtents.
+func sharedExtents(t *testing.T, p string) (total, shared int) { return testenv.SharedExtents(t, p) }
 
 // POSIX ACL xattr format, <linux/posix_acl_xattr.h> and <linux/posix_acl.h>: a
 // little-endian u32 version (2), then entries of u16 tag, u16 perm, u32 id.

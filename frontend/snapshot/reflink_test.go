@@ -4,56 +4,18 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/binary"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/internal/testenv"
 )
 
-// FIEMAP ABI from <linux/fiemap.h> and <linux/fs.h>.
-const (
-	fsIocFiemap        = 0xC020660B // _IOWR('f', 11, struct fiemap)
-	fiemapFlagSync     = 0x1
-	fiemapExtentLast   = 0x1
-	fiemapExtentShared = 0x2000
-	fiemapHeaderSize   = 32 // struct fiemap without extents
-	fiemapExtentSize   = 56 // struct fiemap_extent
-)
-
-// sharedExtents returns how many of the file's extents there are and how many carry
-// FIEMAP_EXTENT_SHARED (data shared with another file: a reflink).
-func sharedExtents(t *testing.T, p string) (total, shared int) {
-	t.Helper()
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	const n = 256
-	buf := make([]byte, fiemapHeaderSize+n*fiemapExtentSize)
-	binary.NativeEndian.PutUint64(buf[8:], ^uint64(0)) // fm_length
-	binary.NativeEndian.PutUint32(buf[16:], fiemapFlagSync)
-	binary.NativeEndian.PutUint32(buf[24:], n) // fm_extent_count
-	if _, _, e := unix.Syscall(unix.SYS_IOCTL, f.Fd(), fsIocFiemap, uintptr(unsafe.Pointer(&buf[0]))); e != 0 {
-		t.Fatalf("FIEMAP %s: %v", p, e)
-	}
-	mapped := int(binary.NativeEndian.Uint32(buf[20:]))
-	for i := 0; i < mapped; i++ {
-		flags := binary.NativeEndian.Uint32(buf[fiemapHeaderSize+i*fiemapExtentSize+40:])
-		total++
-		if flags&fiemapExtentShared != 0 {
-			shared++
-		}
-	}
-	return total, shared
-}
+// sharedExtents: see testenv.SharedExtents.
+func sharedExtents(t *testing.T, p string) (total, shared int) { return testenv.SharedExtents(t, p) }
 
 func usedBytes(t *testing.T, p string) int64 {
 	t.Helper()
@@ -65,40 +27,10 @@ func usedBytes(t *testing.T, p string) int64 {
 	return int64(st.Blocks-st.Bfree) * st.Bsize
 }
 
-// mountLoop makes a filesystem image of size bytes with mkfs in a temp dir, mounts it
-// with -o loop and returns the mount point; the mount is undone when the test ends.
+// mountLoop mounts a fresh loop filesystem of size bytes made by mkfs with args
+// (testenv.MountLoop).
 func mountLoop(t *testing.T, mkfs string, size int64, args ...string) string {
-	t.Helper()
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, mkfs)
-	testenv.RequireCommand(t, "mount")
-	dir := t.TempDir()
-	img := filepath.Join(dir, "fs.img")
-	if err := os.WriteFile(img, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Truncate(img, size); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(mkfs, append(args, img)...).CombinedOutput(); err != nil {
-		t.Fatalf("%s: %v\n%s", mkfs, err, out)
-	}
-	mnt := filepath.Join(dir, "mnt")
-	os.Mkdir(mnt, 0o755)
-	if out, err := exec.Command("mount", "-o", "loop", img, mnt).CombinedOutput(); err != nil {
-		testenv.Skip(t, "mount -o loop "+mkfs+" image: "+err.Error()+": "+string(out))
-	}
-	t.Cleanup(func() {
-		for i := 0; i < 20; i++ {
-			if exec.Command("umount", mnt).Run() == nil {
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		exec.Command("umount", "-l", mnt).Run()
-		t.Errorf("could not unmount %s", mnt)
-	})
-	return mnt
+	return testenv.MountLoop(t, mkfs, size, "", args...)
 }
 
 // TestReflinkOnLoopFilesystems snapshots on real btrfs and xfs (loop images) and proves
