@@ -216,35 +216,8 @@ func (p *planner) classify(it item) (*Change, error) {
 	c.Risk = p.risk(it.path, baseS, sNow)
 
 	// 1. Refusals decided from names and stats alone: nothing is read.
-	if err := CheckPath(it.path); err != nil && !(p.allowUnsafeNames && errors.Is(err, ErrControlByte)) {
-		return refuse(c, nameReason(err)), nil
-	}
-	if why := p.tooDeep(it.path); why != "" {
+	if why := p.nameStatRefusal(it, baseW, sNow); why != "" {
 		return refuse(c, why), nil
-	}
-	if it.me != nil && it.me.Excluded != "" {
-		return refuse(c, fmt.Sprintf("path is excluded from the snapshot by secret rule %s; S created a %s there", Escape(it.me.Excluded), typeName(sNow.Type))), nil
-	}
-	if e, ok := p.excludedSpelling(it.path); ok {
-		return refuse(c, fmt.Sprintf("another spelling of %s, excluded from the snapshot by secret rule %s", Escape(e.path), Escape(e.rule))), nil
-	}
-	if dir, rule := p.excludedAncestor(it.path); dir != "" {
-		return refuse(c, fmt.Sprintf("below %s, excluded from the snapshot by secret rule %s", Escape(dir), Escape(rule))), nil
-	}
-	if dir, why := ancestorIn(p.skipped, it.path); dir != "" {
-		return refuse(c, fmt.Sprintf("below %s, which the snapshot did not copy (%s)", Escape(dir), why)), nil
-	}
-	if it.me != nil && it.me.Sanitized {
-		return refuse(c, "S holds a sanitized copy of this file (credentials and commands removed); its changes are never flushed"), nil
-	}
-	if it.me != nil && it.me.Skipped != "" {
-		return refuse(c, fmt.Sprintf("W holds a %s here that was not copied; S created a %s there", typeName(baseW.Type), typeName(sNow.Type))), nil
-	}
-	if isSpecial(sNow.Type) {
-		return refuse(c, fmt.Sprintf("special file (%s) in S", typeName(sNow.Type))), nil
-	}
-	if sNow.Type == manifest.TypeRegular && sNow.Size > p.maxSize {
-		return refuse(c, fmt.Sprintf("size %d bytes is over the limit of %d bytes", sNow.Size, p.maxSize)), nil
 	}
 
 	// 2. What S did, from content where the stat alone cannot tell.
@@ -291,6 +264,44 @@ func (p *planner) classify(it item) (*Change, error) {
 		c.Reason = "W changed since the snapshot (" + why + ")"
 	}
 	return c, nil
+}
+
+// nameStatRefusal says why the change at it is refused from its name and the stats alone
+// ("" when nothing here refuses it): a name brood cannot write, a path too deep, a secret
+// rule or a skipped ancestor, a sanitized or skipped W entry, a special file or a file
+// over the size limit. Nothing is read.
+func (p *planner) nameStatRefusal(it item, baseW, sNow manifest.Stat) string {
+	if err := CheckPath(it.path); err != nil && !(p.allowUnsafeNames && errors.Is(err, ErrControlByte)) {
+		return nameReason(err)
+	}
+	if why := p.tooDeep(it.path); why != "" {
+		return why
+	}
+	if it.me != nil && it.me.Excluded != "" {
+		return fmt.Sprintf("path is excluded from the snapshot by secret rule %s; S created a %s there", Escape(it.me.Excluded), typeName(sNow.Type))
+	}
+	if e, ok := p.excludedSpelling(it.path); ok {
+		return fmt.Sprintf("another spelling of %s, excluded from the snapshot by secret rule %s", Escape(e.path), Escape(e.rule))
+	}
+	if dir, rule := p.excludedAncestor(it.path); dir != "" {
+		return fmt.Sprintf("below %s, excluded from the snapshot by secret rule %s", Escape(dir), Escape(rule))
+	}
+	if dir, why := ancestorIn(p.skipped, it.path); dir != "" {
+		return fmt.Sprintf("below %s, which the snapshot did not copy (%s)", Escape(dir), why)
+	}
+	if it.me != nil && it.me.Sanitized {
+		return "S holds a sanitized copy of this file (credentials and commands removed); its changes are never flushed"
+	}
+	if it.me != nil && it.me.Skipped != "" {
+		return fmt.Sprintf("W holds a %s here that was not copied; S created a %s there", typeName(baseW.Type), typeName(sNow.Type))
+	}
+	if isSpecial(sNow.Type) {
+		return fmt.Sprintf("special file (%s) in S", typeName(sNow.Type))
+	}
+	if sNow.Type == manifest.TypeRegular && sNow.Size > p.maxSize {
+		return fmt.Sprintf("size %d bytes is over the limit of %d bytes", sNow.Size, p.maxSize)
+	}
+	return ""
 }
 
 // tooDeep says why path cannot be reviewed because of its length ("" when it can): it
