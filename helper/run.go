@@ -95,24 +95,9 @@ func Main(args []string) int {
 // serving until ctx ends or the idle timeout (ErrIdle).
 func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 1. Validate the configuration (file, then flags).
-	cfg, err := LoadConfig(o.ConfigPath)
+	cfg, err := loadRunConfig(o, log)
 	if err != nil {
 		return err
-	}
-	if o.RuntimeDir != "" {
-		cfg.RuntimeDir = o.RuntimeDir
-	}
-	if o.StateDir != "" {
-		cfg.StateDir = o.StateDir
-	}
-	if o.IdleTimeout >= 0 {
-		cfg.IdleSeconds = int(o.IdleTimeout / time.Second)
-	}
-	if err := cfg.Validate(func(msg string) { log.Warn(msg) }); err != nil {
-		return err
-	}
-	if os.Geteuid() != 0 {
-		log.Warn("not running as root: taps, nft and other uids' sessions will fail")
 	}
 
 	// 2. Scrub the environment and inherited descriptors: nothing the invoker left
@@ -148,15 +133,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer host.Close()
 
 	// 7. Clean up what a crashed predecessor left.
-	rep, err := host.cleanup(log)
-	if err != nil {
+	if err := startupCleanup(host, cfg.RuntimeDir, log); err != nil {
 		return err
 	}
-	dirs, err := CleanupRunDirs(cfg.RuntimeDir)
-	if err != nil {
-		return err
-	}
-	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners, "run_dirs", dirs)
 
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
@@ -186,18 +165,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	caps, checks, vmh := ProbeHost(&cfg, ll)
-	if vmh.QEMU != "" {
-		// QEMU runs from an execute-only copy so that it stays non-dumpable.
-		check := api.Check{Name: "vmm not dumpable", OK: true}
-		if p, err := ExecOnlyCopy(vmh.QEMU, filepath.Join(cfg.RuntimeDir, vmmDir)); err != nil {
-			log.Warn("VMM runs dumpable (the user could ptrace it)", "err", err)
-			check.OK, check.Detail = false, err.Error()
-		} else {
-			vmh.QEMU, check.Detail = p, "QEMU runs from the execute-only copy "+p
-		}
-		checks = append(checks, check)
-	}
+	caps, checks, vmh := probeHost(&cfg, ll, log)
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {
@@ -214,6 +182,66 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()
 	return err
+}
+
+// loadRunConfig loads the helper config at o.ConfigPath, applies the flags that override
+// it (runtime and state directories, idle timeout) and validates the result; it returns
+// LoadConfig's or Validate's error.
+func loadRunConfig(o Options, log *slog.Logger) (Config, error) {
+	cfg, err := LoadConfig(o.ConfigPath)
+	if err != nil {
+		return Config{}, err
+	}
+	if o.RuntimeDir != "" {
+		cfg.RuntimeDir = o.RuntimeDir
+	}
+	if o.StateDir != "" {
+		cfg.StateDir = o.StateDir
+	}
+	if o.IdleTimeout >= 0 {
+		cfg.IdleSeconds = int(o.IdleTimeout / time.Second)
+	}
+	if err := cfg.Validate(func(msg string) { log.Warn(msg) }); err != nil {
+		return Config{}, err
+	}
+	if os.Geteuid() != 0 {
+		log.Warn("not running as root: taps, nft and other uids' sessions will fail")
+	}
+	return cfg, nil
+}
+
+// startupCleanup removes what a crashed predecessor left: its taps, nft table and
+// runners (host.cleanup) and its run directories under runtimeDir.
+func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
+	rep, err := h.cleanup(log)
+	if err != nil {
+		return err
+	}
+	dirs, err := CleanupRunDirs(runtimeDir)
+	if err != nil {
+		return err
+	}
+	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners, "run_dirs", dirs)
+	return nil
+}
+
+// probeHost probes the confined helper's capabilities (ProbeHost) and, when QEMU was
+// found, makes the execute-only copy of it that runners exec so that it stays
+// non-dumpable; the "vmm not dumpable" check says whether that worked.
+func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, VMHost) {
+	caps, checks, vmh := ProbeHost(cfg, ll)
+	if vmh.QEMU != "" {
+		// QEMU runs from an execute-only copy so that it stays non-dumpable.
+		check := api.Check{Name: "vmm not dumpable", OK: true}
+		if p, err := ExecOnlyCopy(vmh.QEMU, filepath.Join(cfg.RuntimeDir, vmmDir)); err != nil {
+			log.Warn("VMM runs dumpable (the user could ptrace it)", "err", err)
+			check.OK, check.Detail = false, err.Error()
+		} else {
+			vmh.QEMU, check.Detail = p, "QEMU runs from the execute-only copy "+p
+		}
+		checks = append(checks, check)
+	}
+	return caps, checks, vmh
 }
 
 // takeListener returns the --listen socket (group: the first allowed gid) or the
