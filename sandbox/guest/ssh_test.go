@@ -76,12 +76,13 @@ func sessionChild() error {
 	if err := s.RequestPty("xterm-test", 40, 100, nil); err != nil {
 		return fmt.Errorf("pty-req: %w", err)
 	}
-	out.Reset()
-	s.Stdout = &out
-	if err := s.Run("stty size; echo $TERM"); err != nil {
-		return fmt.Errorf("pty: Run = %w", err)
+	// The command waits for a line on stdin until its two lines were read here, so none
+	// of its output depends on how fast the PTY drains after it exits.
+	got, err := ptyLines(s, "stty size; echo $TERM; read x", 2)
+	if err != nil {
+		return fmt.Errorf("pty: %w", err)
 	}
-	if got := strings.ReplaceAll(out.String(), "\r\n", "\n"); got != "40 100\nxterm-test\n" {
+	if got := strings.ReplaceAll(got, "\r\n", "\n"); got != "40 100\nxterm-test\n" {
 		return fmt.Errorf("pty output %q, want \"40 100\\nxterm-test\\n\"", got)
 	}
 
@@ -94,6 +95,35 @@ func sessionChild() error {
 		return fmt.Errorf("killed by TERM: Run = %v, want exit status 143", err)
 	}
 	return nil
+}
+
+// ptyLines starts cmd in s, reads n lines of its output, then sends it one line on stdin
+// and waits for it to exit 0. It returns the lines read (with the PTY's \r\n endings).
+func ptyLines(s *ssh.Session, cmd string, n int) (string, error) {
+	stdin, err := s.StdinPipe()
+	if err != nil {
+		return "", err
+	}
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		return "", err
+	}
+	if err := s.Start(cmd); err != nil {
+		return "", err
+	}
+	var got []byte
+	buf := make([]byte, 256)
+	for bytes.Count(got, []byte("\n")) < n {
+		k, err := stdout.Read(buf)
+		got = append(got, buf[:k]...)
+		if err != nil {
+			return string(got), fmt.Errorf("read output: %w", err)
+		}
+	}
+	if _, err := stdin.Write([]byte("\n")); err != nil {
+		return string(got), err
+	}
+	return string(got), s.Wait()
 }
 
 // sessionClient connects an SSH client to a server whose session channels g.session
