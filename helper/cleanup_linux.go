@@ -15,6 +15,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
@@ -119,11 +120,8 @@ func Cleanup(log *slog.Logger, links Links, fw nftrules.Firewall, runners Runner
 	return rep, errors.Join(errs...)
 }
 
-// RunnerSubcommand is the hidden subcommand of broodd-helper that runs one VM.
-const RunnerSubcommand = "vm-run"
-
 // ProcRunners implements Runners by scanning /proc: a runner is a process whose argv[1] is
-// RunnerSubcommand (or SpawnerSubcommand, the runners' parent) and whose executable is Exe (or, when its exe link is unreadable,
+// spawner.RunnerSubcommand (or spawner.Subcommand, the runners' parent) and whose executable is Exe (or, when its exe link is unreadable,
 // whose argv[0] has Exe's base name). Self (this process) and its
 // children are never orphans.
 type ProcRunners struct {
@@ -161,7 +159,7 @@ func (r *ProcRunners) ListOrphans() ([]int, error) {
 			continue // gone
 		}
 		argv := bytes.Split(cmdline, []byte{0})
-		if len(argv) < 2 || (string(argv[1]) != RunnerSubcommand && string(argv[1]) != SpawnerSubcommand) {
+		if len(argv) < 2 || (string(argv[1]) != spawner.RunnerSubcommand && string(argv[1]) != spawner.Subcommand) {
 			continue
 		}
 		exe, err := os.Readlink(filepath.Join(dir, "exe"))

@@ -18,6 +18,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
@@ -176,7 +177,7 @@ func TestProcRunnersOrphans(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(orphan, syscall.SIGKILL) })
 	// Our own runner child.
-	own := exec.Command(self, RunnerSubcommand)
+	own := exec.Command(self, spawner.RunnerSubcommand)
 	own.Env = env
 	if err := own.Start(); err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/sandbox"
 )
 
@@ -36,7 +37,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 	add := func(name string, ok bool, detail string) {
 		checks = append(checks, api.Check{Name: name, OK: ok, Detail: detail})
 	}
-	vmh := VMHost{Accel: sandbox.AccelTCG, KVMGID: lookupKVMGID()}
+	vmh := VMHost{Accel: sandbox.AccelTCG, KVMGID: spawner.KVMGID()}
 	if exe, err := os.Executable(); err == nil {
 		vmh.Exe = exe
 	}

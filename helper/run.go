@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/internal/hostexec"
 )
 
@@ -47,10 +48,12 @@ type Options struct {
 	IdleTimeout time.Duration // --idle-timeout overrides idle_seconds when >= 0
 }
 
-// subcommands are the subcommands of broodd-helper: `image` (image.go) and, registered by
-// the Linux files, the hidden vm-spawn and vm-run.
+// subcommands are the subcommands of broodd-helper, the one table of them: `image`
+// (image.go) and the hidden vm-spawn (package spawner) and vm-run (the VM runner).
 var subcommands = map[string]func(args []string) int{
-	ImageSubcommand: imageMain,
+	ImageSubcommand:          imageMain,
+	spawner.Subcommand:       spawner.Main,
+	spawner.RunnerSubcommand: runnerMain,
 }
 
 // Main runs broodd-helper with args (without the program name) and returns the exit code:
@@ -154,7 +157,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return fmt.Errorf("find own executable: %w", err)
 	}
-	spawner, err := StartSpawner(exe)
+	spawner, err := spawner.Start(exe)
 	if err != nil {
 		return err
 	}

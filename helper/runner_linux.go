@@ -21,8 +21,6 @@ import (
 	"brood.dev/brood/sandbox/qemu"
 )
 
-func init() { subcommands[RunnerSubcommand] = runnerMain }
-
 // attachTimeout bounds how long a runner waits for the VMM's SSH socket to accept.
 const attachTimeout = 30 * time.Second
 

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/netpolicy/policywire"
 )
 
@@ -30,9 +31,9 @@ type Server struct {
 	sessions *Table
 	caps     api.Capabilities // template; Peer is filled per connection
 	doctor   []api.Check
-	vmHost   *VMHost  // nil: this helper runs no VMs
-	spawner  *Spawner // starts runners outside the helper's Landlock domain
-	egress   *Egress  // nil: VMs get no network device
+	vmHost   *VMHost         // nil: this helper runs no VMs
+	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
+	egress   *Egress         // nil: VMs get no network device
 
 	conns    atomic.Int64
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
@@ -58,7 +59,7 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 
 // EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without).
 // Call it before Serve.
-func (s *Server) EnableVMs(h VMHost, sp *Spawner) { s.vmHost, s.spawner = &h, sp }
+func (s *Server) EnableVMs(h VMHost, sp *spawner.Client) { s.vmHost, s.spawner = &h, sp }
 
 // EnableEgress lets StartVM give VMs a network under an egress profile.
 func (s *Server) EnableEgress(e *Egress) { s.egress = e }

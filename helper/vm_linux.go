@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/user"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -26,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
 	"brood.dev/brood/sandbox/initramfs"
@@ -48,8 +48,8 @@ const (
 type vmHandle struct {
 	id      string
 	log     *slog.Logger
-	pid     int      // the runner's pid
-	spawner *Spawner // the runner's parent, which kills it on request
+	pid     int             // the runner's pid
+	spawner *spawner.Client // the runner's parent, which kills it on request
 	conn    *api.Conn
 	runDir  string
 
@@ -174,7 +174,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	if eg != nil {
 		vh.egress = srv.egress
 	}
-	pid, pidfd, err := srv.spawner.Spawn(spawnRequest{UID: s.Owner, GID: s.gid, Groups: groups},
+	pid, pidfd, err := srv.spawner.Spawn(spawner.Request{UID: s.Owner, GID: s.gid, Groups: groups},
 		[]*os.File{logW, rs, s.share, dirf, arts.Kernel, initrd, arts.Image})
 	if err != nil {
 		hs.Close()
@@ -645,19 +645,6 @@ func checkStreamSocket(f *os.File) error {
 		return fmt.Errorf("runner returned a socket of type %d: %w", typ, ErrRunner)
 	}
 	return nil
-}
-
-// lookupKVMGID returns the gid of group "kvm", or -1.
-func lookupKVMGID() int {
-	g, err := user.LookupGroup("kvm")
-	if err != nil {
-		return -1
-	}
-	gid, err := strconv.Atoi(g.Gid)
-	if err != nil {
-		return -1
-	}
-	return gid
 }
 
 // CleanupRunDirs removes every per-session run directory under <runtimeDir>/vm (left by

@@ -37,15 +37,6 @@ func (srv *Server) startVM(*session, api.StartVMArgs, func(api.VMExit)) (*vmHand
 	return nil, api.VMInfo{}, errNoVMs
 }
 
-// Spawner is not available on this OS.
-type Spawner struct{}
-
-// StartSpawner returns a nil spawner: no runners here.
-func StartSpawner(string) (*Spawner, error) { return nil, nil }
-
-// Close does nothing.
-func (*Spawner) Close() {}
-
 // CleanupRunDirs has nothing to clean on this OS.
 func CleanupRunDirs(string) ([]string, error) { return nil, nil }
 
@@ -54,8 +45,6 @@ func probeVMBackend(context.Context) (sandbox.Capabilities, error) {
 }
 
 func lookQEMU() (string, error) { return "", errNoVMs }
-
-func lookupKVMGID() int { return -1 }
 
 func artifactsCheck(*Config) api.Check {
 	return api.Check{Name: "guest artifacts", Detail: "VMs are not supported on this OS"}

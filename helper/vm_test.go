@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/vmtest"
 )
@@ -33,7 +34,7 @@ import (
 // so only argv tells), and the tests start VM clients and a runner-confinement probe.
 func vmChild(env string) (int, bool) {
 	switch {
-	case env == "" && len(os.Args) > 1 && (os.Args[1] == RunnerSubcommand || os.Args[1] == SpawnerSubcommand):
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == spawner.Subcommand):
 		return Main(os.Args[1:]), true
 	case env == "vmclient":
 		return childVMClient(), true
@@ -333,7 +334,7 @@ func findVMM(t *testing.T, runtime, id string) (runner, vmm int) {
 		}
 		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		switch argv := strings.Split(string(cl), "\x00"); {
-		case len(argv) > 1 && argv[1] == RunnerSubcommand:
+		case len(argv) > 1 && argv[1] == spawner.RunnerSubcommand:
 			runner = pid
 		case strings.Contains(argv[0], "qemu-system"):
 			vmm = pid

@@ -153,28 +153,6 @@ func TestVMLimits(t *testing.T) {
 	}
 }
 
-// TestCheckSpawn: the spawner never starts a runner as root and adds no group but kvm.
-func TestCheckSpawn(t *testing.T) {
-	for _, tc := range []struct {
-		req spawnRequest
-		ok  bool
-	}{
-		{spawnRequest{UID: 4242, GID: 4242}, true},
-		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108}}, true},
-		{spawnRequest{UID: 0, GID: 4242}, false},
-		{spawnRequest{UID: 4242, GID: 0}, false},
-		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{0}}, false},
-		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108, 108}}, false},
-	} {
-		if err := checkSpawn(tc.req, 108); (err == nil) != tc.ok {
-			t.Errorf("checkSpawn(%+v) = %v, want ok=%v", tc.req, err, tc.ok)
-		}
-	}
-	if err := checkSpawn(spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108}}, -1); err == nil {
-		t.Errorf("a group accepted on a host without kvm group")
-	}
-}
-
 // TestCleanupRunDirs: run dirs a crashed helper left, owned by their users and holding
 // sockets, files and subdirectories, are removed; a symlink inside is not followed.
 func TestCleanupRunDirs(t *testing.T) {
