@@ -3,6 +3,7 @@ package helper
 import (
 	"errors"
 
+	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -31,8 +32,8 @@ var (
 	// ErrUnknownImage reports an image name with no recipe to build it from.
 	ErrUnknownImage = errors.New("no such image recipe")
 	// ErrRunner reports a VM runner that failed to start, broke the control protocol or
-	// died without reporting how its VM ended.
-	ErrRunner = errors.New("VM runner failed")
+	// died without reporting how its VM ended (runner.ErrRunner).
+	ErrRunner = runner.ErrRunner
 	// ErrNoIPv6Forwarding reports a kernel without per-interface IPv6 forwarding
 	// (net.ipv6.conf.<if>.force_forwarding, Linux >= 6.17) or without IPv6: guests then
 	// get no IPv6 address or route, never the global forwarding switch.

@@ -13,19 +13,16 @@ import (
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/landlockabi"
 )
 
-// PinnedABI is the Landlock ABI the helper's ruleset is written and tested for (ABI 7:
-// filesystem, TCP bind/connect, IPC scopes; tested on kernel 6.18). On a
-// newer kernel the helper still enforces exactly the ABI 7 rights.
-const PinnedABI = 7
+// PinnedABI is the Landlock ABI the helper's ruleset is written and tested for
+// (landlockabi.Pinned, shared with the VM runner).
+const PinnedABI = landlockabi.Pinned
 
 // landlockABI reports the kernel's Landlock ABI (a variable so tests can simulate old
 // kernels).
-var landlockABI = llsys.LandlockGetABIVersion
-
-// pinnedConfig is the Landlock configuration of PinnedABI.
-var pinnedConfig = landlock.V7
+var landlockABI = landlockabi.Kernel
 
 // systemRODirs are the system paths the helper may read and execute after confinement:
 // binaries and libraries (runner re-exec, qemu), /etc for resolv.conf and NSS, /proc and
@@ -92,7 +89,7 @@ func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
 		abi = 0
 	}
 	st := api.Landlock{ABI: abi, PinnedABI: PinnedABI}
-	llcfg := pinnedConfig
+	llcfg := landlockabi.Config
 	if strings.HasPrefix(os.Getenv("NOTIFY_SOCKET"), "@") {
 		llcfg.Scoped &^= llsys.ScopeAbstractUnixSocket
 		log.Warn("landlock: abstract NOTIFY_SOCKET, abstract unix socket scope not restricted")

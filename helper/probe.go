@@ -9,15 +9,17 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/qemu"
 )
 
 // VMHost is what the helper needs to run VMs, found by ProbeHost.
 type VMHost struct {
-	QEMU    string        // absolute path of qemu-system-x86_64 ("" : no VM backend)
-	Accel   sandbox.Accel // the probed accelerator
-	Warning string        // non-empty under TCG
-	Exe     string        // the helper executable (re-executed as spawner and runners)
-	KVMGID  int           // gid of group "kvm" (-1: none); added to runners only under KVM
+	Backend sandbox.Backend // the VM backend the runners drive (nil: none on this host)
+	VMM     string          // absolute path of its VMM binary, qemu-system-x86_64 ("": no VM backend)
+	Accel   sandbox.Accel   // the probed accelerator
+	Warning string          // non-empty under TCG
+	Exe     string          // the helper executable (re-executed as spawner and runners)
+	KVMGID  int             // gid of group "kvm" (-1: none); added to runners only under KVM
 }
 
 // Version is the helper build version reported by Hello (set with -ldflags -X).
@@ -49,7 +51,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 		add("accel", false, "no VM backend")
 	} else {
 		path, _ := lookQEMU()
-		vmh.QEMU, vmh.Accel, vmh.Warning = path, qc.Accel, qc.Warning
+		vmh.Backend, vmh.VMM, vmh.Accel, vmh.Warning = &qemu.Backend{Path: path}, path, qc.Accel, qc.Warning
 		caps.Backends = append(caps.Backends, qc.Backend)
 		caps.Accel = qc.Accel
 		add("backend qemu", true, fmt.Sprintf("%s (%s)", path, qc.Version))

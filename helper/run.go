@@ -1,21 +1,21 @@
-// Package helper is broodd-helper, brood's privileged binary: a socket-activated
+// Package helper is broodd-helper's daemon, brood's privileged service: a socket-activated
 // RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
 // session table with owners, confines itself with Landlock, and cleans up what a crashed
 // predecessor left (taps, the nft table, orphaned VM runners, per-session run dirs). See
-// docs/ARCHITECTURE.md "Processes and trust boundaries" and "Helper protocol".
+// docs/ARCHITECTURE.md "Processes and trust boundaries" and "Helper protocol", and
+// docs/helper-processes.md.
 //
 // VMs: StartVM opens the boot artifacts from root-owned locations (artifacts_linux.go),
 // writes the session initramfs with a fresh guest host key, and asks the runner spawner
-// (`broodd-helper vm-spawn`, started before confinement because Landlock domains are
-// inherited) to start `broodd-helper vm-run` as the session owner with descriptors 3..8
-// (vmproto.go). The runner confines itself and runs QEMU through sandbox/qemu; it reports
-// to the helper on a control socket and hands Attach the connected SSH channel.
+// (package spawner, started before confinement because Landlock domains are inherited)
+// to start `broodd-helper vm-run` (package runner) as the session owner with descriptors
+// 3..8. The runner confines itself and drives the VMHost's sandbox.Backend; it reports to
+// the helper on a control socket and hands Attach the connected SSH channel.
 //
-// Privilege: root. This package holds three processes: the helper daemon (root,
-// Landlock-confined after startup step 9), the runner spawner (root, started unconfined
-// before step 9; it only forks runners and kills them) and the VM runner (the session
-// owner's uid and gid plus the kvm group, no_new_privs, not dumpable, Landlock).
-// Splitting them into one package each is planned.
+// Privilege: root, Landlock-confined after startup step 9 (Run). The same binary also
+// runs the runner spawner (package spawner: root, unconfined) and the VM runners (package
+// runner: the session owner's uid, no_new_privs, Landlock); they dispatch from Main's
+// subcommand table.
 package helper
 
 import (
@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/internal/hostexec"
 )
@@ -53,7 +54,7 @@ type Options struct {
 var subcommands = map[string]func(args []string) int{
 	ImageSubcommand:          imageMain,
 	spawner.Subcommand:       spawner.Main,
-	spawner.RunnerSubcommand: runnerMain,
+	spawner.RunnerSubcommand: runner.Main,
 }
 
 // Main runs broodd-helper with args (without the program name) and returns the exit code:
@@ -233,14 +234,14 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 // non-dumpable; the "vmm not dumpable" check says whether that worked.
 func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, VMHost) {
 	caps, checks, vmh := ProbeHost(cfg, ll)
-	if vmh.QEMU != "" {
+	if vmh.VMM != "" {
 		// QEMU runs from an execute-only copy so that it stays non-dumpable.
 		check := api.Check{Name: "vmm not dumpable", OK: true}
-		if p, err := ExecOnlyCopy(vmh.QEMU, filepath.Join(cfg.RuntimeDir, vmmDir)); err != nil {
+		if p, err := ExecOnlyCopy(vmh.VMM, filepath.Join(cfg.RuntimeDir, vmmDir)); err != nil {
 			log.Warn("VMM runs dumpable (the user could ptrace it)", "err", err)
 			check.OK, check.Detail = false, err.Error()
 		} else {
-			vmh.QEMU, check.Detail = p, "QEMU runs from the execute-only copy "+p
+			vmh.VMM, check.Detail = p, "QEMU runs from the execute-only copy "+p
 		}
 		checks = append(checks, check)
 	}

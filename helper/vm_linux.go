@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/guestcfg"
@@ -55,8 +56,8 @@ type vmHandle struct {
 
 	attachMu sync.Mutex        // one attach at a time (answers are not tagged)
 	writeMu  sync.Mutex        // one request frame at a time
-	attached chan attachResult // answers to opAttach
-	started  chan runnerEvent  // the first event: started or error
+	attached chan attachResult // answers to runner.OpAttach
+	started  chan runner.Event // the first event: started or error
 	done     chan struct{}     // closed when the runner is reaped and exit is set
 	exit     api.VMExit        // how the VM ended, valid after done
 	vmmPid   int               // QEMU's pid (logs, tests)
@@ -78,7 +79,7 @@ type attachResult struct {
 // onExit runs once the VM is gone (before waiters are released).
 func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit)) (*vmHandle, api.VMInfo, error) {
 	h := srv.vmHost
-	if h == nil || h.QEMU == "" {
+	if h == nil || h.Backend == nil || h.VMM == "" {
 		return nil, api.VMInfo{}, fmt.Errorf("start VM: no VM backend on this host: %w", api.ErrUnavailable)
 	}
 	clientKey, err := parseClientKey(a.ClientKey)
@@ -168,7 +169,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	defer logW.Close()
 	vh := &vmHandle{
 		id: s.ID, log: srv.log.With("session", s.ID), conn: api.NewConn(hs), runDir: runDir, spawner: srv.spawner,
-		attached: make(chan attachResult, 1), started: make(chan runnerEvent, 1), done: make(chan struct{}),
+		attached: make(chan attachResult, 1), started: make(chan runner.Event, 1), done: make(chan struct{}),
 		onExit: onExit,
 	}
 	if eg != nil {
@@ -185,8 +186,8 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	rs.Close()
 	logW.Close()
 	go vh.logLines(logR)
-	rcfg := runnerConfig{
-		Session: s.ID, QEMU: h.QEMU, Accel: h.Accel, CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
+	rcfg := runner.Config{
+		Session: s.ID, Backend: h.Backend.Name(), VMM: h.VMM, Accel: h.Accel, CPUs: cpus, MemoryMiB: mem, TimeoutSec: int(timeout / time.Second),
 	}
 	var cfgFiles []*os.File
 	if eg != nil && eg.TapFile() != nil {
@@ -201,7 +202,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	}
 	select {
 	case ev := <-vh.started:
-		if ev.Event != evStarted {
+		if ev.Event != runner.EvStarted {
 			<-vh.done
 			return nil, api.VMInfo{}, fmt.Errorf("start VM of session %s: %w: %s", s.ID, ErrRunner, ev.Detail)
 		}
@@ -219,7 +220,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		"accel", h.Accel, "cpus", cpus, "memory_mib", mem, "timeout", timeout, "image", a.Image, "kernel", arts.Release)
 	info := api.VMInfo{
 		HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(hostPub))),
-		Accel:   h.Accel, Warning: h.Warning, Backend: "qemu",
+		Accel:   h.Accel, Warning: h.Warning, Backend: h.Backend.Name(),
 	}
 	if eg != nil {
 		ei := eg.info
@@ -245,29 +246,29 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 			closeFiles(files)
 			break
 		}
-		var ev runnerEvent
+		var ev runner.Event
 		if err := json.Unmarshal(body, &ev); err != nil {
 			closeFiles(files)
 			v.log.Warn("bad runner event", "err", err)
 			continue
 		}
 		switch ev.Event {
-		case evStarted, evError:
-			if ev.Event == evStarted && len(files) == 1 && v.vmmPidfd == nil {
+		case runner.EvStarted, runner.EvError:
+			if ev.Event == runner.EvStarted && len(files) == 1 && v.vmmPidfd == nil {
 				v.pidMu.Lock()
 				v.vmmPidfd = files[0]
 				v.pidMu.Unlock()
 				files = nil
 			}
 			if !startedSent {
-				startedSent, startedOK = true, ev.Event == evStarted
+				startedSent, startedOK = true, ev.Event == runner.EvStarted
 				v.started <- ev
 			}
 			closeFiles(files)
-			if ev.Event == evError {
+			if ev.Event == runner.EvError {
 				exit.Detail = ev.Detail
 			}
-		case evAttached:
+		case runner.EvAttached:
 			r := attachResult{err: fmt.Errorf("attach session %s: %w: %s", v.id, ErrRunner, ev.Detail)}
 			if len(files) == 1 && ev.Detail == "" {
 				r = attachResult{f: files[0]}
@@ -285,7 +286,7 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 					r.f.Close()
 				}
 			}
-		case evExit:
+		case runner.EvExit:
 			closeFiles(files)
 			exit = api.VMExit{Outcome: ev.Outcome, Detail: ev.Detail, ConsoleTail: ev.ConsoleTail}
 		default:
@@ -298,7 +299,7 @@ func (v *vmHandle) readEvents(timeout time.Duration) {
 	v.reapPidfd(&v.runnerPidfd, "runner")
 	v.reapPidfd(&v.vmmPidfd, "VMM")
 	if !startedSent {
-		v.started <- runnerEvent{Event: evError, Detail: exit.Detail}
+		v.started <- runner.Event{Event: runner.EvError, Detail: exit.Detail}
 	}
 	removeRunDir(v.runDir)
 	if v.egress != nil {
@@ -330,10 +331,10 @@ func (v *vmHandle) logLines(r io.Reader) {
 }
 
 // request sends one request to the runner.
-func (v *vmHandle) request(op runnerOp) error {
+func (v *vmHandle) request(op runner.Op) error {
 	v.writeMu.Lock()
 	defer v.writeMu.Unlock()
-	b, _ := json.Marshal(runnerRequest{Op: op})
+	b, _ := json.Marshal(runner.Request{Op: op})
 	if err := v.conn.WriteFrame(b); err != nil {
 		return fmt.Errorf("runner request %s: %w: %w", op, ErrRunner, err)
 	}
@@ -349,7 +350,7 @@ func (v *vmHandle) attach(ctx context.Context) (*os.File, error) {
 		return nil, fmt.Errorf("attach session %s: the VM has exited: %w", v.id, api.ErrState)
 	default:
 	}
-	if err := v.request(opAttach); err != nil {
+	if err := v.request(runner.OpAttach); err != nil {
 		return nil, err
 	}
 	select {
@@ -357,7 +358,7 @@ func (v *vmHandle) attach(ctx context.Context) (*os.File, error) {
 		return r.f, r.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("attach session %s: %w", v.id, ctx.Err())
-	case <-time.After(attachTimeout + 5*time.Second):
+	case <-time.After(runner.AttachTimeout + 5*time.Second):
 		return nil, fmt.Errorf("attach session %s: runner did not answer: %w", v.id, ErrRunner)
 	}
 }
@@ -370,7 +371,7 @@ func (v *vmHandle) stop() {
 		return
 	default:
 	}
-	if err := v.request(opStop); err != nil {
+	if err := v.request(runner.OpStop); err != nil {
 		v.kill()
 	}
 	select {

@@ -3,22 +3,15 @@
 package helper
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"brood.dev/brood/helper/api"
-	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/store"
 )
@@ -166,7 +159,7 @@ func TestCleanupRunDirs(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(d, "sub", "deeper"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("unix", filepath.Join(d, sshSocketName))
+	ln, err := net.Listen("unix", filepath.Join(d, runner.SSHSocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,12 +191,12 @@ func TestProbeHostQEMU(t *testing.T) {
 	cfg := DefaultConfig()
 	caps, checks, vmh := ProbeHost(&cfg, api.Landlock{Mode: api.LandlockOff})
 	if _, err := lookQEMU(); err != nil {
-		if vmh.QEMU != "" || len(caps.Backends) != 0 {
+		if vmh.VMM != "" || len(caps.Backends) != 0 {
 			t.Errorf("no QEMU but caps %+v vmhost %+v", caps, vmh)
 		}
 		return
 	}
-	if !filepath.IsAbs(vmh.QEMU) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != vmh.Accel {
+	if !filepath.IsAbs(vmh.VMM) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != vmh.Accel {
 		t.Errorf("caps %+v vmhost %+v", caps, vmh)
 	}
 	var accel *api.Check
@@ -217,125 +210,5 @@ func TestProbeHostQEMU(t *testing.T) {
 	}
 	if caps.Accel == sandbox.AccelTCG && (vmh.Warning == "" || !strings.Contains(accel.Detail, "WARNING")) {
 		t.Errorf("TCG without a warning: %+v %+v", vmh, accel)
-	}
-}
-
-// runnerLLSpec is the input of the runner-confinement child.
-type runnerLLSpec struct {
-	Outside string // a directory the runner must not reach (stands for $HOME)
-}
-
-// runnerLLProbes are the accesses the runner-confinement test checks.
-func runnerLLProbes(s runnerLLSpec) map[string]string {
-	res := func(err error) string {
-		if err != nil {
-			return err.Error()
-		}
-		return "ok"
-	}
-	r := map[string]string{}
-	r["write share"] = res(os.WriteFile(fdPath(runnerFDShare)+"/new", []byte("x"), 0o644))
-	r["rename in share"] = res(os.Rename(fdPath(runnerFDShare)+"/new", fdPath(runnerFDShare)+"/sub/moved"))
-	l, err := net.Listen("unix", fdPath(runnerFDRunDir)+"/s.sock")
-	if err == nil {
-		l.Close()
-	}
-	r["socket in run dir"] = res(err)
-	_, err = os.ReadFile(fdPath(runnerFDKernel))
-	r["read kernel"] = res(err)
-	f, err := os.OpenFile(fdPath(runnerFDImage), os.O_WRONLY, 0)
-	if err == nil {
-		f.Close()
-	}
-	r["write image"] = res(err)
-	_, err = os.ReadFile(filepath.Join(s.Outside, "secret"))
-	r["read outside"] = res(err)
-	r["write outside"] = res(os.WriteFile(filepath.Join(s.Outside, "x"), []byte("x"), 0o600))
-	r["exec /bin/true"] = res(exec.Command("/bin/true").Run())
-	d := net.Dialer{Timeout: time.Second}
-	d.SetMultipathTCP(false)
-	c, err := d.Dial("tcp4", "127.0.0.1:9")
-	if err == nil {
-		c.Close()
-	}
-	r["tcp connect"] = res(err)
-	return r
-}
-
-func childRunnerLandlock() int {
-	var s runnerLLSpec
-	if err := json.Unmarshal([]byte(os.Getenv("BROOD_TEST_LL")), &s); err != nil {
-		return 3
-	}
-	if err := confineRunner(slog.New(slog.NewTextHandler(os.Stderr, nil)), runnerConfig{Accel: sandbox.AccelTCG, QEMU: "/bin/true"}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 4
-	}
-	json.NewEncoder(os.Stdout).Encode(runnerLLProbes(s))
-	return 0
-}
-
-// TestRunnerLandlock confines a re-executed child with the runner's ruleset on the
-// runner's descriptor layout: the share and run dir stay writable, the artifacts
-// readable only, everything else (a directory standing for $HOME, TCP) is denied.
-func TestRunnerLandlock(t *testing.T) {
-	if abi, _ := llsys.LandlockGetABIVersion(); abi < PinnedABI {
-		testenv.Skip(t, fmt.Sprintf("Landlock ABI %d < %d", abi, PinnedABI))
-	}
-	base := t.TempDir()
-	dirs := map[string]string{}
-	for _, d := range []string{"share", "share/sub", "run", "outside"} {
-		dirs[d] = filepath.Join(base, d)
-		if err := os.Mkdir(dirs[d], 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.WriteFile(filepath.Join(dirs["outside"], "secret"), []byte("s"), 0o644)
-	var files []*os.File
-	a, b, err := socketpair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	files = append(files, b)
-	for _, p := range []string{dirs["share"], dirs["run"]} {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	for _, n := range []string{"vmlinux", "initrd", "image"} {
-		p := filepath.Join(base, n)
-		os.WriteFile(p, []byte(n), 0o644)
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	defer closeFiles(files)
-	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"]})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=runner-landlock", "BROOD_TEST_LL="+string(js))
-	cmd.ExtraFiles = files
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, stderr.String())
-	}
-	var got map[string]string
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("child output %q: %v", out, err)
-	}
-	for probe, want := range map[string]string{
-		"write share": "ok", "rename in share": "ok", "socket in run dir": "ok", "read kernel": "ok",
-		"exec /bin/true": "ok", "write image": "permission denied", "read outside": "permission denied",
-		"write outside": "permission denied", "tcp connect": "permission denied",
-	} {
-		if !strings.Contains(got[probe], want) {
-			t.Errorf("%s: %q, want %q", probe, got[probe], want)
-		}
 	}
 }
