@@ -34,8 +34,4 @@ var (
 	// ErrRunner reports a VM runner that failed to start, broke the control protocol or
 	// died without reporting how its VM ended (runner.ErrRunner).
 	ErrRunner = runner.ErrRunner
-	// ErrNoIPv6Forwarding reports a kernel without per-interface IPv6 forwarding
-	// (net.ipv6.conf.<if>.force_forwarding, Linux >= 6.17) or without IPv6: guests then
-	// get no IPv6 address or route, never the global forwarding switch.
-	ErrNoIPv6Forwarding = errors.New("no per-interface IPv6 forwarding")
 )

@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/internal/hostexec"
@@ -143,13 +144,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
-	egress, err := OpenEgress(&cfg, host, log)
+	eg, err := egress.Open(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), host.links, host.fw, log)
 	if err != nil {
 		log.Warn("egress unavailable: VMs get no network", "err", err)
-		egress = nil
+		eg = nil
 	} else {
-		defer egress.Close()
-		defer egress.StopAll()
+		defer eg.Close()
+		defer eg.StopAll()
 	}
 
 	// 8. Start the runner spawner while unconfined: runners must reach the users'
@@ -180,8 +181,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, spawner)
-	if egress != nil {
-		srv.EnableEgress(egress)
+	if eg != nil {
+		srv.EnableEgress(eg)
 	}
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/netpolicy/policywire"
 )
@@ -33,7 +34,7 @@ type Server struct {
 	doctor   []api.Check
 	vmHost   *VMHost         // nil: this helper runs no VMs
 	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
-	egress   *Egress         // nil: VMs get no network device
+	egress   *egress.Manager // nil: VMs get no network device
 
 	conns    atomic.Int64
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
@@ -62,7 +63,7 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 func (s *Server) EnableVMs(h VMHost, sp *spawner.Client) { s.vmHost, s.spawner = &h, sp }
 
 // EnableEgress lets StartVM give VMs a network under an egress profile.
-func (s *Server) EnableEgress(e *Egress) { s.egress = e }
+func (s *Server) EnableEgress(e *egress.Manager) { s.egress = e }
 
 // Sessions returns the session table (for shutdown and tests).
 func (s *Server) Sessions() *Table { return s.sessions }
@@ -331,13 +332,13 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 	caps.Peer = st.cred.Peer
 	s.vmCaps(&caps)
 	if s.egress != nil {
-		caps.Policy = PolicyDigest(s.cfg.Egress.PolicyPath)
+		caps.Policy = egress.PolicyDigest(s.cfg.Egress.PolicyPath)
 	}
 	return caps, nil
 }
 
 // resolvePolicy answers the effective egress policy of the request's inputs, from the
-// function whose result Egress.Start enforces (Egress.Resolve).
+// function whose result egress.Manager.Start enforces (egress.Manager.Resolve).
 func (s *Server) resolvePolicy(req *api.Request) (any, error) {
 	var a api.ResolvePolicyArgs
 	if err := api.DecodeArgs(req.Args, &a); err != nil {

@@ -34,7 +34,7 @@ type Table struct {
 
 // NewTable returns an empty table allowing perUser sessions per uid. The table names a
 // session's tap (api.Session.Tap) but never creates or deletes it: the egress layer does,
-// for the VM's lifetime (Egress.Start, Egress.Stop).
+// for the VM's lifetime (egress.Manager.Start, egress.Manager.Stop).
 func NewTable(perUser int) *Table {
 	return &Table{byID: map[string]*session{}, perUser: perUser}
 }
@@ -126,7 +126,7 @@ func (t *Table) List(uid uint32) []api.Session {
 
 // Destroy removes session id on behalf of uid and releases its resources: a running VM
 // is stopped (its runner reaped and its network, tap included, removed by the VM's
-// supervisor through Egress.Stop) first, then the share descriptor goes.
+// supervisor through egress.Manager.Stop) first, then the share descriptor goes.
 // Errors of lookup are returned before anything is touched; a session whose VM is being
 // started cannot be destroyed (api.ErrState).
 func (t *Table) Destroy(id string, uid uint32) error {

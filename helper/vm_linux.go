@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/sandbox"
@@ -62,7 +63,7 @@ type vmHandle struct {
 	exit     api.VMExit        // how the VM ended, valid after done
 	vmmPid   int               // QEMU's pid (logs, tests)
 	onExit   func(api.VMExit)  // updates the session table
-	egress   *Egress           // non-nil: the session's network is removed when the VM ends
+	egress   *egress.Manager   // non-nil: the session's network is removed when the VM ends
 
 	pidMu       sync.Mutex
 	runnerPidfd *os.File // closed (nil) once the runner is gone
@@ -117,11 +118,11 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		}
 	}()
 	if eg != nil {
-		gcfg.Net = &guestcfg.Net{Address: netip.PrefixFrom(eg.addrs.Guest4, 30), Gateway: eg.addrs.Host4,
-			DNS: []netip.Addr{eg.addrs.Host4}}
-		if eg.v6 {
-			gcfg.Net.Address6, gcfg.Net.Gateway6 = netip.PrefixFrom(eg.addrs.Guest6, 126), eg.addrs.Host6
-			gcfg.Net.DNS = append(gcfg.Net.DNS, eg.addrs.Host6)
+		gcfg.Net = &guestcfg.Net{Address: netip.PrefixFrom(eg.Addrs.Guest4, 30), Gateway: eg.Addrs.Host4,
+			DNS: []netip.Addr{eg.Addrs.Host4}}
+		if eg.V6 {
+			gcfg.Net.Address6, gcfg.Net.Gateway6 = netip.PrefixFrom(eg.Addrs.Guest6, 126), eg.Addrs.Host6
+			gcfg.Net.DNS = append(gcfg.Net.DNS, eg.Addrs.Host6)
 		}
 	}
 	if gcfg, err = gcfg.Normalize(); err != nil {
@@ -214,7 +215,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 	}
 	ok, egressKept = true, true
 	if eg != nil {
-		eg.closeTapFile() // the runner (and QEMU) hold it now
+		eg.CloseTapFile() // the runner (and QEMU) hold it now
 	}
 	vh.log.Info("audit: VM started", "uid", s.Owner, "runner", vh.pid, "vmm", vh.vmmPid,
 		"accel", h.Accel, "cpus", cpus, "memory_mib", mem, "timeout", timeout, "image", a.Image, "kernel", arts.Release)
@@ -223,7 +224,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 		Accel:   h.Accel, Warning: h.Warning, Backend: h.Backend.Name(),
 	}
 	if eg != nil {
-		ei := eg.info
+		ei := eg.Info
 		info.Egress = &ei
 	}
 	return vh, info, nil
