@@ -9,7 +9,7 @@
 // writes the session initramfs with a fresh guest host key, and asks the runner spawner
 // (package spawner, started before confinement because Landlock domains are inherited)
 // to start `broodd-helper vm-run` (package runner) as the session owner with descriptors
-// 3..8. The runner confines itself and drives the VMHost's sandbox.Backend; it reports to
+// 3..8. The runner confines itself and drives the vmhost.Host's sandbox.Backend; it reports to
 // the helper on a control socket and hands Attach the connected SSH channel.
 //
 // Privilege: root, Landlock-confined after startup step 9 (Run). The same binary also
@@ -37,6 +37,7 @@ import (
 	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/internal/hostexec"
 )
 
@@ -222,7 +223,7 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dirs, err := CleanupRunDirs(runtimeDir)
+	dirs, err := vmhost.CleanupRunDirs(runtimeDir)
 	if err != nil {
 		return err
 	}
@@ -233,7 +234,7 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 // probeHost probes the confined helper's capabilities (ProbeHost) and, when QEMU was
 // found, makes the execute-only copy of it that runners exec so that it stays
 // non-dumpable; the "vmm not dumpable" check says whether that worked.
-func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, VMHost) {
+func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
 	caps, checks, vmh := ProbeHost(cfg, ll)
 	if vmh.VMM != "" {
 		// QEMU runs from an execute-only copy so that it stays non-dumpable.
@@ -295,7 +296,7 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 	}
 	defer host.Close()
 	rep, err := host.cleanup(log)
-	dirs, derr := CleanupRunDirs(runtimeDir)
+	dirs, derr := vmhost.CleanupRunDirs(runtimeDir)
 	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs)
 	return errors.Join(err, derr)
 }

@@ -18,6 +18,7 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/netpolicy/policywire"
 )
 
@@ -32,7 +33,7 @@ type Server struct {
 	sessions *Table
 	caps     api.Capabilities // template; Peer is filled per connection
 	doctor   []api.Check
-	vmHost   *VMHost         // nil: this helper runs no VMs
+	vmHost   *vmhost.Host    // nil: this helper runs no VMs
 	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
 	egress   *egress.Manager // nil: VMs get no network device
 
@@ -60,7 +61,7 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 
 // EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without).
 // Call it before Serve.
-func (s *Server) EnableVMs(h VMHost, sp *spawner.Client) { s.vmHost, s.spawner = &h, sp }
+func (s *Server) EnableVMs(h vmhost.Host, sp *spawner.Client) { s.vmHost, s.spawner = &h, sp }
 
 // EnableEgress lets StartVM give VMs a network under an egress profile.
 func (s *Server) EnableEgress(e *egress.Manager) { s.egress = e }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
@@ -21,7 +22,7 @@ type session struct {
 	gid      uint32   // the owner's primary gid at CreateSession (the runner's gid)
 	share    *os.File // workspace share descriptor passed by the owner
 	starting bool     // StartVM is preparing the VM (state still "created")
-	vm       *vmHandle
+	vm       *vmhost.Handle
 }
 
 // Table is the helper's session table. Every operation takes the caller's uid and checks
@@ -150,7 +151,7 @@ func (t *Table) Destroy(id string, uid uint32) error {
 // closes the share descriptor.
 func (t *Table) release(s *session) {
 	if s.vm != nil {
-		s.vm.stop()
+		s.vm.Stop()
 	}
 	if s.share != nil {
 		s.share.Close()
@@ -193,7 +194,7 @@ func (t *Table) beginStart(id string, uid uint32) (*session, error) {
 
 // endStart records the outcome of a start begun with beginStart: vm is nil when the
 // start failed (the session stays "created").
-func (t *Table) endStart(s *session, vm *vmHandle) {
+func (t *Table) endStart(s *session, vm *vmhost.Handle) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.starting = false
@@ -215,7 +216,7 @@ func (t *Table) vmExited(s *session) {
 
 // vmOf returns the VM of session id as seen by uid (lookup's errors), api.ErrState when
 // no VM was ever started.
-func (t *Table) vmOf(id string, uid uint32) (*vmHandle, error) {
+func (t *Table) vmOf(id string, uid uint32) (*vmhost.Handle, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, err := t.lookup(id, uid)

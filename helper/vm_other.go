@@ -15,30 +15,10 @@ import (
 // VMs run only on Linux for now (the krun backend for macOS is not written yet): these
 // stubs keep the helper building elsewhere and answer api.ErrUnavailable.
 
-type vmHandle struct{}
-
-func (*vmHandle) stop() {}
-
-func (*vmHandle) attach(context.Context) (*os.File, error) { return nil, errNoVMs }
-
-func (*vmHandle) wait(context.Context) (api.VMExit, error) { return api.VMExit{}, errNoVMs }
-
-// hostResources: no VMs, no caps to report.
-type hostResources struct{ CPUs, MemoryMiB int }
-
-func hostLimits() hostResources { return hostResources{} }
-
 // builtImages: no VMs, so no bootable image (nil: "cannot tell").
 func builtImages(*Config) []string { return nil }
 
 var errNoVMs = fmt.Errorf("VMs are not supported on this OS: %w", api.ErrUnavailable)
-
-func (srv *Server) startVM(*session, api.StartVMArgs, func(api.VMExit)) (*vmHandle, api.VMInfo, error) {
-	return nil, api.VMInfo{}, errNoVMs
-}
-
-// CleanupRunDirs has nothing to clean on this OS.
-func CleanupRunDirs(string) ([]string, error) { return nil, nil }
 
 func probeVMBackend(context.Context) (sandbox.Capabilities, error) {
 	return sandbox.Capabilities{}, fmt.Errorf("no VM backend on this OS: %w", sandbox.ErrUnavailable)

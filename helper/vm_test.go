@@ -26,6 +26,7 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/vmtest"
 )
@@ -321,7 +322,7 @@ func readProc(t *testing.T, pid int) proc {
 // the session's run directory.
 func findVMM(t *testing.T, runtime, id string) (runnerPid, vmm int) {
 	t.Helper()
-	want := filepath.Join(runtime, vmRunParent, id)
+	want := filepath.Join(runtime, vmhost.RunParent, id)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
@@ -408,7 +409,7 @@ func TestVMSessionEndToEnd(t *testing.T) {
 
 	// The runner and the VMM: uid, capabilities, no_new_privs, descriptors.
 	runnerPid, vmm := findVMM(t, h.runtime, id)
-	runDir := filepath.Join(h.runtime, vmRunParent, id)
+	runDir := filepath.Join(h.runtime, vmhost.RunParent, id)
 	helperSockets := socketInodes(t, h.hc.cmd.Process.Pid)
 	for _, pid := range []int{runnerPid, vmm} {
 		p := readProc(t, pid)
@@ -547,7 +548,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	if len(l) != 2 || states[ids["hang"]] != api.SessionStopped || states[ids["stop"]] != api.SessionStopped {
 		t.Errorf("sessions = %+v, want hang and stop listed as stopped, destroy gone", l)
 	}
-	ents, _ := os.ReadDir(filepath.Join(h.runtime, vmRunParent))
+	ents, _ := os.ReadDir(filepath.Join(h.runtime, vmhost.RunParent))
 	if len(ents) != 0 {
 		t.Errorf("run dirs left: %v", ents)
 	}
@@ -593,7 +594,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	if alive(crashVMM) || alive(crashRunner) {
 		t.Fatalf("VMM %d / runner %d survive the helper's crash", crashVMM, crashRunner)
 	}
-	left := filepath.Join(h.runtime, vmRunParent, crash)
+	left := filepath.Join(h.runtime, vmhost.RunParent, crash)
 	if _, err := os.Lstat(left); err != nil {
 		t.Fatalf("expected the crashed session's run dir %s: %v", left, err)
 	}

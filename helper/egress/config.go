@@ -14,7 +14,7 @@ import (
 const DNSPort = 53
 
 // IPv6ConfDir is the IPv6 per-interface sysctl directory of the helper's network namespace
-// (IPv6Conf; the Landlock rule in ConfinementRules).
+// (IPv6Conf; the helper's Landlock rule in its ConfinementRules).
 const IPv6ConfDir = "/proc/sys/net/ipv6/conf"
 
 // Config is the `[egress]` table of helper.toml.
