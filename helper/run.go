@@ -118,10 +118,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 
 	// 4. Runtime and state directories: create, then lstat-check (never follow).
-	for _, d := range []string{cfg.RuntimeDir, cfg.StateDir} {
-		if err := EnsureDir(d); err != nil {
-			return err
-		}
+	if err := ensureDirs(cfg.RuntimeDir, cfg.StateDir); err != nil {
+		return err
 	}
 
 	// 5. Take the socket: strictly from socket activation, or --listen in development.
@@ -145,26 +143,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
-	eg, err := egress.Open(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), host.links, host.fw, log)
-	if err != nil {
-		log.Warn("egress unavailable: VMs get no network", "err", err)
-		eg = nil
-	} else {
+	eg := openEgress(&cfg, host, log)
+	if eg != nil {
 		defer eg.Close()
 		defer eg.StopAll()
 	}
 
 	// 8. Start the runner spawner while unconfined: runners must reach the users'
 	// shares, which the helper's own Landlock domain (inherited by children) excludes.
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-	spawner, err := spawner.Start(exe)
+	sp, err := startSpawner()
 	if err != nil {
 		return err
 	}
-	defer spawner.Close()
+	defer sp.Close()
 
 	// 9. Confine with Landlock (irreversible; never discard errors), then probe the host.
 	ll, err := Confine(&cfg, log)
@@ -174,20 +165,57 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	caps, checks, vmh := probeHost(&cfg, ll, log)
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
+	if err := notifyReady(ln, ll, log); err != nil {
+		return err
+	}
+
+	// 11. Serve until stopped or idle; then release every session.
+	srv := NewServer(&cfg, log, caps, checks)
+	srv.EnableVMs(vmh, sp)
+	srv.EnableEgress(eg) // nil: VMs get no network device
+	err = srv.Serve(ctx, ln)
+	srv.Sessions().DestroyAll()
+	return err
+}
+
+// notifyReady tells the service manager the helper is ready (sd_notify READY=1; nothing
+// without NOTIFY_SOCKET) and logs it.
+func notifyReady(ln *net.UnixListener, ll api.Landlock, log *slog.Logger) error {
 	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {
 		return fmt.Errorf("sd_notify READY: %w", err)
 	}
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
+	return nil
+}
 
-	// 11. Serve until stopped or idle; then release every session.
-	srv := NewServer(&cfg, log, caps, checks)
-	srv.EnableVMs(vmh, spawner)
-	if eg != nil {
-		srv.EnableEgress(eg)
+// ensureDirs creates each of dirs (mode 0755) if missing and checks it (EnsureDir).
+func ensureDirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := EnsureDir(d); err != nil {
+			return err
+		}
 	}
-	err = srv.Serve(ctx, ln)
-	srv.Sessions().DestroyAll()
-	return err
+	return nil
+}
+
+// openEgress opens the egress layer on host's links and nft connection, with decision
+// logs under <runtime dir>/egress; nil (logged) when it cannot, e.g. without a resolver.
+func openEgress(cfg *Config, h *host, log *slog.Logger) *egress.Manager {
+	eg, err := egress.Open(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), h.links, h.fw, log)
+	if err != nil {
+		log.Warn("egress unavailable: VMs get no network", "err", err)
+		return nil
+	}
+	return eg
+}
+
+// startSpawner starts the runner spawner from this process's own executable.
+func startSpawner() (*spawner.Client, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	return spawner.Start(exe)
 }
 
 // loadRunConfig loads the helper config at o.ConfigPath, applies the flags that override

@@ -63,7 +63,7 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 // Call it before Serve.
 func (s *Server) EnableVMs(h vmhost.Host, sp *spawner.Client) { s.vmHost, s.spawner = &h, sp }
 
-// EnableEgress lets StartVM give VMs a network under an egress profile.
+// EnableEgress lets StartVM give VMs a network under an egress profile (nil: none).
 func (s *Server) EnableEgress(e *egress.Manager) { s.egress = e }
 
 // Sessions returns the session table (for shutdown and tests).
