@@ -8,7 +8,7 @@ import (
 )
 
 // startEgress sets up session s's network when a names a profile; nil without one.
-func (srv *Server) startEgress(s *session, a api.StartVMArgs) (*egress.Session, error) {
+func (srv *Server) startEgress(s *sessionRecord, a api.StartVMArgs) (*egress.Session, error) {
 	if a.Egress == "" {
 		return nil, nil
 	}

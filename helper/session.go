@@ -15,9 +15,10 @@ import (
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
-// session is one row of the session table: the public description plus the resources
-// the helper holds for it.
-type session struct {
+// sessionRecord is the daemon's record of one session, a row of its Table: the wire view
+// (api.Session) plus the resources the helper holds for it. (A session's network is an
+// egress.Session, its VM a vmhost.Handle.)
+type sessionRecord struct {
 	api.Session
 	gid      uint32   // the owner's primary gid at CreateSession (the runner's gid)
 	share    *os.File // workspace share descriptor passed by the owner
@@ -29,7 +30,7 @@ type session struct {
 // ownership: a session is visible and destroyable only by its owner and by root.
 type Table struct {
 	mu      sync.Mutex
-	byID    map[string]*session
+	byID    map[string]*sessionRecord
 	perUser int
 }
 
@@ -37,7 +38,7 @@ type Table struct {
 // session's tap (api.Session.Tap) but never creates or deletes it: the egress layer does,
 // for the VM's lifetime (egress.Manager.Start, egress.Manager.Stop).
 func NewTable(perUser int) *Table {
-	return &Table{byID: map[string]*session{}, perUser: perUser}
+	return &Table{byID: map[string]*sessionRecord{}, perUser: perUser}
 }
 
 // newSessionID returns 8 random lower-case hex digits (api.ValidSessionID).
@@ -77,7 +78,7 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 	if err != nil {
 		return api.Session{}, fmt.Errorf("create session for uid %d: %w", owner, err)
 	}
-	s := &session{
+	s := &sessionRecord{
 		Session: api.Session{ID: id, Owner: owner, State: api.SessionCreated, Tap: tap, Created: time.Now().Unix()},
 		gid:     gid,
 		share:   share,
@@ -89,7 +90,7 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 // lookup returns the session id if uid may act on it: api.ErrNotFound when it does not
 // exist, api.ErrPermissionDenied when it belongs to someone else (and uid is not root).
 // The caller holds t.mu.
-func (t *Table) lookup(id string, uid uint32) (*session, error) {
+func (t *Table) lookup(id string, uid uint32) (*sessionRecord, error) {
 	s, ok := t.byID[id]
 	if !ok {
 		return nil, fmt.Errorf("session %q: %w", id, api.ErrNotFound)
@@ -149,7 +150,7 @@ func (t *Table) Destroy(id string, uid uint32) error {
 
 // release stops s's VM (stop returns once the supervisor has torn its network down) and
 // closes the share descriptor.
-func (t *Table) release(s *session) {
+func (t *Table) release(s *sessionRecord) {
 	if s.vm != nil {
 		s.vm.Stop()
 	}
@@ -169,7 +170,7 @@ func (t *Table) Len() int {
 func (t *Table) DestroyAll() {
 	t.mu.Lock()
 	all := t.byID
-	t.byID = map[string]*session{}
+	t.byID = map[string]*sessionRecord{}
 	t.mu.Unlock()
 	for _, s := range all {
 		t.release(s)
@@ -178,7 +179,7 @@ func (t *Table) DestroyAll() {
 
 // beginStart marks session id (owned by uid, state created, no start under way) as
 // starting and returns it. The caller must call endStart.
-func (t *Table) beginStart(id string, uid uint32) (*session, error) {
+func (t *Table) beginStart(id string, uid uint32) (*sessionRecord, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, err := t.lookup(id, uid)
@@ -194,7 +195,7 @@ func (t *Table) beginStart(id string, uid uint32) (*session, error) {
 
 // endStart records the outcome of a start begun with beginStart: vm is nil when the
 // start failed (the session stays "created").
-func (t *Table) endStart(s *session, vm *vmhost.Handle) {
+func (t *Table) endStart(s *sessionRecord, vm *vmhost.Handle) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.starting = false
@@ -208,7 +209,7 @@ func (t *Table) endStart(s *session, vm *vmhost.Handle) {
 }
 
 // vmExited marks s stopped (its VMM is gone).
-func (t *Table) vmExited(s *session) {
+func (t *Table) vmExited(s *sessionRecord) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.State = api.SessionStopped

@@ -13,7 +13,7 @@ import (
 // startVM prepares and boots the VM of session s for the owner, and returns its handle
 // and the VM info for the client. onExit runs once the VM is gone (before waiters are
 // released).
-func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit)) (*vmhost.Handle, api.VMInfo, error) {
+func (srv *Server) startVM(s *sessionRecord, a api.StartVMArgs, onExit func(api.VMExit)) (*vmhost.Handle, api.VMInfo, error) {
 	// 1. The request against the host: refusals create nothing.
 	if srv.vmHost == nil {
 		return nil, api.VMInfo{}, fmt.Errorf("start VM: no VM backend on this host: %w", api.ErrUnavailable)
@@ -56,7 +56,7 @@ func (srv *Server) startVM(s *session, a api.StartVMArgs, onExit func(api.VMExit
 // launchVM plans the VM of in (4: vmhost.PlanVM, pure) and applies the plan (5:
 // vmhost.Start) with the session's share, the artifacts and the tap of eg. It returns
 // the VM's handle and start_vm's answer.
-func (srv *Server) launchVM(s *session, arts *artifacts, eg *egress.Session, in vmhost.Input, onExit func(api.VMExit)) (*vmhost.Handle, api.VMInfo, error) {
+func (srv *Server) launchVM(s *sessionRecord, arts *artifacts, eg *egress.Session, in vmhost.Input, onExit func(api.VMExit)) (*vmhost.Handle, api.VMInfo, error) {
 	plan, err := vmhost.PlanVM(in)
 	if err != nil {
 		return nil, api.VMInfo{}, err
