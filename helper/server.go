@@ -262,7 +262,7 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 	}
 	call = string(req.Call)
 	want, ok := api.CallFDs[req.Call]
-	if !ok {
+	if _, handled := handlers[req.Call]; !ok || !handled {
 		closeFiles(files)
 		return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
 	}
@@ -274,50 +274,80 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		closeFiles(files)
 		return nil, nil, fmt.Errorf("call %q before hello: %w", req.Call, api.ErrHelloRequired)
 	}
-	switch req.Call {
-	case api.CallHello:
-		r, err := s.hello(st, req)
-		return r, nil, err
-	case api.CallCreateSession:
-		r, err := s.createSession(st, req, files[0])
-		return r, nil, err
-	case api.CallStartVM, api.CallAttach, api.CallStopVM, api.CallWaitVM:
-		return s.vmCall(ctx, st, req)
-	case api.CallListSessions:
-		var a api.ListSessionsArgs
-		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, nil, err
-		}
-		return api.SessionList{Sessions: s.sessions.List(uid)}, nil, nil
-	case api.CallDestroySession:
-		var a api.SessionArgs
-		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, nil, err
-		}
-		if !api.ValidSessionID(a.ID) {
-			return nil, nil, fmt.Errorf("destroy session %q: malformed id: %w", a.ID, api.ErrBadRequest)
-		}
-		if err := s.sessions.Destroy(a.ID, uid); err != nil {
-			return nil, nil, err
-		}
-		s.lastBusy.Store(time.Now().UnixNano())
-		s.log.Info("audit: session destroyed", "uid", uid, "session", a.ID)
-		return api.Empty{}, nil, nil
-	case api.CallResolvePolicy:
-		r, err := s.resolvePolicy(req)
-		return r, nil, err
-	case api.CallDoctor:
-		var a api.DoctorArgs
-		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, nil, err
-		}
-		return api.DoctorReport{Checks: s.doctor}, nil, nil
-	case api.CallListImages:
-		r, err := s.listImages(req)
-		return r, nil, err
+	return handlers[req.Call](s, ctx, st, req, files)
+}
+
+// handler answers one call for the peer of st: its result and the descriptors to send,
+// or an error. files are the descriptors the request carried (exactly api.CallFDs of the
+// call); the handler owns them.
+type handler func(s *Server, ctx context.Context, st *connState, req *api.Request, files []*os.File) (any, []*os.File, error)
+
+// handlers is the server's one table of calls: every api.Call has its row (a test checks
+// it against api.CallFDs), and nothing is added elsewhere.
+var handlers = map[api.Call]handler{
+	api.CallHello:          (*Server).callHello,
+	api.CallCreateSession:  (*Server).callCreateSession,
+	api.CallStartVM:        (*Server).vmCall,
+	api.CallAttach:         (*Server).vmCall,
+	api.CallStopVM:         (*Server).vmCall,
+	api.CallWaitVM:         (*Server).vmCall,
+	api.CallListSessions:   (*Server).callListSessions,
+	api.CallDestroySession: (*Server).callDestroySession,
+	api.CallResolvePolicy:  (*Server).callResolvePolicy,
+	api.CallDoctor:         (*Server).callDoctor,
+	api.CallListImages:     (*Server).callListImages,
+}
+
+func (s *Server) callHello(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	r, err := s.hello(st, req)
+	return r, nil, err
+}
+
+func (s *Server) callCreateSession(_ context.Context, st *connState, req *api.Request, files []*os.File) (any, []*os.File, error) {
+	r, err := s.createSession(st, req, files[0])
+	return r, nil, err
+}
+
+func (s *Server) callListSessions(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	var a api.ListSessionsArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
 	}
-	closeFiles(files)
-	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+	return api.SessionList{Sessions: s.sessions.List(st.cred.UID)}, nil, nil
+}
+
+func (s *Server) callDestroySession(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	var a api.SessionArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
+	}
+	if !api.ValidSessionID(a.ID) {
+		return nil, nil, fmt.Errorf("destroy session %q: malformed id: %w", a.ID, api.ErrBadRequest)
+	}
+	if err := s.sessions.Destroy(a.ID, st.cred.UID); err != nil {
+		return nil, nil, err
+	}
+	s.lastBusy.Store(time.Now().UnixNano())
+	s.log.Info("audit: session destroyed", "uid", st.cred.UID, "session", a.ID)
+	return api.Empty{}, nil, nil
+}
+
+func (s *Server) callResolvePolicy(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	r, err := s.resolvePolicy(req)
+	return r, nil, err
+}
+
+func (s *Server) callDoctor(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	var a api.DoctorArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
+	}
+	return api.DoctorReport{Checks: s.doctor}, nil, nil
+}
+
+func (s *Server) callListImages(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	r, err := s.listImages(req)
+	return r, nil, err
 }
 
 func (s *Server) hello(st *connState, req *api.Request) (any, error) {

@@ -16,7 +16,7 @@ import (
 
 // vmCall runs start_vm, attach, stop_vm and wait_vm for the caller, after the owner
 // check every session call makes (Table.lookup).
-func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (any, []*os.File, error) {
+func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
 	uid := st.cred.UID
 	if req.Call == api.CallStartVM {
 		var a api.StartVMArgs
