@@ -69,6 +69,12 @@ func TestPlanVM(t *testing.T) {
 		{"too many vCPUs", base(func(in *Input) { in.Args.CPUs = sandbox.MaxCPUs + 1 }), api.ErrBadRequest, nil},
 		{"too little memory", base(func(in *Input) { in.Args.MemoryMiB = sandbox.MinMemoryMiB - 1 }), api.ErrBadRequest, nil},
 		{"negative timeout", base(func(in *Input) { in.Args.TimeoutSec = -1 }), api.ErrBadRequest, nil},
+		{"timeout beyond the maximum", base(func(in *Input) { in.Args.TimeoutSec = int(sandbox.DefaultTimeout/time.Second) + 1 }), api.ErrBadRequest, nil},
+		{"another backend", base(func(in *Input) { in.Host.Backend, in.Host.VMM = nameBackend("krun"), "/usr/bin/krun" }), nil, func(t *testing.T, p Plan) {
+			if p.Runner.Backend != "krun" || p.Runner.VMM != "/usr/bin/krun" || p.Info.Backend != "krun" {
+				t.Errorf("runner %+v info %+v: the backend's name and binary reach the runner and the answer", p.Runner, p.Info)
+			}
+		}},
 		{"more vCPUs than the host", base(func(in *Input) { in.Args.CPUs = 9 }), api.ErrHostResources, nil},
 		{"more memory than the host", base(func(in *Input) { in.Args.MemoryMiB = 16385 }), api.ErrHostResources, nil},
 		{"root owner", base(func(in *Input) { in.UID = 0 }), api.ErrPermissionDenied, nil},
