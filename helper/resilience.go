@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 )
 
 // Accept back-off bounds: after an accept error that is a resource shortage (acceptRetryable)
@@ -44,7 +45,8 @@ func acceptBackoff(n int) time.Duration {
 }
 
 // Health counts what the helper survived since it started: accept failures it backed off
-// from and panics recovered in call handlers. Doctor reports it.
+// from and panics recovered in call handlers. Doctor reports it, with the DNS proxies'
+// recovered panics (egress.ProxyPanics).
 type Health struct {
 	AcceptErrors atomic.Int64
 	Panics       atomic.Int64
@@ -52,9 +54,9 @@ type Health struct {
 
 // Check renders h as a doctor check: OK while no handler has panicked.
 func (h *Health) Check() api.Check {
-	p, a := h.Panics.Load(), h.AcceptErrors.Load()
-	return api.Check{Name: "helper health", OK: p == 0, Warn: a > 0,
-		Detail: fmt.Sprintf("%d handler panics recovered, %d accept errors backed off since start", p, a)}
+	p, a, dp := h.Panics.Load(), h.AcceptErrors.Load(), egress.ProxyPanics()
+	return api.Check{Name: "helper health", OK: p == 0 && dp == 0, Warn: a > 0,
+		Detail: fmt.Sprintf("%d handler panics recovered, %d DNS proxy panics recovered, %d accept errors backed off since start", p, dp, a)}
 }
 
 // errPanic is the error a call gets when its handler panicked (an internal error: the

@@ -224,8 +224,9 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	if err != nil {
 		return err
 	}
+	lim := newProxyLimits(s.id, e.log)
 	for _, a := range []netip.Addr{ad.Host4, ad.Host6} {
-		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort))
+		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort), lim)
 		if err != nil {
 			return err
 		}

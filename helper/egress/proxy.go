@@ -18,9 +18,9 @@ import (
 )
 
 // listenDNS serves h on UDP and classic TCP (not MPTCP, which Landlock's TCP rules do not
-// cover) at ap. The sockets are IP_FREEBIND: the tap has no carrier until the VMM opens
+// cover) at ap, under the session's caps lim. The sockets are IP_FREEBIND: the tap has no carrier until the VMM opens
 // it, and its IPv6 address is not usable before that.
-func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort) (*dnsproxy.Server, error) {
+func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort, lim *proxyLimits) (*dnsproxy.Server, error) {
 	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -42,7 +42,7 @@ func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort) (*dnsproxy.Server, error) {
 		pc.Close()
 		return nil, fmt.Errorf("listen DNS proxy on tcp %s: %w", ap, err)
 	}
-	return dnsproxy.Serve(h, pc, l), nil
+	return dnsproxy.Serve(lim.handler(h), pc, lim.listener(l)), nil
 }
 
 // sessionPinner pins into one session's sets.
