@@ -226,7 +226,7 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	}
 	lim := newProxyLimits(s.id, e.log)
 	for _, a := range []netip.Addr{ad.Host4, ad.Host6} {
-		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort), lim)
+		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort), s.tap, lim)
 		if err != nil {
 			return err
 		}

@@ -18,9 +18,11 @@ import (
 )
 
 // listenDNS serves h on UDP and classic TCP (not MPTCP, which Landlock's TCP rules do not
-// cover) at ap, under the session's caps lim. The sockets are IP_FREEBIND: the tap has no carrier until the VMM opens
-// it, and its IPv6 address is not usable before that.
-func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort, lim *proxyLimits) (*dnsproxy.Server, error) {
+// cover) at ap, under the session's caps lim. The sockets are IP_FREEBIND: the tap has no
+// carrier until the VMM opens it, and its IPv6 address is not usable before that. They
+// receive only what enters by the session's own tap (tapOnly), so neither a local process
+// nor the uplink's LAN nor another session's guest reaches this session's proxy.
+func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort, tap string, lim *proxyLimits) (*dnsproxy.Server, error) {
 	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -28,6 +30,9 @@ func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort, lim *proxyLimits) (*dnsprox
 				serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
 			} else {
 				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
+			}
+			if serr == nil {
+				serr = tapOnly(int(fd), tap)
 			}
 		})
 		return errors.Join(err, serr)
