@@ -127,3 +127,24 @@ func TestAcceptSurvivesEMFILE(t *testing.T) {
 		t.Error("the accept failure was not logged")
 	}
 }
+
+// TestOversizeReplyIsAnError: a result whose reply would exceed api.MaxFrame reaches the
+// client as an internal error naming the frame, not as a dropped connection, and the
+// connection stays usable.
+func TestOversizeReplyIsAnError(t *testing.T) {
+	orig := handlers[api.CallListImages]
+	handlers[api.CallListImages] = func(*Server, context.Context, *connState, *api.Request, []*os.File) (any, []*os.File, error) {
+		return map[string]string{"big": strings.Repeat("x", api.MaxFrame)}, nil, nil
+	}
+	t.Cleanup(func() { handlers[api.CallListImages] = orig })
+	ts := startServer(t, nil)
+	c := ts.dial(t)
+	ctx := context.Background()
+	_, err := c.ListImages(ctx)
+	if callCode(err) != string(api.CodeInternal) || !strings.Contains(err.Error(), "exceeds") {
+		t.Fatalf("oversize reply = %v, want an internal error about the frame", err)
+	}
+	if _, err := c.ListSessions(ctx); err != nil {
+		t.Fatalf("the connection after an oversize reply: %v", err)
+	}
+}

@@ -245,6 +245,13 @@ func (s *Server) reply(conn *api.Conn, st *connState, result any, err error, fil
 	if err != nil {
 		return false
 	}
+	if len(body) > api.MaxFrame {
+		// Never drop an answer silently: the client gets an error it shows.
+		s.log.Error("reply too large; sending an error instead", "uid", st.cred.UID, "bytes", len(body), "max", api.MaxFrame)
+		files = nil
+		body, _ = json.Marshal(api.Response{Error: &api.Error{Code: api.CodeInternal,
+			Message: fmt.Sprintf("reply of %d bytes exceeds the %d-byte frame (see the helper's log)", len(body), api.MaxFrame)}})
+	}
 	conn.UnixConn().SetWriteDeadline(time.Now().Add(writeTimeout))
 	return conn.WriteFrame(body, files...) == nil
 }

@@ -65,7 +65,7 @@ type Session struct {
 	servers []*dnsproxy.Server
 	logPath string
 	logFile *os.File
-	logErr  func() error
+	dlog    *decisionLog
 }
 
 // New prepares the host for VM egress: the address pool, the upstream resolver and
@@ -218,9 +218,8 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	if s.logFile, err = os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600); err != nil {
 		return fmt.Errorf("egress decision log: %w", err)
 	}
-	logFn, logErr := dnsproxy.JSONLog(s.logFile)
-	s.logErr = logErr
-	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream, Pinner: sessionPinner{e.fw, s.id}, Log: logFn})
+	s.dlog = newDecisionLog(s.logFile, MaxDecisionLogBytes)
+	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream, Pinner: sessionPinner{e.fw, s.id}, Log: s.dlog.Log})
 	if err != nil {
 		return err
 	}
@@ -268,8 +267,9 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 	errs = append(errs, e.links.DeleteLink(s.tap))
 	var sum *api.EgressSummary
 	if s.logFile != nil {
-		errs = append(errs, s.logErr(), s.logFile.Close())
-		sum = summarizeLog(s.logPath)
+		_, _, werr := s.dlog.counts()
+		errs = append(errs, werr, s.logFile.Close())
+		sum = summarize(s.logPath, s.dlog)
 		os.Remove(s.logPath)
 	}
 	e.pool.release(s.slot)

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"syscall"
 	"time"
 
-	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
 	"brood.dev/brood/netpolicy/nftrules"
@@ -58,23 +56,4 @@ type sessionPinner struct {
 
 func (p sessionPinner) Pin(_ context.Context, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error {
 	return p.fw.Pin(p.id, addrs, ports, timeout)
-}
-
-// summarizeLog condenses a decision log; an unreadable log gives an empty summary.
-func summarizeLog(path string) *api.EgressSummary {
-	f, err := os.Open(path)
-	if err != nil {
-		return &api.EgressSummary{}
-	}
-	defer f.Close()
-	s, err := dnsproxy.Summarize(f)
-	if err != nil {
-		return &api.EgressSummary{}
-	}
-	out := &api.EgressSummary{Allowed: s.AllowedNames, Refused: s.RefusedNames,
-		Failed: s.Queries[dnsproxy.Failed], Stripped: s.Stripped}
-	for _, a := range s.Pinned {
-		out.Pinned = append(out.Pinned, a.String())
-	}
-	return out
 }
