@@ -38,16 +38,33 @@ func newDecisionLog(w io.Writer, quota int64) *decisionLog {
 // Log writes d, or counts it as dropped when it would pass the quota or a write failed.
 func (l *decisionLog) Log(d dnsproxy.Decision) {
 	b, err := json.Marshal(d)
+	if err != nil {
+		l.drop()
+		return
+	}
+	l.logRaw(b)
+}
+
+// logRaw writes one encoded decision (a JSON object on one line) under the quota.
+func (l *decisionLog) logRaw(b []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.queries++
-	if err != nil || l.err != nil || l.written+int64(len(b))+1 > l.quota {
+	if l.err != nil || l.written+int64(len(b))+1 > l.quota {
 		l.dropped++
 		return
 	}
 	n, err := l.w.Write(append(b, '\n'))
 	l.written += int64(n)
 	l.err = err
+}
+
+// drop counts a decision that could not be written.
+func (l *decisionLog) drop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.queries++
+	l.dropped++
 }
 
 // counts returns the decisions seen and dropped, and the first write error.

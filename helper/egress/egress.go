@@ -45,6 +45,12 @@ type Manager struct {
 	// or route (their proxy still answers AAAA, which they cannot use).
 	IPv6 IPv6Forwarder
 
+	// ProxyExe is the broodd-helper binary that runs each session's DNS proxy as an
+	// unprivileged egress process (ProxySubcommand); empty: the proxy runs inside this
+	// process (tests of other layers). Open sets it.
+	ProxyExe     string
+	upstreamAddr string
+
 	closers []func() // Open's handles
 
 	mu       sync.Mutex
@@ -61,8 +67,9 @@ type Session struct {
 
 	id, tap string
 	slot    int
-	tapFile *os.File // the VMM's queue descriptor; handed to the runner, then closed
-	servers []*dnsproxy.Server
+	tapFile *os.File           // the VMM's queue descriptor; handed to the runner, then closed
+	servers []*dnsproxy.Server // the in-process proxy (no ProxyExe)
+	proc    *proxyProc         // the egress process (ProxyExe)
 	logPath string
 	logFile *os.File
 	dlog    *decisionLog
@@ -93,7 +100,7 @@ func New(cfg Config, logDir string, links Links, fw nftrules.Firewall, ct *nftru
 		}
 	}
 	e := &Manager{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
-		logDir: logDir, log: log, sessions: map[string]*Session{}}
+		upstreamAddr: up, logDir: logDir, log: log, sessions: map[string]*Session{}}
 	if err := fw.EnsureTable(); err != nil {
 		return nil, err
 	}
@@ -219,6 +226,9 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 		return fmt.Errorf("egress decision log: %w", err)
 	}
 	s.dlog = newDecisionLog(s.logFile, MaxDecisionLogBytes)
+	if e.ProxyExe != "" {
+		return e.startProc(s, eff, uid, gid)
+	}
 	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream, Pinner: sessionPinner{e.fw, s.id}, Log: s.dlog.Log})
 	if err != nil {
 		return err
@@ -250,6 +260,9 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 		return nil, nil
 	}
 	var errs []error
+	if s.proc != nil {
+		errs = append(errs, s.proc.stop())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), proxyCloseTimeout)
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Close(ctx))
@@ -316,6 +329,12 @@ func Open(cfg Config, logDir string, links Links, fw nftrules.Firewall, log *slo
 		return nil, err
 	}
 	e.closers = []func(){ct.Close}
+	// Each session's DNS proxy runs as this binary's ProxySubcommand (resolved now,
+	// before the daemon confines itself).
+	if e.ProxyExe, err = os.Executable(); err != nil {
+		ct.Close()
+		return nil, fmt.Errorf("egress process binary: %w", err)
+	}
 	// Before confinement: the descriptor that keeps IPv6 forwarding writable (IPv6Conf).
 	if v6, err := OpenIPv6Conf(); err != nil {
 		log.Warn("egress: guests get no IPv6", "err", err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -99,8 +100,27 @@ func startBedManager(t *testing.T, names []string) *Manager {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.ProxyExe = publicTestBinary(t) // the DNS proxy runs as the egress process
 	t.Cleanup(e.StopAll)
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(publicBin)) })
 	return e
+}
+
+// waitAnswered queries addr from netns ns over TCP until it answers ok.pkg.test (at most
+// 10 s): a fresh veth drops packets until the kernel's link watch has brought its carrier
+// up, which may take up to a second.
+func waitAnswered(t *testing.T, ns, addr string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := queryIn(ns, "tcp", addr, "ok.pkg.test.", dns.TypeA)
+		if err == nil && r.Rcode == dns.RcodeSuccess {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("query %s from %s = %v, %v", addr, ns, r, err)
+		}
+	}
 }
 
 // TestEgressDNSFlood performs the descriptor-exhaustion attack on the DNS proxy: a guest
@@ -160,11 +180,8 @@ func floodScenario(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	dnsA, dnsB := net.JoinHostPort(sa.Info.DNS, "53"), net.JoinHostPort(sb.Info.DNS, "53")
-	for _, ns := range []struct{ ns, addr string }{{names[2], dnsA}, {names[3], dnsB}} {
-		if r, err := queryIn(ns.ns, "tcp", ns.addr, "ok.pkg.test.", dns.TypeA); err != nil || r.Rcode != dns.RcodeSuccess {
-			t.Fatalf("query %s before the flood = %v, %v", ns.addr, r, err)
-		}
-	}
+	waitAnswered(t, names[2], dnsA)
+	waitAnswered(t, names[3], dnsB)
 	var old unix.Rlimit
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &old)
 	lim := unix.Rlimit{Cur: floodHelperNOFILE, Max: old.Max}
@@ -195,6 +212,17 @@ func floodScenario(t *testing.T, names []string) {
 	if during-before > MaxDNSTCPConns+8 {
 		t.Errorf("the flood took %d of the helper's descriptors, want at most the cap %d (+8)", during-before, MaxDNSTCPConns)
 	}
+	// The guest's TCP lands in the session's egress process, within its own limit.
+	pid := sa.proc.cmd.Process.Pid
+	procFDs, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("egress process %d holds %d descriptors (RLIMIT_NOFILE %d)", pid, len(procFDs), ProcMaxFDs)
+	if len(procFDs) > ProcMaxFDs {
+		t.Errorf("egress process holds %d descriptors, over its limit %d", len(procFDs), ProcMaxFDs)
+	}
+	checkProcConfined(t, pid)
 	// The helper still accepts a new client connection on a unix socket, as Serve does.
 	sock := filepath.Join(t.TempDir(), "s")
 	ln, err := net.Listen("unix", sock)
@@ -231,4 +259,35 @@ func floodScenario(t *testing.T, names []string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("session A's TCP proxy answered again %v after the guest let go", time.Since(t0))
+	// The egress process dies with its session.
+	if _, err := e.Stop("aaaa0001"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Kill(pid, 0); err != unix.ESRCH {
+		t.Errorf("egress process %d after its session stopped: kill(0) = %v, want ESRCH", pid, err)
+	}
+}
+
+// checkProcConfined reads /proc/<pid>/status and limits of an egress process: the session
+// owner's uid and gid (1000 in these tests) and no other group, no capability,
+// no_new_privs, and RLIMIT_NOFILE ProcMaxFDs.
+func checkProcConfined(t *testing.T, pid int) {
+	t.Helper()
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Uid:\t1000\t1000\t1000\t1000\n", "Gid:\t1000\t1000\t1000\t1000\n", "Groups:\t \n",
+		"NoNewPrivs:\t1\n", "CapEff:\t0000000000000000\n", "CapPrm:\t0000000000000000\n"} {
+		if !strings.Contains(string(st), want) {
+			t.Errorf("egress process status lacks %q:\n%s", want, st)
+		}
+	}
+	lim, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(fmt.Sprintf(`Max open files\s+%d\s+%d\s`, ProcMaxFDs, ProcMaxFDs)).Match(lim) {
+		t.Errorf("egress process limits:\n%s", lim)
+	}
 }

@@ -17,7 +17,7 @@ type recorder struct {
 }
 
 func (r *recorder) WriteMsg(m *dns.Msg) error { r.msg = m; return nil }
-func (r *recorder) RemoteAddr() net.Addr     { return &net.UDPAddr{} }
+func (r *recorder) RemoteAddr() net.Addr      { return &net.UDPAddr{} }
 
 func query() *dns.Msg {
 	m := new(dns.Msg)

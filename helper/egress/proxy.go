@@ -21,6 +21,16 @@ import (
 // receive only what enters by the session's own tap (tapOnly), so neither a local process
 // nor the uplink's LAN nor another session's guest reaches this session's proxy.
 func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort, tap string, lim *proxyLimits) (*dnsproxy.Server, error) {
+	pc, l, err := bindDNS(ap, tap)
+	if err != nil {
+		return nil, err
+	}
+	return dnsproxy.Serve(lim.handler(h), pc, lim.listener(l)), nil
+}
+
+// bindDNS binds the UDP socket and the listening TCP socket of a session's DNS proxy at
+// ap, receiving only from tap (see listenDNS).
+func bindDNS(ap netip.AddrPort, tap string) (net.PacketConn, net.Listener, error) {
 	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
 		var serr error
 		err := c.Control(func(fd uintptr) {
@@ -38,14 +48,14 @@ func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort, tap string, lim *proxyLimit
 	lc.SetMultipathTCP(false)
 	pc, err := lc.ListenPacket(context.Background(), "udp", ap.String())
 	if err != nil {
-		return nil, fmt.Errorf("listen DNS proxy on udp %s: %w", ap, err)
+		return nil, nil, fmt.Errorf("listen DNS proxy on udp %s: %w", ap, err)
 	}
 	l, err := lc.Listen(context.Background(), "tcp", ap.String())
 	if err != nil {
 		pc.Close()
-		return nil, fmt.Errorf("listen DNS proxy on tcp %s: %w", ap, err)
+		return nil, nil, fmt.Errorf("listen DNS proxy on tcp %s: %w", ap, err)
 	}
-	return dnsproxy.Serve(lim.handler(h), pc, lim.listener(l)), nil
+	return pc, l, nil
 }
 
 // sessionPinner pins into one session's sets.

