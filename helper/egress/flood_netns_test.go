@@ -55,10 +55,22 @@ func newEgressBed(t *testing.T) []string {
 	return []string{host, inet, g1, g2}
 }
 
+// unitCaps is the capability bounding set of systemd/broodd-helper.service, in setpriv's
+// syntax, plus cap_net_bind_service (the daemon binds each proxy's port 53; the unit's
+// comment says egress adds it, its bounding set does not yet) and cap_sys_admin (the
+// scenario's own guest side enters namespaces with setns, which the helper never does).
+const unitCaps = "-all,+net_admin,+setuid,+setgid,+kill,+chown,+net_bind_service,+sys_admin"
+
 // runInHost re-executes test in the bed's host netns with env=names and fails t unless
-// it passed there.
-func runInHost(t *testing.T, test, env string, names []string) {
-	cmd := exec.Command("ip", "netns", "exec", names[0], os.Args[0], "-test.run", "^"+test+"$", "-test.v")
+// it passed there. With caps, the scenario runs under setpriv with that bounding set,
+// no inheritable capability and no_new_privs, as the helper runs under its unit.
+func runInHost(t *testing.T, test, env string, names []string, caps ...string) {
+	args := []string{"netns", "exec", names[0]}
+	if len(caps) > 0 {
+		testenv.RequireCommand(t, "setpriv")
+		args = append(args, "setpriv", "--bounding-set", caps[0], "--inh-caps=-all", "--no-new-privs")
+	}
+	cmd := exec.Command("ip", append(args, os.Args[0], "-test.run", "^"+test+"$", "-test.v")...)
 	cmd.Env = append(os.Environ(), env+"="+strings.Join(names, ","))
 	out, err := cmd.CombinedOutput()
 	t.Logf("helper in netns %s:\n%s", names[0], out)
@@ -138,7 +150,7 @@ func TestEgressDNSFlood(t *testing.T) {
 		floodScenario(t, strings.Split(v, ","))
 		return
 	}
-	runInHost(t, "TestEgressDNSFlood", floodNetnsEnv, newEgressBed(t))
+	runInHost(t, "TestEgressDNSFlood", floodNetnsEnv, newEgressBed(t), unitCaps)
 }
 
 // floodAttacker is the guest: it dials n connections to addr, reports "held <n>" on
@@ -170,6 +182,12 @@ func openFDs(t *testing.T) int {
 }
 
 func floodScenario(t *testing.T, names []string) {
+	st, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(st), "\n") {
+		if strings.HasPrefix(l, "CapEff:") || strings.HasPrefix(l, "CapBnd:") || strings.HasPrefix(l, "NoNewPrivs:") {
+			t.Log("helper", l)
+		}
+	}
 	e := startBedManager(t, names)
 	sa, err := e.Start(api.StartVMArgs{ID: "aaaa0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
 	if err != nil {
