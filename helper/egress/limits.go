@@ -29,10 +29,12 @@ const (
 	MaxDNSInflight = 64
 )
 
-// proxyPanics counts panics recovered in DNS proxy handlers, over all sessions.
+// proxyPanics counts panics recovered in DNS proxy handlers, over all sessions: in this
+// process, or reported by egress processes (opPanic).
 var proxyPanics atomic.Int64
 
-// ProxyPanics returns the number of panics recovered in DNS proxy handlers since start.
+// ProxyPanics returns the number of panics recovered in DNS proxy handlers since start,
+// the egress processes' included.
 func ProxyPanics() int64 { return proxyPanics.Load() }
 
 // proxyLimits is one session's caps: its TCP connection count and its in-flight slots.
@@ -46,6 +48,9 @@ type proxyLimits struct {
 	QueriesShed atomic.Int64
 	warnConns   sync.Once
 	warnQueries sync.Once
+	// onPanic, when set, is called after a recovered panic (the egress process reports it
+	// to the daemon, whose ProxyPanics counts it).
+	onPanic func()
 }
 
 func newProxyLimits(id string, log *slog.Logger) *proxyLimits {
@@ -76,6 +81,9 @@ func (l *proxyLimits) handler(h dns.Handler) dns.Handler {
 				l.log.Error("egress: DNS proxy handler panicked; recovered", "session", l.id,
 					"panic", fmt.Sprint(v), "stack", string(debug.Stack()), "panics", proxyPanics.Load())
 				servfail(w, r)
+				if l.onPanic != nil {
+					l.onPanic()
+				}
 			}
 		}()
 		h.ServeDNS(w, r)

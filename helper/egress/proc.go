@@ -102,6 +102,7 @@ func serveProc(log *slog.Logger, id, upstream string) error {
 		return err
 	}
 	lim := newProxyLimits(id, log)
+	lim.onPanic = func() { _ = ctl.send(procMsg{Op: opPanic}) }
 	h := lim.handler(nameHandler{px})
 	var servers []*dnsproxy.Server
 	for _, fd := range [][2]int{{procFDUDP4, procFDTCP4}, {procFDUDP6, procFDTCP6}} {

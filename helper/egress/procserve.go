@@ -158,8 +158,13 @@ func (g *pinGate) serve(c *net.UnixConn) error {
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
 			return fmt.Errorf("egress process of session %s: malformed control message: %w", g.id, err)
 		}
-		if m.Op == opLog {
+		switch m.Op {
+		case opLog:
 			g.logDecision(m.Decision)
+			continue
+		case opPanic:
+			proxyPanics.Add(1)
+			g.log.Error("egress: the egress process recovered a handler panic", "session", g.id, "panics", proxyPanics.Load())
 			continue
 		}
 		r := g.answer(m)

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/nftrules"
@@ -89,4 +93,49 @@ func mustPort(t *testing.T, s string) netpolicy.Port {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestPinGateCountsProcessPanics: a panic the egress process reports is counted in
+// ProxyPanics (which doctor shows) and logged; the gate goes on serving.
+func TestPinGateCountsProcessPanics(t *testing.T) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := fileConn(t, fds[0]), fileConn(t, fds[1])
+	var logBuf bytes.Buffer
+	g := &pinGate{eff: &netpolicy.Effective{}, fw: &nftrules.Fake{}, id: "s1", dlog: newDecisionLog(io.Discard, 1<<10),
+		log: slog.New(slog.NewTextHandler(&logBuf, nil))}
+	done := make(chan error, 1)
+	go func() { done <- g.serve(mine) }()
+	before := ProxyPanics()
+	ctl := &ctlClient{c: theirs, pending: map[uint64]chan procReply{}}
+	go ctl.readLoop()
+	if err := ctl.send(procMsg{Op: opPanic}); err != nil {
+		t.Fatal(err)
+	}
+	// A check after it is answered: the panic report was read first (one reader, in order).
+	if r, err := ctl.call(procMsg{Op: opCheck, Name: "a.test."}); err != nil || r.OK {
+		t.Fatalf("check after a panic report = %+v, %v", r, err)
+	}
+	if n := ProxyPanics() - before; n != 1 {
+		t.Errorf("panics counted %d, want 1", n)
+	}
+	theirs.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logBuf.String(), "recovered a handler panic") {
+		t.Errorf("log: %s", logBuf.String())
+	}
+}
+
+func fileConn(t *testing.T, fd int) *net.UnixConn {
+	f := os.NewFile(uintptr(fd), "ctl")
+	defer f.Close()
+	c, err := net.FileConn(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.(*net.UnixConn)
 }

@@ -34,6 +34,7 @@ const (
 	opCheck = "check" // may the session resolve Name? reply: OK, Why, Source, Ports
 	opPin   = "pin"   // pin Addrs for Name, TimeoutS seconds. reply: OK or Why
 	opLog   = "log"   // append Decision to the session's decision log; no reply
+	opPanic = "panic" // a handler panicked and was recovered; no reply
 )
 
 // procMsg is one request of the egress process to the daemon.
