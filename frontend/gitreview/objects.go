@@ -1,0 +1,204 @@
+package gitreview
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+// objects reads objects for a review: W's own objects from W's store (trusted: the
+// developer's), every other object from S's store, verified, capped and kept in memory
+// (verified) until the apply writes it. It implements storer.EncodedObjectStorer over
+// W's store so go-git's commit and tree functions read through it.
+type objects struct {
+	*filesystem.Storage // W's store: everything not overridden
+	s                   *filesystem.Storage
+	sDir                string // S's git directory
+	verified            map[plumbing.Hash]*plumbing.MemoryObject
+	bytes               int64
+	packs               []sPack // S's packs, loaded on first use
+	packsLoaded         bool
+}
+
+var _ storer.EncodedObjectStorer = (*objects)(nil)
+
+// sPack is one pack of S with its index.
+type sPack struct {
+	pack string
+	idx  *idxfile.MemoryIndex
+}
+
+// openStore opens the object store of the git directory dir (osfs bound to dir: no
+// symlink leads out of it).
+func openStore(dir string) *filesystem.Storage {
+	fs := osfs.New(dir, osfs.WithBoundOS())
+	return filesystem.NewStorageWithOptions(fs, cache.NewObjectLRUDefault(),
+		filesystem.Options{LargeObjectThreshold: MaxObjectSize})
+}
+
+// inW reports whether W's store holds h.
+func (o *objects) inW(h plumbing.Hash) bool { return o.Storage.HasEncodedObject(h) == nil }
+
+// EncodedObject returns W's object h, or S's verified one (reading and verifying it on
+// first use). A type other than plumbing.AnyObject must match.
+func (o *objects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	if obj, ok := o.verified[h]; ok {
+		if t != plumbing.AnyObject && obj.Type() != t {
+			return nil, plumbing.ErrObjectNotFound
+		}
+		return obj, nil
+	}
+	if o.inW(h) {
+		return o.Storage.EncodedObject(t, h)
+	}
+	obj, err := o.verify(h)
+	if err != nil {
+		return nil, err
+	}
+	if t != plumbing.AnyObject && obj.Type() != t {
+		return nil, fmt.Errorf("object %s: a %s, not a %s", h, obj.Type(), t)
+	}
+	return obj, nil
+}
+
+// HasEncodedObject reports whether h is in W or (verified or not yet read) in S.
+func (o *objects) HasEncodedObject(h plumbing.Hash) error {
+	if _, ok := o.verified[h]; ok || o.inW(h) {
+		return nil
+	}
+	return o.s.HasEncodedObject(h)
+}
+
+// verify reads S's object h within the caps, checks that the SHA-1 of its typed content
+// is h and keeps it. A missing object is plumbing.ErrObjectNotFound (wrapped).
+func (o *objects) verify(h plumbing.Hash) (*plumbing.MemoryObject, error) {
+	if len(o.verified) >= MaxNewObjects {
+		return nil, fmt.Errorf("object %s: more than %d new objects (MaxNewObjects)", h, MaxNewObjects)
+	}
+	if err := o.checkChain(h); err != nil {
+		return nil, err
+	}
+	size, err := o.s.EncodedObjectSize(h)
+	if err != nil {
+		return nil, fmt.Errorf("object %s: %w", h, err)
+	}
+	if size < 0 || size > MaxObjectSize {
+		return nil, fmt.Errorf("object %s: %d bytes, over the %d byte cap (MaxObjectSize)", h, size, MaxObjectSize)
+	}
+	if o.bytes+size > MaxNewBytes {
+		return nil, fmt.Errorf("object %s: new objects over %d bytes (MaxNewBytes)", h, MaxNewBytes)
+	}
+	raw, err := o.s.EncodedObject(plumbing.AnyObject, h)
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	r, err := raw.Reader()
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	defer r.Close()
+	content, err := io.ReadAll(io.LimitReader(r, size+1))
+	if err != nil {
+		return nil, fmt.Errorf("read object %s: %w", h, err)
+	}
+	if int64(len(content)) != size {
+		return nil, fmt.Errorf("object %s: %d bytes of content, its header says %d", h, len(content), size)
+	}
+	if got := plumbing.ComputeHash(raw.Type(), content); got != h {
+		return nil, fmt.Errorf("object %s: content hashes to %s: corrupt or forged", h, got)
+	}
+	obj := &plumbing.MemoryObject{}
+	obj.SetType(raw.Type())
+	obj.Write(content)
+	o.verified[h] = obj
+	o.bytes += size
+	return obj, nil
+}
+
+// loadPacks reads the indexes of S's packs once.
+func (o *objects) loadPacks() error {
+	if o.packsLoaded {
+		return nil
+	}
+	o.packsLoaded = true
+	idxs, err := filepath.Glob(filepath.Join(o.sDir, "objects", "pack", "pack-*.idx"))
+	if err != nil {
+		return err
+	}
+	for _, ip := range idxs {
+		f, err := os.Open(ip)
+		if err != nil {
+			return fmt.Errorf("open pack index %s: %w", ip, err)
+		}
+		idx := idxfile.NewMemoryIndex()
+		err = idxfile.NewDecoder(f).Decode(idx)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("read pack index %s: %w", ip, err)
+		}
+		o.packs = append(o.packs, sPack{pack: ip[:len(ip)-len(".idx")] + ".pack", idx: idx})
+	}
+	return nil
+}
+
+// checkChain follows the delta chain of h in the S pack that holds it (nothing for a
+// loose object): every entry's size within MaxObjectSize and at most MaxDeltaDepth
+// deltas, checked from the entry headers alone before anything is inflated.
+func (o *objects) checkChain(h plumbing.Hash) error {
+	if err := o.loadPacks(); err != nil {
+		return err
+	}
+	for _, p := range o.packs {
+		off, err := p.idx.FindOffset(h)
+		if err != nil {
+			continue
+		}
+		if err := chainWithinCaps(p, h, off); err != nil {
+			return fmt.Errorf("object %s in %s: %w", h, filepath.Base(p.pack), err)
+		}
+		return nil
+	}
+	return nil
+}
+
+// chainWithinCaps walks the delta chain starting at offset off of pack p.
+func chainWithinCaps(p sPack, h plumbing.Hash, off int64) error {
+	f, err := os.Open(p.pack)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := packfile.NewScanner(f)
+	for depth := 0; ; depth++ {
+		if depth > MaxDeltaDepth {
+			return fmt.Errorf("delta chain longer than %d (MaxDeltaDepth)", MaxDeltaDepth)
+		}
+		hd, err := sc.SeekObjectHeader(off)
+		if err != nil {
+			return fmt.Errorf("read entry at %d: %w", off, err)
+		}
+		if hd.Length < 0 || hd.Length > MaxObjectSize {
+			return fmt.Errorf("entry at %d: %d bytes, over the %d byte cap (MaxObjectSize)", off, hd.Length, MaxObjectSize)
+		}
+		switch hd.Type {
+		case plumbing.OFSDeltaObject:
+			off = hd.OffsetReference
+		case plumbing.REFDeltaObject:
+			if off, err = p.idx.FindOffset(hd.Reference); err != nil {
+				return errors.New("delta base " + hd.Reference.String() + " is not in the same pack")
+			}
+		default:
+			return nil
+		}
+	}
+}
