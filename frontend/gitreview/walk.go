@@ -12,10 +12,11 @@ import (
 
 // refWalk is the state of reviewing one ref.
 type refWalk struct {
-	r      *Review
-	u      *RefUpdate
-	seen   map[plumbing.Hash]bool // objects W lacks already checked for u
-	border []plumbing.Hash        // commits W has that new commits point at
+	r       *Review
+	u       *RefUpdate
+	seen    map[plumbing.Hash]bool // objects W lacks already recorded in u.needed
+	checked map[plumbing.Hash]bool // trees W lacks already checked
+	border  []plumbing.Hash        // commits W has that new commits point at
 }
 
 // errRefused carries a refusal reason (escaped text) up the walk.
@@ -29,7 +30,7 @@ func (r *Review) walkRef(u *RefUpdate) {
 	if u.Refused != "" {
 		return
 	}
-	w := &refWalk{r: r, u: u, seen: map[plumbing.Hash]bool{}}
+	w := &refWalk{r: r, u: u, seen: map[plumbing.Hash]bool{}, checked: map[plumbing.Hash]bool{}}
 	err := w.walk()
 	var refused errRefused
 	switch {
@@ -53,12 +54,14 @@ func (w *refWalk) walk() error {
 	}
 	var commits []*object.Commit
 	queue := []plumbing.Hash{tip}
+	visited := map[plumbing.Hash]bool{}
 	for len(queue) > 0 {
 		h := queue[0]
 		queue = queue[1:]
-		if w.seen[h] {
+		if visited[h] {
 			continue
 		}
+		visited[h] = true
 		if w.r.obj.inW(h) {
 			w.border = append(w.border, h)
 			continue
@@ -151,9 +154,10 @@ func (w *refWalk) peel(h plumbing.Hash, record bool) (plumbing.Hash, error) {
 // tree W lacks: entry names, symlink targets, known modes; it records the objects W
 // lacks. Gitlinks need no object.
 func (w *refWalk) checkTree(h plumbing.Hash, dir string) error {
-	if w.seen[h] || w.r.obj.inW(h) {
+	if w.checked[h] || w.r.obj.inW(h) {
 		return nil
 	}
+	w.checked[h] = true
 	obj, err := w.need(h)
 	if err != nil {
 		return err

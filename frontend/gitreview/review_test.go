@@ -1,0 +1,152 @@
+package gitreview
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func noJournal(string, string) error { return nil }
+
+// The acceptance scenario: one agent commit on master comes back as
+// brood/<id>/master; W's HEAD, master, index and config are untouched; fsck is clean;
+// DeleteRef removes it.
+func TestApplyCommitAsBranch(t *testing.T) {
+	w, s := newRepo(t)
+	before := snapshotFiles(t, w)
+	id := agentCommit(t, s)
+	r, err := Inspect(w, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Refused != "" || len(r.Refs) != 1 {
+		t.Fatalf("review = %+v", r)
+	}
+	u := r.Refs[0]
+	if u.Name != "refs/heads/master" || u.New != id || u.Refused != "" || len(u.Commits) != 1 {
+		t.Fatalf("ref = %+v", u)
+	}
+	c := u.Commits[0]
+	if c.ID != id || c.Author != "Dev <dev@example.com>" || c.Message != "agent work\n" || c.Files != 2 || c.Insertions != 2 || c.Deletions != 1 {
+		t.Fatalf("commit = %+v", c)
+	}
+	if len(u.needed) != 4 { // commit, tree, two blobs
+		t.Fatalf("needed %d objects, want 4", len(u.needed))
+	}
+	var journaled []string
+	branch := BranchName("s1", u.Name)
+	err = r.Apply(&u, branch, func(ref, v string) error { journaled = append(journaled, ref, v); return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(journaled, []string{"refs/heads/brood/s1/master", id}) {
+		t.Fatalf("journaled %q", journaled)
+	}
+	if got := git(t, w, "log", "--format=%H %s", "brood/s1/master", "-1"); got != id+" agent work" {
+		t.Fatalf("git log = %q", got)
+	}
+	git(t, w, "fsck", "--strict", "--no-dangling")
+	if after := snapshotFiles(t, w); !reflect.DeepEqual(before, after) {
+		t.Fatalf("W's git files changed:\n%v\n%v", before, after)
+	}
+	if st := git(t, w, "status", "--porcelain"); st != "" {
+		t.Fatalf("git status = %q", st)
+	}
+	if err := r.Apply(&u, branch, noJournal); err == nil || !strings.Contains(err.Error(), "exists") {
+		t.Fatalf("second apply: %v", err)
+	}
+	removed, err := DeleteRef(w, branch, id)
+	if err != nil || !removed {
+		t.Fatalf("DeleteRef = %v, %v", removed, err)
+	}
+	if _, err := os.Stat(filepath.Join(w, ".git/refs/heads/brood")); !os.IsNotExist(err) {
+		t.Fatalf("refs/heads/brood left behind: %v", err)
+	}
+	if out := git(t, w, "branch", "--list", "brood/*"); out != "" {
+		t.Fatalf("branches = %q", out)
+	}
+	// Inspecting again after the apply: W has the objects now, the review is the same ref.
+	if r2, _ := Inspect(w, s); len(r2.Refs) != 1 || len(r2.Refs[0].Commits) != 0 || r2.Refs[0].Refused != "" {
+		t.Fatalf("after apply: %+v", r2)
+	}
+}
+
+func TestInspectNothing(t *testing.T) {
+	w, s := newRepo(t)
+	git(t, s, "status") // rewrites the index at most
+	r, err := Inspect(w, s)
+	if err != nil || !r.Empty() {
+		t.Fatalf("review = %+v, %v", r, err)
+	}
+	if r, err := Inspect(t.TempDir(), t.TempDir()); r != nil || err != nil {
+		t.Fatalf("no repository: %+v, %v", r, err)
+	}
+}
+
+func TestDeleteRefMoved(t *testing.T) {
+	w, s := newRepo(t)
+	id := agentCommit(t, s)
+	r, _ := Inspect(w, s)
+	u := r.Refs[0]
+	if err := r.Apply(&u, BranchName("s", u.Name), noJournal); err != nil {
+		t.Fatal(err)
+	}
+	git(t, w, "update-ref", "refs/heads/brood/s/master", "HEAD")
+	if removed, err := DeleteRef(w, "refs/heads/brood/s/master", id); removed || err == nil || !strings.Contains(err.Error(), "moved") {
+		t.Fatalf("DeleteRef of a moved ref = %v, %v", removed, err)
+	}
+	if _, err := DeleteRef(w, "refs/heads/master", id); err == nil {
+		t.Fatal("DeleteRef removed a branch outside brood/")
+	}
+}
+
+func TestDetachedHeadAndTags(t *testing.T) {
+	w, s := newRepo(t)
+	git(t, s, "checkout", "-q", "--detach")
+	writeFile(t, s, "c.txt", "c\n")
+	git(t, s, "add", "-A")
+	git(t, s, "commit", "-q", "-m", "detached")
+	git(t, s, "tag", "-a", "v1", "-m", "release")
+	git(t, s, "tag", "light")
+	r, err := Inspect(w, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, u := range r.Refs {
+		names = append(names, u.Name)
+		if u.Refused != "" {
+			t.Fatalf("%s refused: %s", u.Name, u.Refused)
+		}
+	}
+	if !reflect.DeepEqual(names, []string{"HEAD", "refs/tags/light", "refs/tags/v1"}) {
+		t.Fatalf("refs = %q", names)
+	}
+	for i := range r.Refs {
+		if err := r.Apply(&r.Refs[i], BranchName("s", r.Refs[i].Name), noJournal); err != nil {
+			t.Fatal(err)
+		}
+	}
+	git(t, w, "fsck", "--strict", "--no-dangling")
+	if got := git(t, w, "log", "-1", "--format=%s", "brood/s/tags/v1"); got != "detached" {
+		t.Fatalf("tags/v1 = %q", got)
+	}
+	if got := git(t, w, "log", "-1", "--format=%s", "brood/s/HEAD"); got != "detached" {
+		t.Fatalf("HEAD = %q", got)
+	}
+}
+
+func TestWorktreeAndRemovedRepoRefused(t *testing.T) {
+	w, s := newRepo(t)
+	os.RemoveAll(filepath.Join(s, ".git"))
+	if r, _ := Inspect(w, s); !strings.Contains(r.Refused, "no .git") {
+		t.Fatalf("removed: %+v", r)
+	}
+	w2 := t.TempDir()
+	writeFile(t, w2, ".git", "gitdir: /elsewhere\n")
+	if r, _ := Inspect(w2, s); !strings.Contains(r.Refused, "worktree") {
+		t.Fatalf("worktree: %+v", r)
+	}
+}
