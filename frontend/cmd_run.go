@@ -70,6 +70,7 @@ type runFlags struct {
 	workspace    string
 	console      bool
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
+	direct       directFlags // --workspace-mode, --yes (directmode.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -138,6 +139,7 @@ the VM is stopped and the review starts. The exit status is the agent's when it 
 		},
 	}
 	addRunFlags(c, &f, true)
+	addDirectFlags(c, &f.direct) // directmode.go
 	return c
 }
 
@@ -329,8 +331,11 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	if !api.ValidImageName(r.image) {
 		return usageErr("run: %q is not an image name", r.image)
 	}
+	if err := f.direct.check(); err != nil { // directmode.go
+		return err
+	}
 	startArgs := api.StartVMArgs{Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
-		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy()}
+		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy(), Direct: f.direct.on()}
 	if err := f.egress.apply(&startArgs); err != nil {
 		return err
 	}
@@ -382,13 +387,13 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 
 	// 2. The snapshot S, in a new session directory.
-	sess, err := takeSnapshot(ctx, prog, r.flags.workspace, r.agent.Name)
+	sess, err := sessionFor(ctx, prog, r.flags, r.agent.Name, errw) // directmode.go: takeSnapshot unless direct
 	if err != nil {
 		return err
 	}
 
 	// 3. The helper's session on the snapshot share.
-	share, err := api.OpenShare(sess.SnapshotDir())
+	share, err := api.OpenShare(shareDir(sess)) // directmode.go
 	if err != nil {
 		return fmt.Errorf("run session %s: %w", sess.ID, err)
 	}
@@ -497,7 +502,7 @@ func runVM(cmd *cobra.Command, r runRequest) (err error) {
 	}
 
 	// 6. The review gate, on the stopped VM's snapshot.
-	reviewErr := vm.reviewGate(cmd, tty, errw)
+	reviewErr := reviewOrDirect(vm, cmd, tty, errw) // directmode.go
 	if rec.ExitStatus != nil && *rec.ExitStatus != 0 {
 		err := fmt.Errorf("%s exited with status %d", describeAgent(r), *rec.ExitStatus)
 		if reviewErr != nil {

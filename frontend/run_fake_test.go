@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -55,6 +56,7 @@ type fakeVMHelper struct {
 	// policyArg records the request.
 	policy    *api.Policy
 	policyArg api.ResolvePolicyArgs
+	shared    []string // paths of the descriptors the frontend sent
 }
 
 func newFakeHelper(t *testing.T) *fakeVMHelper {
@@ -111,6 +113,11 @@ func (f *fakeVMHelper) serve(c *api.Conn) {
 			return
 		}
 		for _, fl := range files {
+			if p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(int(fl.Fd()))); err == nil {
+				f.mu.Lock()
+				f.shared = append(f.shared, p) // what the frontend shared (directmode_test.go)
+				f.mu.Unlock()
+			}
 			fl.Close()
 		}
 		req, err := api.DecodeRequest(body)
