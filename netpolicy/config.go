@@ -70,8 +70,8 @@ type SystemPolicy struct {
 	// ForbidDirect refuses sessions that mount the workspace itself (no snapshot, no
 	// review); the helper enforces it at StartVM.
 	ForbidDirect bool
-	Allow           []Entry
-	Deny            []Pattern
+	Allow        []Entry
+	Deny         []Pattern
 	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
 	CodeHosts []Entry
 	// Digest is "sha256:<hex>" of the file's bytes as parsed (set by LoadSystemPolicy,

@@ -156,9 +156,9 @@ func TestHostileRefNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]string{
-		"refs/heads/a\x01b":        `ref refs/heads/a\x01b: control byte`,
+		"refs/heads/a\x01b":       `ref refs/heads/a\x01b: control byte`,
 		"refs/heads/../../config": `ref refs/heads/../../config: ".."`,
-		"refs/heads/x..y":          `".."`,
+		"refs/heads/x..y":         `".."`,
 	}
 	got := 0
 	for _, u := range r.Refs {
