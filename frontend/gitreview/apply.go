@@ -1,17 +1,15 @@
 package gitreview
 
 import (
-	"bytes"
-	"compress/zlib"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 
 	"brood.dev/brood/internal/atomicfile"
 )
@@ -27,8 +25,8 @@ func BranchName(id, ref string) string {
 	return "refs/heads/brood/" + id + "/" + short
 }
 
-// Apply writes the objects u needs into W's object store (loose objects, each verified
-// when it was read) and creates branch (a full ref name, BranchName by default) at u.New
+// Apply writes the objects u needs into W's object store (one pack, writePack; each
+// object verified when it was read) and creates branch (a full ref name, BranchName by default) at u.New
 // peeled to its commit. Before the ref is created, journal is called with the ref name
 // and value, so the caller can record it for undo. It refuses a refused ref
 // (ErrNotAppliable) and a branch that exists (ErrRefExists, loose or packed).
@@ -46,10 +44,8 @@ func (r *Review) Apply(u *RefUpdate, branch string, journal func(ref, value stri
 	if err := r.refFree(branch); err != nil {
 		return err
 	}
-	for _, h := range u.needed {
-		if err := r.writeObject(h); err != nil {
-			return err
-		}
+	if err := r.writePack(u.needed); err != nil {
+		return fmt.Errorf("apply %s: %w", escapeText(u.Name), err)
 	}
 	if err := journal(branch, tip.String()); err != nil {
 		return fmt.Errorf("apply %s: journal: %w", escapeText(branch), err)
@@ -59,73 +55,62 @@ func (r *Review) Apply(u *RefUpdate, branch string, journal func(ref, value stri
 
 // refFree returns ErrRefExists when W has branch, as a loose or a packed ref.
 func (r *Review) refFree(branch string) error {
-	wst := openStore(r.wDir)
+	wst := openStore(r.wDir, false)
 	if _, err := wst.Reference(plumbing.ReferenceName(branch)); err == nil {
 		return fmt.Errorf("create %s: %w", escapeText(branch), ErrRefExists)
 	}
 	return nil
 }
 
-// writeObject writes the verified object h as a loose object of W
-// (objects/xx/yyyy..., zlib-compressed "type size\0content", gitrepository-layout(5)),
-// unless W has it: a temp file in the fan-out directory, fsync'd, hard-linked into
-// place (an existing file wins, as git does), mode 0444.
-func (r *Review) writeObject(h plumbing.Hash) error {
-	if r.obj.inW(h) {
-		return nil
-	}
-	obj, ok := r.obj.verified[h]
-	if !ok {
-		return fmt.Errorf("write object %s: not verified", h)
-	}
-	data, err := content(obj)
-	if err != nil {
-		return err
-	}
-	var z bytes.Buffer
-	zw := zlib.NewWriter(&z)
-	zw.Write([]byte(obj.Type().String() + " " + strconv.Itoa(len(data)) + "\x00"))
-	zw.Write(data)
-	if err := zw.Close(); err != nil {
-		return fmt.Errorf("write object %s: %w", h, err)
-	}
-	hex := h.String()
-	dir := filepath.Join(r.wDir, "objects", hex[:2])
-	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("write object %s: %w", h, err)
-	}
-	return linkNew(dir, hex[2:], z.Bytes(), 0o444)
-}
-
-// linkNew writes data to a temp file in dir, fsyncs it and links it to name (an
-// existing name is kept), then removes the temp file and fsyncs dir.
-func linkNew(dir, name string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(dir, "tmp_obj_")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		if err = os.Link(tmp, filepath.Join(dir, name)); errors.Is(err, fs.ErrExist) {
-			err = nil
+// writePack writes the verified objects hashes (those W lacks) into W's object store as
+// one pack with its index (objects/pack/pack-<sha>.{pack,idx}, gitformat-pack(5)),
+// encoded by go-git from the verified copies and parsed back by go-git's pack writer
+// (which hashes every object again), then fsyncs both files and the directory. Nothing
+// is written when W already has every object.
+func (r *Review) writePack(hashes []plumbing.Hash) error {
+	var need []plumbing.Hash
+	for _, h := range hashes {
+		if _, ok := r.obj.verified[h]; !ok {
+			return fmt.Errorf("write object %s: not verified", h)
+		}
+		if !r.obj.inW(h) {
+			need = append(need, h)
 		}
 	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Join(dir, name), err)
+	if len(need) == 0 {
+		return nil
 	}
-	os.Remove(tmp)
+	w, err := r.obj.Storage.ObjectStorage.PackfileWriter()
+	if err != nil {
+		return fmt.Errorf("write pack: %w", err)
+	}
+	sum, err := packfile.NewEncoder(w, r.obj, false).Encode(need, 0)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write pack: %w", err)
+	}
+	dir := filepath.Join(r.wDir, "objects", "pack")
+	for _, ext := range []string{".pack", ".idx"} {
+		if err := fsyncFile(filepath.Join(dir, "pack-"+sum.String()+ext)); err != nil {
+			return err
+		}
+	}
 	return atomicfile.SyncDir(dir)
+}
+
+// fsyncFile fsyncs the file at p.
+func fsyncFile(p string) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", p, err)
+	}
+	return nil
 }
 
 // createRef creates the loose ref file name ("<hex>\n") in W, creating its directories

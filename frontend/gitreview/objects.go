@@ -26,7 +26,8 @@ type objects struct {
 	sDir                string // S's git directory
 	verified            map[plumbing.Hash]*plumbing.MemoryObject
 	bytes               int64
-	packs               []sPack // S's packs, loaded on first use
+	inWMemo             map[plumbing.Hash]bool // inW answers
+	packs               []sPack                // S's packs, loaded on first use
 	packsLoaded         bool
 }
 
@@ -38,16 +39,31 @@ type sPack struct {
 	idx  *idxfile.MemoryIndex
 }
 
-// openStore opens the object store of the git directory dir (osfs bound to dir: no
-// symlink leads out of it).
-func openStore(dir string) *filesystem.Storage {
-	fs := osfs.New(dir, osfs.WithBoundOS())
+// maxOpenPacks is how many pack files a store keeps open between reads (go-git closes
+// the least recently used beyond it; Review.Close closes the rest).
+const maxOpenPacks = 32
+
+// openStore opens the object store of the git directory dir; hostile (S's) is bound to
+// dir, so no symlink leads out of it (W's own repository is the developer's, and the
+// bound checks cost a path walk per open).
+func openStore(dir string, hostile bool) *filesystem.Storage {
+	fs := osfs.New(dir)
+	if hostile {
+		fs = osfs.New(dir, osfs.WithBoundOS())
+	}
 	return filesystem.NewStorageWithOptions(fs, cache.NewObjectLRUDefault(),
-		filesystem.Options{LargeObjectThreshold: MaxObjectSize})
+		filesystem.Options{LargeObjectThreshold: MaxObjectSize, MaxOpenDescriptors: maxOpenPacks})
 }
 
-// inW reports whether W's store holds h.
-func (o *objects) inW(h plumbing.Hash) bool { return o.Storage.HasEncodedObject(h) == nil }
+// inW reports whether W's store holds h (asked once per object and review).
+func (o *objects) inW(h plumbing.Hash) bool {
+	if in, ok := o.inWMemo[h]; ok {
+		return in
+	}
+	in := o.Storage.HasEncodedObject(h) == nil
+	o.inWMemo[h] = in
+	return in
+}
 
 // EncodedObject returns W's object h, or S's verified one (reading and verifying it on
 // first use). A type other than plumbing.AnyObject must match.

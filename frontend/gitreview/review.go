@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 )
@@ -28,6 +29,7 @@ type Review struct {
 
 	wDir, sDir string
 	obj        *objects
+	trees      map[plumbing.Hash]map[string]object.TreeEntry // decoded trees (Review.tree)
 }
 
 // RefUpdate is one ref the agent moved or created, with the commits W lacks.
@@ -60,6 +62,14 @@ type Commit struct {
 	// Submodules lists the gitlinks (submodule commits) the commit adds or moves, as
 	// "path -> commit".
 	Submodules []string `json:"submodules,omitempty"`
+}
+
+// Close releases the pack files the review keeps open.
+func (r *Review) Close() {
+	if r != nil && r.obj != nil {
+		r.obj.Storage.Close()
+		r.obj.s.Close()
+	}
 }
 
 // Blocked returns the number of refs that are refused (the whole repository counting as
@@ -98,7 +108,7 @@ func Inspect(w, s string) (*Review, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inspect %s: %w", wDir, err)
 	}
-	r := &Review{wDir: wDir, sDir: sDir}
+	r := &Review{wDir: wDir, sDir: sDir, trees: map[plumbing.Hash]map[string]object.TreeEntry{}}
 	if !wfi.IsDir() {
 		r.Refused = "the workspace's .git is not a directory (a linked worktree or a submodule's gitdir file): commits are not reviewed"
 		return r, nil
@@ -107,13 +117,13 @@ func Inspect(w, s string) (*Review, error) {
 		r.Refused = why
 		return r, nil
 	}
-	wst, sst := openStore(wDir), openStore(sDir)
+	wst, sst := openStore(wDir, false), openStore(sDir, true)
 	if why := formatProblem(wst); why != "" {
 		r.Refused = why
 		return r, nil
 	}
 	r.obj = &objects{Storage: wst, s: sst, sDir: sDir,
-		verified: map[plumbing.Hash]*plumbing.MemoryObject{}}
+		verified: map[plumbing.Hash]*plumbing.MemoryObject{}, inWMemo: map[plumbing.Hash]bool{}}
 	if err := r.findRefs(wst, sst); err != nil {
 		r.Refused = "read the snapshot's refs: " + escapeErr(err)
 		r.Refs = nil

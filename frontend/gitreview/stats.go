@@ -2,7 +2,6 @@ package gitreview
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -38,17 +37,21 @@ func (r *Review) describe(c *object.Commit) (Commit, error) {
 	for _, p := range c.ParentHashes {
 		rc.Parents = append(rc.Parents, p.String())
 	}
-	changes, err := r.changes(c)
+	changes, err := r.commitChanges(c)
 	if err != nil {
 		return rc, err
 	}
 	for _, ch := range changes {
 		rc.Files++
-		if ch.To.TreeEntry.Mode == filemode.Submodule || ch.From.TreeEntry.Mode == filemode.Submodule {
-			rc.Submodules = append(rc.Submodules, ch.To.Name+" -> "+ch.To.TreeEntry.Hash.String())
+		if ch.to.Mode == filemode.Submodule || ch.from.Mode == filemode.Submodule {
+			rc.Submodules = append(rc.Submodules, ch.path+" -> "+ch.to.Hash.String())
 			continue
 		}
-		before, after, err := r.blobs(ch)
+		before, err := r.blobOf(ch.from)
+		if err != nil {
+			return rc, err
+		}
+		after, err := r.blobOf(ch.to)
 		if err != nil {
 			return rc, err
 		}
@@ -57,48 +60,6 @@ func (r *Review) describe(c *object.Commit) (Commit, error) {
 		rc.Deletions += d
 	}
 	return rc, nil
-}
-
-// changes returns the tree changes of c against its first parent.
-func (r *Review) changes(c *object.Commit) (object.Changes, error) {
-	to, err := object.GetTree(r.obj, c.TreeHash)
-	if err != nil {
-		return nil, fmt.Errorf("commit %s: tree: %w", c.Hash, err)
-	}
-	var from *object.Tree
-	if len(c.ParentHashes) > 0 {
-		p, err := object.GetCommit(r.obj, c.ParentHashes[0])
-		if err != nil {
-			return nil, fmt.Errorf("commit %s: parent: %w", c.Hash, err)
-		}
-		if from, err = object.GetTree(r.obj, p.TreeHash); err != nil {
-			return nil, fmt.Errorf("commit %s: parent tree: %w", c.Hash, err)
-		}
-	}
-	ch, err := object.DiffTreeWithOptions(context.Background(), from, to, nil)
-	if err != nil {
-		return nil, fmt.Errorf("commit %s: diff trees: %w", c.Hash, err)
-	}
-	return ch, nil
-}
-
-// blobs returns the contents before and after a change (nil for an absent side).
-func (r *Review) blobs(ch *object.Change) (before, after []byte, err error) {
-	read := func(e object.ChangeEntry) ([]byte, error) {
-		if e.Name == "" && e.TreeEntry.Hash.IsZero() {
-			return nil, nil
-		}
-		obj, err := r.obj.EncodedObject(plumbing.BlobObject, e.TreeEntry.Hash)
-		if err != nil {
-			return nil, err
-		}
-		return content(obj)
-	}
-	if before, err = read(ch.From); err != nil {
-		return nil, nil, err
-	}
-	after, err = read(ch.To)
-	return before, after, err
 }
 
 // lineCounts counts the lines added and deleted between two contents; binary contents
@@ -128,25 +89,23 @@ func (r *Review) Patch(out io.Writer, id string) error {
 	if err != nil {
 		return fmt.Errorf("patch of commit %s: %w", id, err)
 	}
-	changes, err := r.changes(c)
+	changes, err := r.commitChanges(c)
 	if err != nil {
 		return err
 	}
 	var b strings.Builder
 	for _, ch := range changes {
-		from, to := ch.From.Name, ch.To.Name
-		if from == "" {
-			from = to
-		}
-		if to == "" {
-			to = from
-		}
-		fmt.Fprintf(&b, "diff --git a/%s b/%s\n", diff.Escape(from), diff.Escape(to))
-		if ch.To.TreeEntry.Mode == filemode.Submodule || ch.From.TreeEntry.Mode == filemode.Submodule {
-			fmt.Fprintf(&b, "Submodule %s -> %s\n", diff.Escape(to), ch.To.TreeEntry.Hash)
+		p := diff.Escape(ch.path)
+		fmt.Fprintf(&b, "diff --git a/%s b/%s\n", p, p)
+		if ch.to.Mode == filemode.Submodule || ch.from.Mode == filemode.Submodule {
+			fmt.Fprintf(&b, "Submodule %s -> %s\n", p, ch.to.Hash)
 			continue
 		}
-		before, after, err := r.blobs(ch)
+		before, err := r.blobOf(ch.from)
+		if err != nil {
+			return err
+		}
+		after, err := r.blobOf(ch.to)
 		if err != nil {
 			return err
 		}
@@ -154,7 +113,14 @@ func (r *Review) Patch(out io.Writer, id string) error {
 			b.WriteString("Binary files differ\n")
 			continue
 		}
-		b.WriteString(udiff.Unified("a/"+diff.Escape(from), "b/"+diff.Escape(to), string(before), string(after)))
+		from, to := "a/"+p, "b/"+p
+		if ch.from.Hash.IsZero() {
+			from = "/dev/null"
+		}
+		if ch.to.Hash.IsZero() {
+			to = "/dev/null"
+		}
+		b.WriteString(udiff.Unified(from, to, string(before), string(after)))
 	}
 	_, err = io.WriteString(out, b.String())
 	return err

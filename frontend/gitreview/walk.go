@@ -199,6 +199,9 @@ func (w *refWalk) checkEntry(e object.TreeEntry, p string) error {
 		}
 		return nil
 	case filemode.Regular, filemode.Executable, filemode.Deprecated:
+		if w.r.obj.inW(e.Hash) {
+			return nil // W's own blob: nothing to read or copy
+		}
 		_, err := w.need(e.Hash)
 		return err
 	}
