@@ -23,20 +23,22 @@ import (
 type objects struct {
 	*filesystem.Storage // W's store: everything not overridden
 	s                   *filesystem.Storage
-	sDir                string // S's git directory
+	sDir, wDir          string // S's and W's git directories
 	verified            map[plumbing.Hash]*plumbing.MemoryObject
 	bytes               int64
 	inWMemo             map[plumbing.Hash]bool // inW answers
-	packs               []sPack                // S's packs, loaded on first use
+	packs, wPacks       []sPack                // S's and W's packs, loaded on first use
 	packsLoaded         bool
 }
 
 var _ storer.EncodedObjectStorer = (*objects)(nil)
 
-// sPack is one pack of S with its index.
+// sPack is one pack with its index, and the pack open while a review reads it.
 type sPack struct {
 	pack string
 	idx  *idxfile.MemoryIndex
+	f    *os.File
+	sc   *packfile.Scanner
 }
 
 // maxOpenPacks is how many pack files a store keeps open between reads (go-git closes
@@ -60,9 +62,38 @@ func (o *objects) inW(h plumbing.Hash) bool {
 	if in, ok := o.inWMemo[h]; ok {
 		return in
 	}
-	in := o.Storage.HasEncodedObject(h) == nil
+	in := o.wHas(h)
 	o.inWMemo[h] = in
 	return in
+}
+
+// wHas looks h up in W's pack indexes, then as a loose object, then (only when W borrows
+// object stores through objects/info/alternates) through go-git.
+func (o *objects) wHas(h plumbing.Hash) bool {
+	if o.loadPacks() == nil {
+		for _, p := range o.wPacks {
+			if _, err := p.idx.FindOffset(h); err == nil {
+				return true
+			}
+		}
+	}
+	hex := h.String()
+	if _, err := os.Lstat(filepath.Join(o.wDir, "objects", hex[:2], hex[2:])); err == nil {
+		return true
+	}
+	if _, err := os.Lstat(filepath.Join(o.wDir, "objects", "info", "alternates")); err != nil {
+		return false
+	}
+	return o.Storage.HasEncodedObject(h) == nil
+}
+
+// close closes the packs a review opened.
+func (o *objects) close() {
+	for _, p := range o.packs {
+		if p.f != nil {
+			p.f.Close()
+		}
+	}
 }
 
 // EncodedObject returns W's object h, or S's verified one (reading and verifying it on
@@ -141,30 +172,41 @@ func (o *objects) verify(h plumbing.Hash) (*plumbing.MemoryObject, error) {
 	return obj, nil
 }
 
-// loadPacks reads the indexes of S's packs once.
+// loadPacks reads the indexes of S's and W's packs once.
 func (o *objects) loadPacks() error {
 	if o.packsLoaded {
 		return nil
 	}
 	o.packsLoaded = true
-	idxs, err := filepath.Glob(filepath.Join(o.sDir, "objects", "pack", "pack-*.idx"))
-	if err != nil {
+	var err error
+	if o.packs, err = loadIndexes(o.sDir); err != nil {
 		return err
 	}
+	o.wPacks, err = loadIndexes(o.wDir)
+	return err
+}
+
+// loadIndexes reads the pack indexes of the git directory dir (idxfile, gitformat-pack(5)).
+func loadIndexes(dir string) ([]sPack, error) {
+	idxs, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.idx"))
+	if err != nil {
+		return nil, err
+	}
+	var packs []sPack
 	for _, ip := range idxs {
 		f, err := os.Open(ip)
 		if err != nil {
-			return fmt.Errorf("open pack index %s: %w", ip, err)
+			return nil, fmt.Errorf("open pack index %s: %w", ip, err)
 		}
 		idx := idxfile.NewMemoryIndex()
 		err = idxfile.NewDecoder(f).Decode(idx)
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("read pack index %s: %w", ip, err)
+			return nil, fmt.Errorf("read pack index %s: %w", ip, err)
 		}
-		o.packs = append(o.packs, sPack{pack: ip[:len(ip)-len(".idx")] + ".pack", idx: idx})
+		packs = append(packs, sPack{pack: ip[:len(ip)-len(".idx")] + ".pack", idx: idx})
 	}
-	return nil
+	return packs, nil
 }
 
 // checkChain follows the delta chain of h in the S pack that holds it (nothing for a
@@ -174,12 +216,13 @@ func (o *objects) checkChain(h plumbing.Hash) error {
 	if err := o.loadPacks(); err != nil {
 		return err
 	}
-	for _, p := range o.packs {
+	for i := range o.packs {
+		p := &o.packs[i]
 		off, err := p.idx.FindOffset(h)
 		if err != nil {
 			continue
 		}
-		if err := chainWithinCaps(p, h, off); err != nil {
+		if err := p.chainWithinCaps(off); err != nil {
 			return fmt.Errorf("object %s in %s: %w", h, filepath.Base(p.pack), err)
 		}
 		return nil
@@ -187,14 +230,17 @@ func (o *objects) checkChain(h plumbing.Hash) error {
 	return nil
 }
 
-// chainWithinCaps walks the delta chain starting at offset off of pack p.
-func chainWithinCaps(p sPack, h plumbing.Hash, off int64) error {
-	f, err := os.Open(p.pack)
-	if err != nil {
-		return err
+// chainWithinCaps walks the delta chain starting at offset off of pack p (opened on
+// first use, closed by Review.Close).
+func (p *sPack) chainWithinCaps(off int64) error {
+	if p.f == nil {
+		f, err := os.Open(p.pack)
+		if err != nil {
+			return err
+		}
+		p.f, p.sc = f, packfile.NewScanner(f)
 	}
-	defer f.Close()
-	sc := packfile.NewScanner(f)
+	sc := p.sc
 	for depth := 0; ; depth++ {
 		if depth > MaxDeltaDepth {
 			return fmt.Errorf("delta chain longer than %d (MaxDeltaDepth)", MaxDeltaDepth)

@@ -69,6 +69,7 @@ func (r *Review) Close() {
 	if r != nil && r.obj != nil {
 		r.obj.Storage.Close()
 		r.obj.s.Close()
+		r.obj.close()
 	}
 }
 
@@ -122,7 +123,7 @@ func Inspect(w, s string) (*Review, error) {
 		r.Refused = why
 		return r, nil
 	}
-	r.obj = &objects{Storage: wst, s: sst, sDir: sDir,
+	r.obj = &objects{Storage: wst, s: sst, sDir: sDir, wDir: wDir,
 		verified: map[plumbing.Hash]*plumbing.MemoryObject{}, inWMemo: map[plumbing.Hash]bool{}}
 	if err := r.findRefs(wst, sst); err != nil {
 		r.Refused = "read the snapshot's refs: " + escapeErr(err)
