@@ -150,3 +150,28 @@ func TestWorktreeAndRemovedRepoRefused(t *testing.T) {
 		t.Fatalf("worktree: %+v", r)
 	}
 }
+
+// TestSubmoduleGitlink: a gitlink (submodule commit) in a new tree is shown as such,
+// needs no object and is applied with its tree.
+func TestSubmoduleGitlink(t *testing.T) {
+	w, s := newRepo(t)
+	blob := git(t, s, "rev-parse", "HEAD:a.txt")
+	sub := "4444444444444444444444444444444444444444"
+	tree := looseObject(t, s, "tree", treeBody([3]string{"100644", "a.txt", blob}, [3]string{"160000", "lib", sub}), "")
+	commitOnTree(t, s, tree, git(t, s, "rev-parse", "HEAD"))
+	r, err := Inspect(w, s)
+	if err != nil || len(r.Refs) != 1 || r.Refs[0].Refused != "" || len(r.Refs[0].Commits) != 1 {
+		t.Fatalf("review = %+v, %v", r, err)
+	}
+	if c := r.Refs[0].Commits[0]; !reflect.DeepEqual(c.Submodules, []string{"lib -> " + sub}) || c.Files != 1 {
+		t.Fatalf("commit = %+v", c)
+	}
+	if err := r.Apply(&r.Refs[0], BranchName("s", r.Refs[0].Name), noJournal); err != nil {
+		t.Fatal(err)
+	}
+	git(t, w, "fsck", "--strict", "--no-dangling")
+	var b strings.Builder
+	if err := r.Patch(&b, r.Refs[0].Commits[0].ID); err != nil || !strings.Contains(b.String(), "Submodule lib -> "+sub) {
+		t.Fatalf("patch %q, %v", b.String(), err)
+	}
+}
