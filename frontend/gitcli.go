@@ -115,8 +115,9 @@ func continueAfter(err error) bool {
 // it creates each ref the review accepts as branch brood/<id>/<ref> in the workspace
 // (gitreview.Apply, journaled with flush.JournalRef), asking first when ask. It returns
 // fileErr, or a refused error (exit 3) when a ref was refused and fileErr is nil.
+// Without all it only says that commits were not applied.
 func applyCommitsAfter(in io.Reader, out io.Writer, id string, all, ask bool, fileErr error) error {
-	if !all || !continueAfter(fileErr) {
+	if !continueAfter(fileErr) {
 		return fileErr
 	}
 	sess, err := openSession(id)
@@ -124,7 +125,12 @@ func applyCommitsAfter(in io.Reader, out io.Writer, id string, all, ask bool, fi
 		return err
 	}
 	g := gitReviewOf(sess)
+	defer g.Close()
 	if g.Empty() {
+		return fileErr
+	}
+	if !all {
+		fmt.Fprintf(out, "commits not applied (brood apply %s --all creates their branches; brood diff %s lists them)\n", id, id)
 		return fileErr
 	}
 	if err := writeCommits(out, id, g); err != nil {

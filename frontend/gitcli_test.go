@@ -186,3 +186,19 @@ func TestDiffPatch(t *testing.T) {
 
 // yesterday is a time a day in the past, to make a file's stat differ from the index.
 func yesterday() time.Time { return time.Now().Add(-24 * time.Hour) }
+
+// TestApplyPathLeavesCommits: apply PATH applies only that file and says the commits
+// were not applied; no branch is created.
+func TestApplyPathLeavesCommits(t *testing.T) {
+	sess, _ := gitSession(t)
+	s := sess.SnapshotDir()
+	difftest.WriteFiles(s, map[string]string{"a.txt": "A\n"})
+	runGit(t, s, "commit", "-q", "-am", "agent work")
+	out, code := applyCLI(t, nil, "apply", sess.ID, "a.txt", "--yes")
+	if code != ExitOK || !strings.Contains(out, "commits not applied") || wFile(t, sess, "a.txt") != "A\n" {
+		t.Fatalf("apply a.txt (%d):\n%s", code, out)
+	}
+	if got := runGit(t, sess.Workspace, "branch", "--list", "brood/*"); got != "" {
+		t.Fatalf("branches: %q", got)
+	}
+}
