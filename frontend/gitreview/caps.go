@@ -26,4 +26,9 @@ const (
 	// MaxAncestryWalk is the most commits of W's own history walked to decide whether a
 	// ref's new value descends from W's value; past it the ref is refused.
 	MaxAncestryWalk = 1_000_000
+
+	// MaxRefs is the most refs S may have (loose and packed together); MaxPackedRefsBytes
+	// bounds S's packed-refs file (64 MiB), read before any ref is looked at.
+	MaxRefs            = 100_000
+	MaxPackedRefsBytes = 64 << 20
 )

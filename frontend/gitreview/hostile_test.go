@@ -272,3 +272,48 @@ func deltaChainPack(n int) ([]byte, string) {
 	id := sha1.Sum(append([]byte(fmt.Sprintf("blob %d\x00", len(content))), content...))
 	return b.Bytes(), hex.EncodeToString(id[:])
 }
+
+// TestLooseInflateBomb: a loose object whose zlib stream inflates past the size in its
+// header is refused after reading one byte more than the header's size.
+func TestLooseInflateBomb(t *testing.T) {
+	w, s := newRepo(t)
+	var z bytes.Buffer
+	zw, _ := zlib.NewWriterLevel(&z, zlib.BestCompression)
+	zw.Write([]byte("blob 3\x00"))
+	zw.Write(make([]byte, 64<<20)) // 64 MiB of zeros behind a 3-byte header
+	zw.Close()
+	id := "5555555555555555555555555555555555555555"
+	writeFile(t, filepath.Join(s, ".git", "objects", id[:2]), id[2:], z.String())
+	hostileTreeIn(t, w, s, "more or fewer bytes of content than its header's 3", [3]string{"100644", "bomb", id})
+}
+
+// TestIndexBomb: a pack index claiming more objects than its bytes can hold is refused
+// before go-git's decoder allocates for that count.
+func TestIndexBomb(t *testing.T) {
+	w, s := newRepo(t)
+	idx := make([]byte, 8+256*4+40)
+	copy(idx, "\xfftOc\x00\x00\x00\x02")
+	for i := range 256 {
+		copy(idx[8+i*4:], []byte{0xff, 0xff, 0xff, 0xff})
+	}
+	writeFile(t, filepath.Join(s, ".git", "objects", "pack"), "pack-0000000000000000000000000000000000000000.idx", string(idx))
+	agentCommit(t, s)
+	r, err := Inspect(w, s)
+	if err != nil || !strings.Contains(r.Refused, "claims 4294967295 objects") {
+		t.Fatalf("review = %+v, %v", r, err)
+	}
+}
+
+// TestRefCaps: a packed-refs file over MaxPackedRefsBytes refuses the repository.
+func TestRefCaps(t *testing.T) {
+	w, s := newRepo(t)
+	f, err := os.Create(filepath.Join(s, ".git", "packed-refs"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Truncate(MaxPackedRefsBytes + 1)
+	f.Close()
+	if r, _ := Inspect(w, s); !strings.Contains(r.Refused, "MaxPackedRefsBytes") {
+		t.Fatalf("review = %+v", r)
+	}
+}

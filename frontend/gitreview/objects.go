@@ -1,6 +1,7 @@
 package gitreview
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -11,9 +12,12 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/cache"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
+	"github.com/go-git/go-git/v5/plumbing/format/objfile"
 	"github.com/go-git/go-git/v5/plumbing/format/packfile"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+	"github.com/go-git/go-git/v5/utils/ioutil"
+	"golang.org/x/sys/unix"
 )
 
 // objects reads objects for a review: W's own objects from W's store (trusted: the
@@ -145,11 +149,7 @@ func (o *objects) verify(h plumbing.Hash) (*plumbing.MemoryObject, error) {
 	if o.bytes+size > MaxNewBytes {
 		return nil, fmt.Errorf("object %s: new objects over %d bytes (MaxNewBytes)", h, MaxNewBytes)
 	}
-	raw, err := o.s.EncodedObject(plumbing.AnyObject, h)
-	if err != nil {
-		return nil, fmt.Errorf("read object %s: %w", h, err)
-	}
-	r, err := raw.Reader()
+	typ, r, err := o.openS(h)
 	if err != nil {
 		return nil, fmt.Errorf("read object %s: %w", h, err)
 	}
@@ -159,17 +159,45 @@ func (o *objects) verify(h plumbing.Hash) (*plumbing.MemoryObject, error) {
 		return nil, fmt.Errorf("read object %s: %w", h, err)
 	}
 	if int64(len(content)) != size {
-		return nil, fmt.Errorf("object %s: %d bytes of content, its header says %d", h, len(content), size)
+		return nil, fmt.Errorf("object %s: more or fewer bytes of content than its header's %d", h, size)
 	}
-	if got := plumbing.ComputeHash(raw.Type(), content); got != h {
+	if got := plumbing.ComputeHash(typ, content); got != h {
 		return nil, fmt.Errorf("object %s: content hashes to %s: corrupt or forged", h, got)
 	}
 	obj := &plumbing.MemoryObject{}
-	obj.SetType(raw.Type())
+	obj.SetType(typ)
 	obj.Write(content)
 	o.verified[h] = obj
 	o.bytes += size
 	return obj, nil
+}
+
+// openS opens S's object h for reading its content: a loose object with brood's own
+// reader (go-git would inflate a loose object past the size its header declares), a
+// packed one with go-git (which bounds every entry by its declared size).
+func (o *objects) openS(h plumbing.Hash) (plumbing.ObjectType, io.ReadCloser, error) {
+	hex := h.String()
+	f, err := os.OpenFile(filepath.Join(o.sDir, "objects", hex[:2], hex[2:]), os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err == nil {
+		zr, err := objfile.NewReader(f)
+		if err != nil {
+			f.Close()
+			return 0, nil, err
+		}
+		t, _, err := zr.Header()
+		if err != nil {
+			zr.Close()
+			f.Close()
+			return 0, nil, err
+		}
+		return t, ioutil.NewReadCloserWithCloser(zr, f.Close), nil
+	}
+	raw, err := o.s.EncodedObject(plumbing.AnyObject, h)
+	if err != nil {
+		return 0, nil, err
+	}
+	r, err := raw.Reader()
+	return raw.Type(), r, err
 }
 
 // loadPacks reads the indexes of S's and W's packs once.
@@ -198,6 +226,10 @@ func loadIndexes(dir string) ([]sPack, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open pack index %s: %w", ip, err)
 		}
+		if err := idxSizeOK(f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("pack index %s: %w", filepath.Base(ip), err)
+		}
 		idx := idxfile.NewMemoryIndex()
 		err = idxfile.NewDecoder(f).Decode(idx)
 		f.Close()
@@ -207,6 +239,28 @@ func loadIndexes(dir string) ([]sPack, error) {
 		packs = append(packs, sPack{pack: ip[:len(ip)-len(".idx")] + ".pack", idx: idx})
 	}
 	return packs, nil
+}
+
+// idxSizeOK refuses a version-2 pack index whose object count (the last fan-out entry)
+// needs more bytes than the file has (at least 28 per object: name, CRC and offset;
+// gitformat-pack(5)), before go-git's decoder allocates tables of that count.
+func idxSizeOK(f *os.File) error {
+	var head [8 + 256*4]byte
+	if _, err := io.ReadFull(f, head[:]); err != nil {
+		return fmt.Errorf("read header: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	n := int64(binary.BigEndian.Uint32(head[8+255*4:]))
+	if want := int64(len(head)) + 28*n + 40; fi.Size() < want {
+		return fmt.Errorf("claims %d objects but has only %d bytes", n, fi.Size())
+	}
+	return nil
 }
 
 // checkChain follows the delta chain of h in the S pack that holds it (nothing for a

@@ -125,6 +125,11 @@ func Inspect(w, s string) (*Review, error) {
 	}
 	r.obj = &objects{Storage: wst, s: sst, sDir: sDir, wDir: wDir,
 		verified: map[plumbing.Hash]*plumbing.MemoryObject{}, inWMemo: map[plumbing.Hash]bool{}}
+	// S's pack indexes are checked before go-git decodes them (idxSizeOK).
+	if err := r.obj.loadPacks(); err != nil {
+		r.Refused = "read the snapshot's packs: " + escapeErr(err)
+		return r, nil
+	}
 	if err := r.findRefs(wst, sst); err != nil {
 		r.Refused = "read the snapshot's refs: " + escapeErr(err)
 		r.Refs = nil
@@ -171,6 +176,9 @@ func repoProblem(wDir, sDir string) string {
 		if why := plainTree(sDir, name); why != "" {
 			return why
 		}
+	}
+	if fi, err := os.Lstat(filepath.Join(sDir, "packed-refs")); err == nil && fi.Size() > MaxPackedRefsBytes {
+		return fmt.Sprintf("the snapshot's .git/packed-refs has %d bytes, over the %d byte cap (MaxPackedRefsBytes)", fi.Size(), MaxPackedRefsBytes)
 	}
 	if _, err := os.Lstat(filepath.Join(sDir, "info", "grafts")); err == nil {
 		return "the snapshot's repository has .git/info/grafts: a grafted history is not reviewed"
@@ -229,6 +237,9 @@ func (r *Review) findRefs(wst, sst *filesystem.Storage) error {
 	}
 	seen := map[plumbing.ReferenceName]bool{}
 	err = iter.ForEach(func(ref *plumbing.Reference) error {
+		if len(seen) >= MaxRefs {
+			return fmt.Errorf("more than %d refs (MaxRefs)", MaxRefs)
+		}
 		if ref.Type() != plumbing.HashReference || seen[ref.Name()] {
 			return nil
 		}
