@@ -173,10 +173,17 @@ func undoRefsAfter(out io.Writer, id string, fileErr error) error {
 	if err != nil {
 		return err
 	}
-	done, problems, err := flush.UndoRefs(sess, func(ref, v string) (bool, error) {
-		return gitreview.DeleteRef(sess.Workspace, ref, v)
+	done, problems, err := flush.UndoRefs(sess, func(r flush.RefRecord) (bool, error) {
+		if r.Old != "" {
+			return true, gitreview.RestoreRef(sess.Workspace, r.Ref, r.Old, r.Value)
+		}
+		return gitreview.DeleteRef(sess.Workspace, r.Ref, r.Value)
 	})
 	for _, r := range done {
+		if r.Old != "" {
+			fmt.Fprintf(out, "moved branch %s back to %s\n", diff.Escape(strings.TrimPrefix(r.Ref, "refs/heads/")), short(r.Old))
+			continue
+		}
 		fmt.Fprintf(out, "removed branch %s\n", diff.Escape(strings.TrimPrefix(r.Ref, "refs/heads/")))
 	}
 	for _, p := range problems {

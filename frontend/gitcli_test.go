@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"brood.dev/brood/frontend/diff/difftest"
+	"brood.dev/brood/frontend/flush"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/internal/testenv"
@@ -200,5 +201,59 @@ func TestApplyPathLeavesCommits(t *testing.T) {
 	}
 	if got := runGit(t, sess.Workspace, "branch", "--list", "brood/*"); got != "" {
 		t.Fatalf("branches: %q", got)
+	}
+}
+
+// TestFastForwardCommand: brood ff refuses the checked-out branch and a branch not
+// applied yet, fast-forwards another one, and brood undo moves it back.
+func TestFastForwardCommand(t *testing.T) {
+	sess, before := gitSession(t)
+	runGit(t, sess.Workspace, "branch", "feature")
+	s := sess.SnapshotDir()
+	runGit(t, s, "branch", "feature")
+	runGit(t, s, "checkout", "-q", "feature")
+	difftest.WriteFiles(s, map[string]string{"c.txt": "c\n"})
+	runGit(t, s, "add", "-A")
+	runGit(t, s, "commit", "-q", "-m", "on feature")
+	commit := runGit(t, s, "rev-parse", "HEAD")
+	old := runGit(t, sess.Workspace, "rev-parse", "feature")
+	if _, code := applyCLI(t, nil, "ff", sess.ID, "feature"); code != ExitUsage {
+		t.Fatalf("ff before apply: exit %d", code)
+	}
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--all", "--yes"); code != ExitOK {
+		t.Fatalf("apply (%d):\n%s", code, out)
+	}
+	if out, code := applyCLI(t, nil, "ff", sess.ID, "feature"); code != ExitOK || runGit(t, sess.Workspace, "rev-parse", "feature") != commit {
+		t.Fatalf("ff feature (%d):\n%s", code, out)
+	}
+	if after := gitFiles(t, sess.Workspace); !reflect.DeepEqual(after, before) {
+		t.Fatal("HEAD, master, index or config changed")
+	}
+	runGit(t, sess.Workspace, "fsck", "--strict")
+	out, code := applyCLI(t, nil, "undo", sess.ID)
+	if code != ExitOK || !strings.Contains(out, "moved branch feature back to "+old[:12]) ||
+		runGit(t, sess.Workspace, "rev-parse", "feature") != old || runGit(t, sess.Workspace, "branch", "--list", "brood/*") != "" {
+		t.Fatalf("undo (%d):\n%s", code, out)
+	}
+}
+
+// TestFastForwardCheckedOut: the checked-out branch is never moved.
+func TestFastForwardCheckedOut(t *testing.T) {
+	sess, before := gitSession(t)
+	s := sess.SnapshotDir()
+	difftest.WriteFiles(s, map[string]string{"c.txt": "c\n"})
+	runGit(t, s, "add", "-A")
+	runGit(t, s, "commit", "-q", "-m", "on master")
+	applyCLI(t, nil, "apply", sess.ID, "--all", "--yes")
+	out, code := applyCLI(t, nil, "ff", sess.ID, "master")
+	if code != ExitRefused || !strings.Contains(out, "checked out") {
+		t.Fatalf("ff master (%d):\n%s", code, out)
+	}
+	if after := gitFiles(t, sess.Workspace); after[".git/refs/heads/master"] != before[".git/refs/heads/master"] {
+		t.Fatal("master moved")
+	}
+	recs, _ := flush.JournaledRefs(sess)
+	if len(recs) != 2 || !recs[1].Undone {
+		t.Fatalf("journal %+v", recs)
 	}
 }

@@ -63,7 +63,7 @@ func TestRunGitCommitEndToEnd(t *testing.T) {
 	for _, c := range d.Changes {
 		got = append(got, c.Kind+" "+c.Path)
 	}
-	if !reflect.DeepEqual(got, []string{"added b.txt", "modified README.md"}) || len(d.Commits) != 1 ||
+	if !reflect.DeepEqual(got, []string{"modified README.md", "added b.txt"}) || len(d.Commits) != 1 ||
 		d.Commits[0].Ref != "refs/heads/main" || len(d.Commits[0].Commits) != 1 || d.Commits[0].Commits[0].Message != "agent work\n" {
 		t.Fatalf("diff --json:\n%s", out)
 	}

@@ -13,16 +13,24 @@ import (
 // journal lock) listing the branches applies created in the workspace's repository.
 const gitRefsName = "gitrefs"
 
-// RefRecord is one branch an apply created in W's repository: the full ref name, the
-// commit id (hex) it was created at, and whether brood undo removed it.
+// RefRecord is one ref an apply created or fast-forwarded in W's repository: the full
+// ref name, the commit id (hex) it was set to, the one it held before ("" when it was
+// created), and whether brood undo reverted it.
 type RefRecord struct {
 	Ref, Value string
 	Undone     bool
+	Old        string
 }
 
 // JournalRef records, before the ref is created, that an apply of sess creates ref at
 // value in W's repository, so that Undo can remove it. The record is fsync'd.
 func JournalRef(sess *session.Session, ref, value string) error {
+	return JournalRefUpdate(sess, RefRecord{Ref: ref, Value: value})
+}
+
+// JournalRefUpdate records rec (a ref about to be created, Old empty, or moved from Old)
+// before the ref is written. The record is fsync'd.
+func JournalRefUpdate(sess *session.Session, rec RefRecord) error {
 	j, err := openJournal(sess.JournalDir())
 	if err != nil {
 		return err
@@ -32,8 +40,23 @@ func JournalRef(sess *session.Session, ref, value string) error {
 	if err != nil {
 		return err
 	}
-	return writeFileSync(j.dir, gitRefsName, append(recs, RefRecord{Ref: ref, Value: value}))
+	return writeFileSync(j.dir, gitRefsName, append(recs, rec))
 }
+
+// CancelRef marks the last record of ref at value as undone without touching the
+// repository: the write it announced did not happen.
+func CancelRef(sess *session.Session, ref, value string) error {
+	_, _, err := UndoRefs(sess, func(r RefRecord) (bool, error) {
+		if r.Ref == ref && r.Value == value {
+			return false, nil
+		}
+		return false, errKeep
+	})
+	return err
+}
+
+// errKeep leaves a record in effect (CancelRef's filter).
+var errKeep = errors.New("kept")
 
 // JournaledRefs returns the branches applies of sess created, in order.
 func JournaledRefs(sess *session.Session) ([]RefRecord, error) {
@@ -45,10 +68,10 @@ func JournaledRefs(sess *session.Session) ([]RefRecord, error) {
 	return readRefs(j)
 }
 
-// UndoRefs removes every journaled branch of sess not undone yet, calling remove(ref,
-// value) for each (it reports whether it removed the ref; an error leaves the record
-// in effect and becomes a Problem). It returns the refs removed.
-func UndoRefs(sess *session.Session, remove func(ref, value string) (bool, error)) ([]RefRecord, []Problem, error) {
+// UndoRefs reverts every journaled ref of sess not undone yet, newest first, calling
+// revert for each (it reports whether it changed the ref; an error leaves the record in
+// effect and becomes a Problem). It returns the refs reverted.
+func UndoRefs(sess *session.Session, revert func(RefRecord) (bool, error)) ([]RefRecord, []Problem, error) {
 	j, err := openJournal(sess.JournalDir())
 	if err != nil {
 		return nil, nil, err
@@ -60,11 +83,15 @@ func UndoRefs(sess *session.Session, remove func(ref, value string) (bool, error
 	}
 	var done []RefRecord
 	var problems []Problem
-	for i, r := range recs {
+	for i := len(recs) - 1; i >= 0; i-- {
+		r := recs[i]
 		if r.Undone {
 			continue
 		}
-		ok, err := remove(r.Ref, r.Value)
+		ok, err := revert(r)
+		if errors.Is(err, errKeep) {
+			continue
+		}
 		if err != nil {
 			problems = append(problems, Problem{Path: r.Ref, Err: err})
 			continue

@@ -20,9 +20,9 @@ func TestJournalAndUndoRefs(t *testing.T) {
 		}
 	}
 	var asked []string
-	done, problems, err := UndoRefs(sess, func(ref, v string) (bool, error) {
-		asked = append(asked, ref)
-		if ref == "refs/heads/brood/x/b" {
+	done, problems, err := UndoRefs(sess, func(r RefRecord) (bool, error) {
+		asked = append(asked, r.Ref)
+		if r.Ref == "refs/heads/brood/x/b" {
 			return false, errors.New("moved")
 		}
 		return true, nil
@@ -31,13 +31,30 @@ func TestJournalAndUndoRefs(t *testing.T) {
 		t.Fatalf("UndoRefs = %+v, %+v, %v", done, problems, err)
 	}
 	recs, _ := JournaledRefs(sess)
-	if want := []RefRecord{{"refs/heads/brood/x/a", "1111", true}, {"refs/heads/brood/x/b", "1111", false}}; !reflect.DeepEqual(recs, want) {
+	if want := []RefRecord{{"refs/heads/brood/x/a", "1111", true, ""}, {"refs/heads/brood/x/b", "1111", false, ""}}; !reflect.DeepEqual(recs, want) {
 		t.Fatalf("records = %+v", recs)
 	}
 	// Only the ref still in effect is asked for again.
 	asked = nil
-	UndoRefs(sess, func(ref, v string) (bool, error) { asked = append(asked, ref); return true, nil })
+	UndoRefs(sess, func(r RefRecord) (bool, error) { asked = append(asked, r.Ref); return true, nil })
 	if !reflect.DeepEqual(asked, []string{"refs/heads/brood/x/b"}) {
 		t.Fatalf("second undo asked %q", asked)
+	}
+}
+
+func TestCancelRef(t *testing.T) {
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	sess, err := session.Create(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	JournalRef(sess, "refs/heads/brood/x/a", "1111")
+	JournalRefUpdate(sess, RefRecord{Ref: "refs/heads/main", Value: "2222", Old: "1111"})
+	if err := CancelRef(sess, "refs/heads/main", "2222"); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := JournaledRefs(sess)
+	if len(recs) != 2 || recs[0].Undone || !recs[1].Undone {
+		t.Fatalf("records %+v", recs)
 	}
 }

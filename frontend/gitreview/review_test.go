@@ -1,6 +1,7 @@
 package gitreview
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -173,5 +174,58 @@ func TestSubmoduleGitlink(t *testing.T) {
 	var b strings.Builder
 	if err := r.Patch(&b, r.Refs[0].Commits[0].ID); err != nil || !strings.Contains(b.String(), "Submodule lib -> "+sub) {
 		t.Fatalf("patch %q, %v", b.String(), err)
+	}
+}
+
+// TestFastForward: a branch is fast-forwarded to the applied commit only when it is not
+// checked out and the commit descends from it; RestoreRef undoes it.
+func TestFastForward(t *testing.T) {
+	w, s := newRepo(t)
+	git(t, w, "branch", "feature")
+	git(t, s, "checkout", "-q", "-b", "feature")
+	id := agentCommit(t, s)
+	r, _ := Inspect(w, s)
+	var u *RefUpdate
+	for i := range r.Refs {
+		if r.Refs[i].Name == "refs/heads/feature" {
+			u = &r.Refs[i]
+		}
+	}
+	if u == nil || u.Refused != "" {
+		t.Fatalf("refs %+v", r.Refs)
+	}
+	if err := r.Apply(u, BranchName("s", u.Name), noJournal); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshotFiles(t, w)
+	master, _ := RefValue(w, "refs/heads/master")
+	if err := FastForward(w, "refs/heads/master", master, id); !errors.Is(err, ErrCheckedOut) {
+		t.Fatalf("checked-out master: %v", err)
+	}
+	old, err := RefValue(w, "refs/heads/feature")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := FastForward(w, "refs/heads/feature", id, id); err == nil {
+		t.Fatal("fast-forwarded from a value the branch does not hold")
+	}
+	if err := FastForward(w, "refs/heads/feature", old, id); err != nil || git(t, w, "rev-parse", "feature") != id {
+		t.Fatalf("fast-forward: %v", err)
+	}
+	if after := snapshotFiles(t, w); !reflect.DeepEqual(before, after) {
+		t.Fatal("HEAD, master, index or config changed")
+	}
+	git(t, w, "fsck", "--strict", "--no-dangling")
+	if err := FastForward(w, "refs/heads/feature", id, old); !errors.Is(err, ErrNotFastForward) {
+		t.Fatalf("backwards: %v", err)
+	}
+	if err := RestoreRef(w, "refs/heads/feature", old, id); err != nil || git(t, w, "rev-parse", "feature") != old {
+		t.Fatalf("restore: %v", err)
+	}
+	if err := RestoreRef(w, "refs/heads/feature", old, id); err == nil {
+		t.Fatal("restored a ref that no longer holds the value")
+	}
+	if err := FastForward(w, "refs/heads/brood/s/feature", old, id); err == nil {
+		t.Fatal("fast-forwarded a brood branch")
 	}
 }
