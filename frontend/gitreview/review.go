@@ -284,7 +284,8 @@ func (r *Review) addRef(name string, old *plumbing.Reference, nw plumbing.Hash) 
 	r.Refs = append(r.Refs, u)
 }
 
-// deletedRefs notes W's branches and tags that S no longer has (never applied).
+// deletedRefs notes W's branches and tags that S does not have (never applied), except
+// brood's own refs/heads/brood/ branches.
 func (r *Review) deletedRefs(wst, sst *filesystem.Storage) {
 	iter, err := wst.IterReferences()
 	if err != nil {
@@ -292,11 +293,11 @@ func (r *Review) deletedRefs(wst, sst *filesystem.Storage) {
 	}
 	iter.ForEach(func(ref *plumbing.Reference) error {
 		n := string(ref.Name())
-		if !strings.HasPrefix(n, "refs/heads/") && !strings.HasPrefix(n, "refs/tags/") {
-			return nil
+		if !strings.HasPrefix(n, "refs/heads/") && !strings.HasPrefix(n, "refs/tags/") || strings.HasPrefix(n, "refs/heads/brood/") {
+			return nil // brood's own branches exist only in W
 		}
 		if _, err := sst.Reference(ref.Name()); errors.Is(err, plumbing.ErrReferenceNotFound) {
-			r.Notes = append(r.Notes, "ref "+escapeText(n)+" deleted in the snapshot: not applied (brood never deletes a ref)")
+			r.Notes = append(r.Notes, "ref "+escapeText(n)+" is in the workspace but not in the snapshot (the agent deleted it, or you created it since): brood never deletes a ref")
 		}
 		return nil
 	})

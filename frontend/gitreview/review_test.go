@@ -52,6 +52,9 @@ func TestApplyCommitAsBranch(t *testing.T) {
 	if after := snapshotFiles(t, w); !reflect.DeepEqual(before, after) {
 		t.Fatalf("W's git files changed:\n%v\n%v", before, after)
 	}
+	if r3, _ := Inspect(w, s); len(r3.Notes) != 0 { // brood's own branch is no note
+		t.Fatalf("notes after apply: %q", r3.Notes)
+	}
 	if st := git(t, w, "status", "--porcelain"); st != "" {
 		t.Fatalf("git status = %q", st)
 	}
@@ -69,7 +72,9 @@ func TestApplyCommitAsBranch(t *testing.T) {
 		t.Fatalf("branches = %q", out)
 	}
 	// Inspecting again after the apply: W has the objects now, the review is the same ref.
-	if r2, _ := Inspect(w, s); len(r2.Refs) != 1 || len(r2.Refs[0].Commits) != 0 || r2.Refs[0].Refused != "" {
+	git(t, w, "branch", "mine")
+	if r2, _ := Inspect(w, s); len(r2.Refs) != 1 || len(r2.Refs[0].Commits) != 0 || r2.Refs[0].Refused != "" ||
+		len(r2.Notes) != 1 || !strings.Contains(r2.Notes[0], "refs/heads/mine is in the workspace but not in the snapshot") {
 		t.Fatalf("after apply: %+v", r2)
 	}
 }
