@@ -17,6 +17,7 @@ import (
 	"brood.dev/brood/frontend/flush"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/frontend/workflow"
 )
 
 func init() { commands = append(commands, newApplyCommand, newUndoCommand) }
@@ -190,10 +191,12 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	case !f.yes && !tty:
 		return usageErr("apply: stdin is not a terminal, so nothing can be confirmed: add --yes to apply without confirmation")
 	}
-	sess, m, changes, paths, err := gateChanges(ctx, "apply", id, paths, out)
+	wf := newWorkflow(nil)
+	g, paths, err := openGate(ctx, wf, "apply", id, paths, out)
 	if err != nil {
 		return err
 	}
+	sess, changes := g.Session, g.Changes
 	sel, err := selectForApply(changes, f.all, f.includeRisky, paths)
 	if err != nil {
 		return usageErr("apply session %s: %v", id, err)
@@ -216,9 +219,10 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	for i, c := range sel.apply {
 		items[i] = flush.Item{Change: c}
 	}
-	losses, err := flush.CheckMetadata(sess, m, items)
+	op := "apply session " + id
+	losses, err := wf.CheckMetadata(op, g, items)
 	if err != nil {
-		return fmt.Errorf("apply session %s: %w", id, err)
+		return err
 	}
 	printMetaLosses(out, losses, f.dropMetadata, "not applied without --drop-metadata")
 	if !f.yes {
@@ -231,7 +235,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 			return nil
 		}
 	}
-	res, err := applyFlush(ctx, "apply session "+id, sess, m, items, flush.Options{DropMetadata: f.dropMetadata})
+	res, err := wf.Apply(ctx, op, g, items, flush.Options{DropMetadata: f.dropMetadata})
 	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(sess.Workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, id)
@@ -241,7 +245,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		fmt.Fprintf(out, "not applied %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 	}
 	if err != nil {
-		return err
+		return cliErr(err)
 	}
 	return leftErr()
 }
@@ -379,7 +383,7 @@ func runUndo(ctx context.Context, out io.Writer, id string, except []string) err
 	if except, err = workspacePaths("undo --except", sess.Workspace, except); err != nil {
 		return err
 	}
-	res, err := flush.UndoExcept(ctx, sess, except)
+	res, err := newWorkflow(nil).Undo(ctx, sess, except)
 	if errors.Is(err, flush.ErrNothingToUndo) {
 		fmt.Fprintf(out, "nothing to undo in session %s\n", id)
 		return nil
@@ -418,55 +422,28 @@ func argQuote(p string) string {
 	return shellQuote([]string{p})
 }
 
-// recoverInterrupted rolls back an apply that was killed before its completion record was
-// written, so that the diff compares the workspace as it was, and says so on out. Both
-// `brood apply` and `brood review` call it before computing the diff.
-func recoverInterrupted(ctx context.Context, sess *session.Session, out io.Writer) error {
-	rec, err := flush.Recover(ctx, sess)
+// openGate is the common start of `brood apply` and `brood review` (verb names the
+// command in errors): open session id, resolve paths against its workspace, then the
+// workflow's gate (settle a session marked running, roll back an interrupted apply, the
+// diff), saying on out when an interrupted apply was rolled back.
+func openGate(ctx context.Context, wf *workflow.Workflow, verb, id string, paths []string, out io.Writer) (*workflow.Gate, []string, error) {
+	sess, err := openSession(id)
 	if err != nil {
-		return fmt.Errorf("recover an interrupted apply: %w", err)
+		return nil, nil, err
 	}
-	if rec.Tx != "" {
+	if paths, err = workspacePaths(verb, sess.Workspace, paths); err != nil {
+		return nil, nil, err
+	}
+	g, err := wf.OpenGate(ctx, verb, sess)
+	if g != nil && g.Recovered.Tx != "" {
+		rec := g.Recovered
 		fmt.Fprintf(out, "rolled back interrupted apply %s: %d path(s) restored\n", rec.Tx, len(rec.Applied))
 		for _, p := range rec.Problems {
 			fmt.Fprintf(out, "left as is %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 		}
 	}
-	return nil
-}
-
-// gateChanges is the common start of `brood apply` and `brood review` (verb names the
-// command in errors): open session id, resolve paths against its workspace, settle a
-// session still marked running (only a live VM refuses), roll back an interrupted apply,
-// then read the manifest and compute the changes — in that order, so the diff never sees
-// a half-applied workspace or a running VM's snapshot.
-func gateChanges(ctx context.Context, verb, id string, paths []string, out io.Writer) (*session.Session, *manifest.Manifest, []diff.Change, []string, error) {
-	sess, err := openSession(id)
 	if err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, cliErr(err)
 	}
-	if paths, err = workspacePaths(verb, sess.Workspace, paths); err != nil {
-		return nil, nil, nil, nil, err
-	}
-	switch sess.State {
-	case session.StateSnapshotting:
-		return nil, nil, nil, nil, fmt.Errorf("%s session %s: the snapshot is incomplete (state %s)", verb, id, sess.State)
-	case session.StateRunning:
-		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
-		if err := settleRunning(ctx, sess, verb, false); err != nil {
-			return nil, nil, nil, nil, err
-		}
-	}
-	if err := recoverInterrupted(ctx, sess, out); err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("%s session %s: %w", verb, id, err)
-	}
-	m, err := manifest.Read(sess.ManifestPath())
-	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("%s session %s: %w", verb, id, err)
-	}
-	changes, err := diff.Compute(ctx, sess.Workspace, sess.SnapshotDir(), m, diff.Options{})
-	if err != nil {
-		return nil, nil, nil, nil, fmt.Errorf("%s session %s: %w", verb, id, err)
-	}
-	return sess, m, changes, paths, nil
+	return g, paths, nil
 }

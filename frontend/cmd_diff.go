@@ -62,9 +62,9 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	case session.StateSnapshotting:
 		return fmt.Errorf("diff session %s: the snapshot is incomplete (state %s)", id, sess.State)
 	case session.StateRunning:
-		// Marked running: still so only if the helper says its VM is alive (cmd_session.go).
-		if err := settleRunning(ctx, sess, "diff", false); err != nil {
-			return err
+		// Marked running: still so only if the helper says its VM is alive.
+		if err := newWorkflow(nil).Settle(orBackground(ctx), sess, "diff", false); err != nil {
+			return cliErr(err)
 		}
 	}
 	var m *manifest.Manifest

@@ -9,6 +9,7 @@ import (
 	"brood.dev/brood/frontend/gitconfig"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/snapshot"
+	"brood.dev/brood/frontend/workflow"
 )
 
 // TestSessionIDErrors: a missing, malformed or unknown session id is a usage error
@@ -101,7 +102,7 @@ func TestSanitizeReportCredentials(t *testing.T) {
 		{Key: "core.fsmonitor", Reason: gitconfig.ReasonCommand},
 		{Key: "remote.evil.url", Reason: gitconfig.ReasonURLControl},
 	}}}}
-	got := strings.Join(snapshotReport(rep, false), "\n")
+	got := strings.Join(workflow.SnapshotReport(rep, false), "\n")
 	if !strings.Contains(got, "remote.origin.url: credentials removed (the URL is kept): credentials in URL\n") ||
 		!strings.Contains(got, "remote.origin.url: credentials removed (the URL is kept): credential query parameter in URL\n") ||
 		strings.Contains(got, "removed remote.origin.url") || !strings.Contains(got, "removed core.fsmonitor") ||

@@ -11,10 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"brood.dev/brood/frontend/diff"
-	"brood.dev/brood/frontend/flush"
-	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/review"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/frontend/workflow"
 )
 
 func init() { commands = append(commands, newReviewCommand) }
@@ -76,44 +75,32 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 		return usageErr("review: not a terminal: choose with --all, --reject-all or PATH... (see brood review --help)")
 	}
 
-	sess, m, changes, paths, err := gateChanges(ctx, "review", id, paths, out)
+	wf := newWorkflow(nil)
+	g, paths, err := openGate(ctx, wf, "review", id, paths, out)
 	if err != nil {
 		return err
 	}
-	if len(changes) == 0 {
+	if len(g.Changes) == 0 {
 		fmt.Fprintln(out, "no changes")
 		return nil
 	}
 	if tty && !f.all && !f.rejectAll {
-		return reviewInteractive(ctx, sess, m, changes, paths, in, outFile)
+		return reviewInteractive(ctx, wf, g, paths, in, outFile)
 	}
-	return reviewAuto(ctx, out, sess, m, changes, paths, f)
+	return reviewAuto(ctx, out, wf, g, workflow.ReviewChoice{All: f.all, IncludeRisky: f.includeRisky, RejectAll: f.rejectAll, Paths: paths})
 }
 
-// reviewAuto applies the explicit non-interactive choice and prints one line per change.
-func reviewAuto(ctx context.Context, out io.Writer, sess *session.Session, m *manifest.Manifest, changes []diff.Change, paths []string, f reviewFlags) error {
-	ds, err := review.Auto(changes, review.AutoOptions{All: f.all, IncludeRisky: f.includeRisky, RejectAll: f.rejectAll, Paths: paths})
-	if errors.Is(err, review.ErrUnknownPath) {
-		return usageErr("review session %s: %v", sess.ID, err)
-	}
-	if err != nil {
-		return err
-	}
-	mode := "paths"
-	switch {
-	case f.rejectAll:
-		mode = "reject-all"
-	case f.all:
-		mode = "all"
+// reviewAuto applies the explicit non-interactive choice and prints one line per change,
+// then what the apply did.
+func reviewAuto(ctx context.Context, out io.Writer, wf *workflow.Workflow, g *workflow.Gate, c workflow.ReviewChoice) error {
+	res, err := wf.Review(ctx, g, c)
+	if res == nil {
+		return cliErr(err)
 	}
 	var b strings.Builder
-	left := 0 // named or --all changes not accepted: refused, conflict, high risk
-	for _, d := range ds {
+	for _, d := range res.Decisions {
 		if d.Verdict == review.Skip && d.Note == "not named" {
 			continue
-		}
-		if d.Verdict == review.Skip {
-			left++
 		}
 		fmt.Fprintf(&b, "%-6s %-9s %s", d.Verdict, d.Change.Kind, review.EscapeName(d.Change.Path))
 		if d.Verdict != review.Accept {
@@ -124,43 +111,32 @@ func reviewAuto(ctx context.Context, out io.Writer, sess *session.Session, m *ma
 		}
 		b.WriteByte('\n')
 	}
-	if _, err := io.WriteString(out, b.String()); err != nil {
-		return err
+	if _, werr := io.WriteString(out, b.String()); werr != nil {
+		return werr
 	}
-	items := review.Accepted(ds)
-	if len(items) == 0 {
-		if _, err := review.WriteRecord(sess.Dir, review.NewRecord(mode, ds, false)); err != nil {
-			return err
+	if len(review.Accepted(res.Decisions)) == 0 {
+		var refused *workflow.RefusedError
+		if err == nil || errors.As(err, &refused) {
+			fmt.Fprintf(out, "nothing applied; the workspace is unchanged (%d rejected, %d left out)\n",
+				review.Count(res.Decisions, review.Reject), res.Left)
 		}
-		fmt.Fprintf(out, "nothing applied; the workspace is unchanged (%d rejected, %d left out)\n",
-			review.Count(ds, review.Reject), left)
-		if left > 0 {
-			return refusedErr(fmt.Errorf("review session %s: %d change(s) left out (refused, conflict or high risk)", sess.ID, left))
-		}
-		return nil
+		return cliErr(err)
 	}
-	applyErr := applyItems(ctx, out, sess, m, items)
-	if _, err := review.WriteRecord(sess.Dir, review.NewRecord(mode, ds, applyErr == nil)); err != nil && applyErr == nil {
-		applyErr = err
-	}
-	if applyErr != nil {
-		return applyErr
-	}
-	if left > 0 {
-		return refusedErr(fmt.Errorf("review session %s: %d change(s) left out (refused, conflict or high risk)", sess.ID, left))
-	}
-	return nil
+	printApplied(out, g.Session, res.Apply)
+	return cliErr(err)
 }
 
-// reviewInteractive runs the terminal review, then applies what was accepted and confirmed.
-func reviewInteractive(ctx context.Context, sess *session.Session, m *manifest.Manifest, changes []diff.Change, paths []string, in, out *os.File) error {
+// reviewInteractive runs the terminal review of g (only paths, when named), then applies
+// what was accepted and confirmed.
+func reviewInteractive(ctx context.Context, wf *workflow.Workflow, g *workflow.Gate, paths []string, in, out *os.File) error {
+	sess, changes := g.Session, g.Changes
 	if len(paths) > 0 {
 		var err error
 		if changes, err = review.Filter(changes, paths); err != nil {
 			return usageErr("review session %s: %v", sess.ID, err)
 		}
 	}
-	notes, err := metaNotes(sess, m, changes)
+	notes, err := metaNotes(sess, g.Manifest, changes)
 	if err != nil {
 		return fmt.Errorf("review session %s: %w", sess.ID, err)
 	}
@@ -182,39 +158,28 @@ func reviewInteractive(ctx context.Context, sess *session.Session, m *manifest.M
 	if err != nil {
 		return err
 	}
-	if !ok {
-		_, err := review.WriteRecord(sess.Dir, review.NewRecord("interactive", ds, false))
-		return err
+	res, err := wf.Commit(ctx, g, "interactive", ds, ok)
+	if ok {
+		printApplied(out, sess, res)
 	}
-	applyErr := applyItems(ctx, out, sess, m, review.Accepted(ds))
-	if _, err := review.WriteRecord(sess.Dir, review.NewRecord("interactive", ds, applyErr == nil)); err != nil && applyErr == nil {
-		applyErr = err
-	}
-	return applyErr
+	return cliErr(err)
 }
 
-// applyItems flushes items into the workspace and reports what happened: first the
-// extended attributes of replaced files that will not be kept (a change that would lose
-// one the flush keeps is not applied: review has no --drop-metadata), then the paths the
-// flush left alone with their reason (exit 3 when they were refused or in conflict).
-func applyItems(ctx context.Context, out io.Writer, sess *session.Session, m *manifest.Manifest, items []review.Item) error {
-	fi := make([]flush.Item, len(items))
-	for i, it := range items {
-		fi[i] = flush.Item{Change: it.Change, Content: it.Content}
+// printApplied reports a review's flush: first the extended attributes of replaced files
+// that will not be kept (a change that would lose one the flush keeps is not applied:
+// review has no --drop-metadata), then what was applied and the paths the flush left
+// alone with their reason. A nil res (the metadata check failed) prints nothing.
+func printApplied(out io.Writer, sess *session.Session, res *workflow.ApplyResult) {
+	if res == nil {
+		return
 	}
-	losses, err := flush.CheckMetadata(sess, m, fi)
-	if err != nil {
-		return fmt.Errorf("review session %s: %w", sess.ID, err)
-	}
-	printMetaLosses(out, losses, false, "not applied by review (brood apply "+sess.ID+" PATH --drop-metadata applies it)")
-	res, err := applyFlush(ctx, "review session "+sess.ID, sess, m, fi, flush.Options{})
-	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), review.EscapeName(sess.Workspace))
-	if res.Tx != "" {
-		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, sess.ID)
+	printMetaLosses(out, res.Losses, false, "not applied by review (brood apply "+sess.ID+" PATH --drop-metadata applies it)")
+	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Flush.Applied), review.EscapeName(sess.Workspace))
+	if res.Flush.Tx != "" {
+		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Flush.Tx, sess.ID)
 	}
 	fmt.Fprintln(out)
-	for _, p := range res.Problems {
+	for _, p := range res.Flush.Problems {
 		fmt.Fprintf(out, "not applied %s: %s\n", review.EscapeName(p.Path), review.EscapeLine(p.Err.Error()))
 	}
-	return err
 }

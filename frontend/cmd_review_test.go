@@ -19,6 +19,7 @@ import (
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/review"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/frontend/workflow"
 )
 
 // reviewSession makes a stopped session whose snapshot was taken from a workspace holding
@@ -406,7 +407,9 @@ func TestReviewConflictFlush(t *testing.T) {
 				os.WriteFile(filepath.Join(sess.Workspace, "f.txt"), []byte("edited again\n"), 0o644)
 			}
 			var out bytes.Buffer
-			err := applyItems(t.Context(), &out, sess, m, review.Accepted(ds))
+			res, err := newWorkflow(nil).Commit(t.Context(), &workflow.Gate{Session: sess, Manifest: m}, "interactive", ds, true)
+			printApplied(&out, sess, res)
+			err = cliErr(err)
 			var ee *exitError
 			if tc.editAgain {
 				if !errors.As(err, &ee) || ee.code != ExitRefused {

@@ -3,7 +3,6 @@ package frontend
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,13 +12,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/snapshot"
-	"brood.dev/brood/helper/api"
+	"brood.dev/brood/frontend/workflow"
 )
 
 func init() { commands = append(commands, newSessionCommand) }
@@ -113,7 +111,7 @@ func runSessionNew(ctx context.Context, out, errw io.Writer, o sessionNewOpts) e
 		return usageErr("session new: workspace %q is not a directory", o.workspace)
 	}
 	if o.dryRun {
-		m, rep, err := snapshot.Take(ctx, o.workspace, "", snapshot.Options{DryRun: true, SkipDirs: stateDirs()})
+		m, rep, err := snapshot.Take(ctx, o.workspace, "", snapshot.Options{DryRun: true, SkipDirs: workflow.StateDirs()})
 		if err != nil {
 			return fmt.Errorf("session new (dry run): %w", err)
 		}
@@ -130,7 +128,7 @@ func runSessionNew(ctx context.Context, out, errw io.Writer, o sessionNewOpts) e
 		return fmt.Errorf("session new: %w", err)
 	}
 	m, rep, err := snapshot.Take(ctx, sess.Workspace, sess.SnapshotDir(),
-		snapshot.Options{KeepBase: o.keepBase, BaseDir: sess.BaseDir(), SkipDirs: stateDirs()})
+		snapshot.Options{KeepBase: o.keepBase, BaseDir: sess.BaseDir(), SkipDirs: workflow.StateDirs()})
 	if err != nil {
 		return fail(err)
 	}
@@ -161,7 +159,7 @@ func printSessionNew(out, errw io.Writer, o sessionNewOpts, id, snap string, m *
 	if o.dryRun {
 		rw = out
 	}
-	for _, l := range snapshotReport(rep, o.dryRun) {
+	for _, l := range workflow.SnapshotReport(rep, o.dryRun) {
 		fmt.Fprintln(rw, l)
 	}
 	if n := baseNote(o, rep); n != "" {
@@ -191,37 +189,6 @@ func baseNote(o sessionNewOpts, rep *snapshot.Report) string {
 	}
 	return fmt.Sprintf("--keep-base: base copies kept for %d files; %d files could not be reflinked and have none (no three-way merge for them)",
 		rep.BaseFiles, rep.Copied)
-}
-
-// snapshotReport is the report of what a snapshot left out or changed, one line per
-// excluded file, skipped file and sanitized key or line (.git/config credentials,
-// includes and hooks; credentials in legacy remotes, FETCH_HEAD and reflogs), names
-// escaped: `brood session new` and `brood run` print the same lines.
-func snapshotReport(rep *snapshot.Report, dryRun bool) []string {
-	verb := [3]string{"excluded", "skipped", "sanitized"}
-	if dryRun {
-		verb = [3]string{"would exclude", "would skip", "would sanitize"}
-	}
-	var out []string
-	for _, it := range rep.Excluded {
-		out = append(out, fmt.Sprintf("%s %s (%s)", verb[0], diff.Escape(it.Path), it.Why))
-	}
-	for _, it := range rep.Skipped {
-		out = append(out, fmt.Sprintf("%s %s (%s)", verb[1], diff.Escape(it.Path), it.Why))
-	}
-	for _, sf := range rep.Sanitized {
-		if sf.Note != "" {
-			out = append(out, fmt.Sprintf("%s %s: %s", verb[2], diff.Escape(sf.Path), sf.Note))
-		}
-		for _, r := range sf.Removed {
-			if r.Rewritten {
-				out = append(out, fmt.Sprintf("%s %s: %s: credentials removed (the URL is kept): %s", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason))
-				continue
-			}
-			out = append(out, fmt.Sprintf("%s %s: removed %s (%s)", verb[2], diff.Escape(sf.Path), diff.Escape(r.Key), r.Reason))
-		}
-	}
-	return out
 }
 
 func nonNil[T any](s []T) []T {
@@ -297,11 +264,12 @@ func runSessionRm(ctx context.Context, out io.Writer, ids []string, force bool) 
 			return fmt.Errorf("session rm: %w", err)
 		}
 		if s.State == session.StateRunning {
-			if err := settleRunning(ctx, s, "session rm", force); err != nil {
-				return err
+			wf := newWorkflow(nil)
+			if err := wf.Settle(orBackground(ctx), s, "session rm", force); err != nil {
+				return cliErr(err)
 			}
 			if s.State == session.StateRunning { // --force: the VM is running
-				if err := stopSessionVM(ctx, s); err != nil {
+				if err := wf.StopVM(orBackground(ctx), s); err != nil {
 					return fmt.Errorf("session rm %s: %w; the session is kept", id, err)
 				}
 				fmt.Fprintf(out, "stopped the VM of %s\n", id)
@@ -341,107 +309,9 @@ func runSessionStop(ctx context.Context, out io.Writer, id string) error {
 		fmt.Fprintf(out, "session %s has no running VM (state %s)\n", id, s.State)
 		return nil
 	}
-	if err := settleRunning(ctx, s, "session stop", true); err != nil {
-		return err
-	}
-	if s.State == session.StateRunning {
-		if err := stopSessionVM(ctx, s); err != nil {
-			return fmt.Errorf("session stop %s: %w", id, err)
-		}
-		if err := s.SetState(session.StateStopped); err != nil {
-			return fmt.Errorf("session stop: %w", err)
-		}
+	if _, err := newWorkflow(nil).Stop(orBackground(ctx), s); err != nil {
+		return cliErr(err)
 	}
 	fmt.Fprintf(out, "session %s stopped; brood review %s reviews it\n", id, id)
-	return nil
-}
-
-// helperQueryTimeout bounds the helper calls of settleRunning and stopSessionVM (the
-// helper's StopVM waits for the VMM to exit: graceful, then SIGKILL).
-const helperQueryTimeout = 60 * time.Second
-
-// settleRunning resolves a session recorded as running (state running in session.json)
-// for the command op. It asks the helper whether the VM of s.HelperSession still
-// exists: when it does not (the helper does not know the session, lists it stopped, or
-// is not running at all — VMs never outlive the helper), s is marked stopped and nil is
-// returned. When the VM is alive, nil is returned with s still running if allowRunning,
-// else a refusal naming `brood session stop`. A helper that cannot be asked is an error:
-// the VM may be running.
-func settleRunning(ctx context.Context, s *session.Session, op string, allowRunning bool) error {
-	if s.State != session.StateRunning {
-		return nil
-	}
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(ctx, helperQueryTimeout)
-	defer cancel()
-	alive, err := vmAlive(ctx, s)
-	if err != nil {
-		return fmt.Errorf("%s %s: the session is marked running and the helper cannot say whether its VM is: %w", op, s.ID, err)
-	}
-	if !alive {
-		if err := s.SetState(session.StateStopped); err != nil {
-			return fmt.Errorf("%s: %w", op, err)
-		}
-		return nil
-	}
-	if allowRunning {
-		return nil
-	}
-	return refusedErr(fmt.Errorf("%s %s: its VM is running (helper session %s); stop it first: brood session stop %s", op, s.ID, s.HelperSession, s.ID))
-}
-
-// vmAlive asks the helper whether the VM of s still runs. An absent helper means no VM.
-func vmAlive(ctx context.Context, s *session.Session) (bool, error) {
-	socket := api.SocketPath()
-	c, err := api.Dial(ctx, socket)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
-		return false, nil // no helper, so no VM: VMs end with the helper (helper/cleanup)
-	}
-	if err != nil {
-		return false, fmt.Errorf("%w\n%s", err, helperHint(err, socket))
-	}
-	defer c.Close()
-	list, err := c.ListSessions(ctx)
-	if err != nil {
-		return false, fmt.Errorf("list helper sessions: %w", err)
-	}
-	for _, hs := range list {
-		if hs.State == api.SessionStopped {
-			continue
-		}
-		// A session.json from before HelperSession was recorded cannot be matched:
-		// any live VM of the user may be its own.
-		if hs.ID == s.HelperSession || s.HelperSession == "" {
-			return true, nil
-		}
-	}
-	return false, nil
-}
-
-// stopSessionVM asks the helper to stop the VM of s; a helper that no longer knows the
-// session (or is not running) has no VM to stop.
-func stopSessionVM(ctx context.Context, s *session.Session) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	ctx, cancel := context.WithTimeout(ctx, helperQueryTimeout)
-	defer cancel()
-	if !api.ValidSessionID(s.HelperSession) {
-		return fmt.Errorf("stop VM: session.json records no helper session id (session from an older brood): %w", ErrNoHelperSession)
-	}
-	socket := api.SocketPath()
-	c, err := api.Dial(ctx, socket)
-	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ECONNREFUSED) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("%w\n%s", err, helperHint(err, socket))
-	}
-	defer c.Close()
-	if err := c.StopVM(ctx, s.HelperSession); err != nil && !api.IsCode(err, api.CodeNotFound) {
-		return fmt.Errorf("stop VM of helper session %s: %w", s.HelperSession, err)
-	}
 	return nil
 }

@@ -11,11 +11,12 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/helper/api"
-	"golang.org/x/sys/unix"
 )
 
 const sessCanary = "CANARY-5e1d-session-secret"

@@ -1,6 +1,10 @@
 package frontend
 
-import "errors"
+import (
+	"errors"
+
+	"brood.dev/brood/frontend/workflow"
+)
 
 // Sentinel errors of package frontend, checked with errors.Is.
 var (
@@ -11,15 +15,15 @@ var (
 	ErrConfig = errors.New("invalid config")
 	// ErrVMOutcome: the VM ended abnormally (timeout, failure) before or while the agent
 	// ran; the session is kept.
-	ErrVMOutcome = errors.New("VM ended abnormally")
+	ErrVMOutcome = workflow.ErrVMOutcome
 	// ErrDetached: the developer pressed the detach key (Ctrl-]); the VM was stopped.
-	ErrDetached = errors.New("detached")
+	ErrDetached = workflow.ErrDetached
 	// ErrNoImage reports a run whose image the helper has not built (checked before the
 	// snapshot is taken).
 	ErrNoImage = errors.New("image not built")
 	// ErrNoHelperSession: a session marked running records no helper session id, so its
 	// VM cannot be named to the helper.
-	ErrNoHelperSession = errors.New("no helper session recorded")
+	ErrNoHelperSession = workflow.ErrNoHelperSession
 	// ErrDoctorFailed: brood doctor found a failing check (the command exits 1).
 	ErrDoctorFailed = errors.New("doctor checks failed")
 )

@@ -8,11 +8,16 @@
 package frontend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"brood.dev/brood/frontend/helperclient"
+	"brood.dev/brood/frontend/workflow"
+	"brood.dev/brood/helper/api"
 )
 
 // Exit codes of the brood command (documented in README.md).
@@ -39,6 +44,45 @@ func usageErr(format string, a ...any) error {
 
 // refusedErr marks err as "something was refused or conflicted" (exit 3).
 func refusedErr(err error) error { return &exitError{code: ExitRefused, err: err} }
+
+// cliErr gives the workflow's marked errors their exit code: *workflow.InvalidError
+// exits ExitUsage, *workflow.RefusedError ExitRefused; other errors pass unchanged.
+func cliErr(err error) error {
+	var inv *workflow.InvalidError
+	var ref *workflow.RefusedError
+	var ee *exitError
+	switch {
+	case err == nil || errors.As(err, &ee):
+		return err
+	case errors.As(err, &inv):
+		return &exitError{code: ExitUsage, err: err}
+	case errors.As(err, &ref):
+		return &exitError{code: ExitRefused, err: err}
+	}
+	return err
+}
+
+// orBackground is ctx, or context.Background() when ctx is nil (a command run without
+// one, as tests do).
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// newWorkflow returns the session workflow on the helper at api.SocketPath(), reporting
+// progress on prog.
+func newWorkflow(prog workflow.Progress) *workflow.Workflow {
+	socket := api.SocketPath()
+	return &workflow.Workflow{
+		Helper:       helperclient.Socket{Path: socket},
+		Progress:     prog,
+		HelperHint:   func(err error) string { return helperHint(err, socket) },
+		PoweroffWait: poweroffWait,
+		Flush:        flushApply,
+	}
+}
 
 // commands lists constructors of the top-level subcommands; files of this package append
 // to it from init functions so that independent commands do not edit one shared file.

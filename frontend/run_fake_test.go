@@ -17,6 +17,7 @@ import (
 
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/sshclient"
+	"brood.dev/brood/frontend/workflow"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
 )
@@ -476,11 +477,11 @@ func TestRunRecordsEgressSummary(t *testing.T) {
 	if code != 0 || len(ss) != 1 || !strings.Contains(stderr, "1 name(s) allowed, 1 refused, 1 address(es) pinned") {
 		t.Fatalf("exit %d sessions %d\n%s", code, len(ss), stderr)
 	}
-	b, err := os.ReadFile(filepath.Join(ss[0].Dir, vmRecordFile))
+	b, err := os.ReadFile(filepath.Join(ss[0].Dir, workflow.VMRecordFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rec vmRecord
+	var rec workflow.VMRecord
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Egress == nil || rec.Egress.Refused["x.attacker.example"] != 1 ||
 		len(rec.Egress.Pinned) != 1 {
 		t.Errorf("vm.json egress = %+v (%v)\n%s", rec.Egress, err, b)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/frontend/workflow"
 	"brood.dev/brood/helper/api"
 )
 
@@ -60,8 +61,8 @@ func TestRunWaiterRedials(t *testing.T) {
 	if n := strings.Count(f.callList(), "wait_vm"); n != 2 || strings.Contains(f.callList(), "stop_vm") {
 		t.Errorf("calls %s, want wait_vm twice and no stop_vm", f.callList())
 	}
-	b, err := os.ReadFile(filepath.Join(ss[0].Dir, vmRecordFile))
-	var rec vmRecord
+	b, err := os.ReadFile(filepath.Join(ss[0].Dir, workflow.VMRecordFile))
+	var rec workflow.VMRecord
 	if err == nil {
 		err = json.Unmarshal(b, &rec)
 	}

@@ -101,14 +101,3 @@ func workspacePaths(name, ws string, paths []string) ([]string, error) {
 	}
 	return out, nil
 }
-
-// stateDirs lists brood's own state directory (the parent of the sessions directory,
-// $BROOD_STATE_DIR or $XDG_STATE_HOME/brood), for snapshot.Options.SkipDirs: a workspace
-// that contains it (--workspace ~) must never copy sessions into a new snapshot.
-func stateDirs() []string {
-	root, err := session.Root()
-	if err != nil {
-		return nil
-	}
-	return []string{filepath.Dir(root)}
-}
