@@ -155,7 +155,7 @@ func TestDiffCommandRefusesRunningSession(t *testing.T) {
 	}
 	// Refused while the helper reports its VM alive (run_lifecycle_test.go has the rest).
 	f := newFakeHelper(t)
-	f.list = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
+	f.Sessions = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
 	sess.HelperSession = "0000abcd"
 	sess.SetState(session.StateRunning)
 	if _, msg, code := runBrood(t, "diff", id); code != ExitRefused || !strings.Contains(msg, "its VM is running") {

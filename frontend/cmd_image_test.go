@@ -15,7 +15,7 @@ import (
 // the helper's recipes and names the privileged command.
 func TestImageBuildPrintsHelperCommand(t *testing.T) {
 	f := newFakeHelper(t)
-	f.images = api.ImageList{Store: "/var/lib/brood", Recipes: []string{"codex", "test"}}
+	f.Images = api.ImageList{Store: "/var/lib/brood", Recipes: []string{"codex", "test"}}
 	code, _, stderr := broodCode(t, "image", "build", "test")
 	if code != ExitUsage || !strings.Contains(stderr, "sudo broodd-helper image build test") {
 		t.Errorf("build test: exit %d %q", code, stderr)
@@ -37,12 +37,12 @@ func TestImageBuildPrintsHelperCommand(t *testing.T) {
 func TestImageListAsksHelper(t *testing.T) {
 	f := newFakeHelper(t)
 	built := time.Date(2026, 1, 2, 3, 4, 5, 0, time.Local).Unix()
-	f.images = api.ImageList{Store: "/tmp/x/state", Recipes: []string{"codex", "test"}, Images: []api.Image{
+	f.Images = api.ImageList{Store: "/tmp/x/state", Recipes: []string{"codex", "test"}, Images: []api.Image{
 		{Name: "my-img", File: "my-img-2222.erofs", Digest: "22222222222222222222222222222222", Size: 1 << 20, Built: built},
 		{Name: "test", File: "test-1111.erofs", Digest: "11111111111111111111111111111111", Size: 3 << 20, Built: built},
 	}}
 	var out, errw bytes.Buffer
-	if err := runImageList(context.Background(), &out, &errw, f.sock); err != nil {
+	if err := runImageList(context.Background(), &out, &errw, api.SocketPath()); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
@@ -55,8 +55,8 @@ func TestImageListAsksHelper(t *testing.T) {
 			t.Errorf("line %d = %q, want it to start with %q", i+1, got, want)
 		}
 	}
-	if !strings.Contains(errw.String(), "/tmp/x/state") || !strings.Contains(f.callList(), "list_images") {
-		t.Errorf("stderr %q, calls %q", errw.String(), f.callList())
+	if !strings.Contains(errw.String(), "/tmp/x/state") || !strings.Contains(f.Calls(), "list_images") {
+		t.Errorf("stderr %q, calls %q", errw.String(), f.Calls())
 	}
 	// No helper: an error that says so, with the hint.
 	err := runImageList(context.Background(), &out, &errw, filepath.Join(t.TempDir(), "none.sock"))

@@ -138,8 +138,8 @@ func TestWorkspaceConfigUnknownKey(t *testing.T) {
 	writeFile(t, ws, ".brood.toml", "[egres]\nprofile = \"locked\"\n")
 	f := newFakeHelper(t)
 	code, _, runErr := broodCode(t, "run", "--workspace", ws, "--egress", "locked", "shell", "--", "true")
-	if code != ExitUsage || !strings.Contains(runErr, "egres") || !strings.Contains(runErr, path) || strings.Contains(f.callList(), string(api.CallCreateSession)) {
-		t.Errorf("run with an unknown .brood.toml table: exit %d, calls %q\n%s", code, f.callList(), runErr)
+	if code != ExitUsage || !strings.Contains(runErr, "egres") || !strings.Contains(runErr, path) || strings.Contains(f.Calls(), string(api.CallCreateSession)) {
+		t.Errorf("run with an unknown .brood.toml table: exit %d, calls %q\n%s", code, f.Calls(), runErr)
 	}
 	if _, err := loadWorkspaceConfig(t.TempDir()); err != nil {
 		t.Errorf("a workspace without .brood.toml: %v", err)
@@ -153,10 +153,10 @@ func TestWorkspaceConfigUnknownKey(t *testing.T) {
 // local computation.
 func TestPolicyShowFromHelper(t *testing.T) {
 	f := newFakeHelper(t)
-	f.policy = &api.Policy{Profile: "locked", ProfileLayer: "flags", Digest: "sha256:00ab", SystemDigest: "sha256:11cd",
+	f.Policy = &api.Policy{Profile: "locked", ProfileLayer: "flags", Digest: "sha256:00ab", SystemDigest: "sha256:11cd",
 		Hosts: []api.PolicyHost{{Name: "llm.corp.test", Ports: []string{"443/tcp"}, Layer: "agent", Source: "codex"},
 			{Name: "evil\x1b[2J.test", Ports: []string{"443/tcp"}, Layer: "flags"}}}
-	f.vmEgress = &api.EgressInfo{Profile: "locked", GuestV4: "10.213.0.2/30", Hosts: []string{"llm.corp.test (443/tcp)"}, Digest: "sha256:00ab"}
+	f.VMEgress = &api.EgressInfo{Profile: "locked", GuestV4: "10.213.0.2/30", Hosts: []string{"llm.corp.test (443/tcp)"}, Digest: "sha256:00ab"}
 	cfg := t.TempDir()
 	t.Setenv("XDG_CONFIG_HOME", cfg)
 	t.Setenv("BROOD_STATE_DIR", t.TempDir())
@@ -167,11 +167,11 @@ func TestPolicyShowFromHelper(t *testing.T) {
 	flags := []string{"--workspace", ws, "--egress", "locked", "--allow-host", "extra.example:8443"}
 
 	out, code := policyShow(t, append(flags, "--agent", "codex")...)
-	if code != 0 || !strings.HasPrefix(out, "from the helper at "+f.sock+"\n") || !strings.Contains(out, "llm.corp.test (443/tcp)\t(agent (codex))") ||
+	if code != 0 || !strings.HasPrefix(out, "from the helper at "+api.SocketPath()+"\n") || !strings.Contains(out, "llm.corp.test (443/tcp)\t(agent (codex))") ||
 		!strings.Contains(out, "digest\tsha256:00ab\t(system policy sha256:11cd)") || strings.Contains(out, "\x1b") {
 		t.Errorf("policy show: exit %d\n%s", code, out)
 	}
-	shown := f.policyArg
+	shown := f.PolicyArgs()
 	js, _ := policyShow(t, append(flags, "--agent", "codex", "--json")...)
 	var got shownPolicy
 	if err := json.Unmarshal([]byte(js), &got); err != nil || !got.FromHelper || got.Digest != "sha256:00ab" || len(got.Hosts) != 2 {
@@ -183,13 +183,13 @@ func TestPolicyShowFromHelper(t *testing.T) {
 		t.Errorf("run: exit %d, the enforced digest not printed:\n%s%s", code, runOut, runErr)
 	}
 	sent, _ := json.Marshal(shown)
-	started, _ := json.Marshal(f.startArg.PolicyArgs())
+	started, _ := json.Marshal(f.StartArgs().PolicyArgs())
 	if string(sent) != string(started) || shown.Agent != "codex" || shown.UserEgress == nil || shown.WorkspaceEgress == nil {
 		t.Errorf("policy show asked for\n%s\nbrood run started\n%s", sent, started)
 	}
 
-	f.policy = nil
-	if out, code := policyShow(t, flags...); code != 0 || !strings.HasPrefix(out, notFromHelper+"the helper at "+f.sock+" cannot resolve policies") {
+	f.Policy = nil
+	if out, code := policyShow(t, flags...); code != 0 || !strings.HasPrefix(out, notFromHelper+"the helper at "+api.SocketPath()+" cannot resolve policies") {
 		t.Errorf("helper without resolve_policy: exit %d\n%s", code, out)
 	}
 }

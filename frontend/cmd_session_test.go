@@ -233,7 +233,7 @@ func TestSessionListRm(t *testing.T) {
 	}
 	// A session whose VM the helper reports alive is refused without --force.
 	f := newFakeHelper(t)
-	f.list = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
+	f.Sessions = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
 	s, _ := session.Open(ids[1])
 	s.HelperSession = "0000abcd"
 	s.SetState(session.StateRunning)

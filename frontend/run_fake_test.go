@@ -2,82 +2,38 @@ package frontend
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 
+	"brood.dev/brood/frontend/fakehelper"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/frontend/workflow"
 	"brood.dev/brood/helper/api"
-	"brood.dev/brood/sandbox"
 )
 
-// fakeVMHelper speaks the helper protocol (package api) on a temporary socket with a fake
-// "VM": Attach returns one end of a socket pair whose other end is an SSH server that
-// presents guestKey and runs nothing (it answers every exec with "ran: CMD" and status
-// 0, then hangs up like brood-guest powering off).
-type fakeVMHelper struct {
-	t        *testing.T
-	sock     string
-	startErr *api.Error       // StartVM's answer when set
-	hostKey  ssh.Signer       // the key StartVM reports (what brood pins)
-	guestKey ssh.Signer       // the key the fake guest presents
-	caps     api.Capabilities // Hello's answer (Version is set by serve)
-	// dropAfter: after answering this call the fake closes the connection (the real
-	// helper closing an idle connection); once.
-	dropAfter api.Call
-	// dropWait: the first wait_vm is answered by closing the connection.
-	dropWait bool
-	// lingers: the fake guest does not power off after the command; only StopVM ends it.
-	lingers bool
-	list    []api.Session // ListSessions' answer
-	images  api.ImageList // ListImages' answer
-
-	mu       sync.Mutex
-	calls    []string
-	startArg api.StartVMArgs
-	env      []string      // env requests the guest received, "NAME=value"
-	gone     chan struct{} // closed when the fake VM is gone (hung up or stopped)
-	goneOnce sync.Once
-	outcome  api.VMOutcome
-	egress   *api.EgressSummary // returned by WaitVM
-	vmEgress *api.EgressInfo    // VMInfo.Egress of StartVM
-	// policy answers resolve_policy (nil: the call is unknown, as to an older helper);
-	// policyArg records the request.
-	policy    *api.Policy
-	policyArg api.ResolvePolicyArgs
-}
-
-func newFakeHelper(t *testing.T) *fakeVMHelper {
+// newFakeHelper starts a fakehelper.Helper on a temporary socket and points
+// $BROOD_HELPER_SOCKET at it for the test.
+func newFakeHelper(t *testing.T) *fakehelper.Helper {
 	t.Helper()
-	host := mustKey(t)
-	f := &fakeVMHelper{t: t, sock: filepath.Join(t.TempDir(), "helper.sock"), hostKey: host, guestKey: host, gone: make(chan struct{}),
-		caps: api.Capabilities{Accel: sandbox.AccelTCG, Backends: []string{"qemu"}}}
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: f.sock, Net: "unix"})
+	f, err := fakehelper.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "helper.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.AcceptUnix()
-			if err != nil {
-				return
-			}
-			go f.serve(api.NewConn(c))
-		}
-	}()
-	t.Setenv(api.SocketEnv, f.sock)
+	go f.Serve(ln)
+	t.Setenv(api.SocketEnv, sock)
 	return f
 }
 
@@ -87,189 +43,6 @@ func mustKey(t *testing.T) ssh.Signer {
 		t.Fatal(err)
 	}
 	return s
-}
-
-func (f *fakeVMHelper) end(outcome api.VMOutcome) {
-	f.goneOnce.Do(func() {
-		f.mu.Lock()
-		f.outcome = outcome
-		f.mu.Unlock()
-		close(f.gone)
-	})
-}
-
-func (f *fakeVMHelper) callList() string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return strings.Join(f.calls, " ")
-}
-
-func (f *fakeVMHelper) serve(c *api.Conn) {
-	defer c.Close()
-	for {
-		body, files, err := c.ReadFrame()
-		if err != nil {
-			return
-		}
-		for _, fl := range files {
-			fl.Close()
-		}
-		req, err := api.DecodeRequest(body)
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		f.calls = append(f.calls, string(req.Call))
-		f.mu.Unlock()
-		var result any = api.Empty{}
-		var rerr *api.Error
-		var out []*os.File
-		switch req.Call {
-		case api.CallHello:
-			f.mu.Lock()
-			caps := f.caps
-			f.mu.Unlock()
-			caps.Version = api.Version
-			result = caps
-		case api.CallListSessions:
-			f.mu.Lock()
-			result = api.SessionList{Sessions: f.list}
-			f.mu.Unlock()
-		case api.CallCreateSession:
-			result = api.Session{ID: "0000abcd", State: api.SessionCreated}
-		case api.CallStartVM:
-			var a api.StartVMArgs
-			json.Unmarshal(req.Args, &a)
-			f.mu.Lock()
-			f.startArg = a
-			f.mu.Unlock()
-			if f.startErr != nil {
-				rerr = f.startErr
-				break
-			}
-			result = api.VMInfo{HostKey: strings.TrimSpace(string(ssh.MarshalAuthorizedKey(f.hostKey.PublicKey()))), Accel: sandbox.AccelTCG, Backend: "qemu", Egress: f.vmEgress}
-		case api.CallAttach:
-			fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
-			if err != nil {
-				rerr = &api.Error{Code: api.CodeInternal, Message: err.Error()}
-				break
-			}
-			mine := os.NewFile(uintptr(fds[0]), "guest")
-			theirs := os.NewFile(uintptr(fds[1]), "client")
-			gc, err := net.FileConn(mine)
-			mine.Close()
-			if err != nil {
-				rerr = &api.Error{Code: api.CodeInternal, Message: err.Error()}
-				break
-			}
-			go f.guest(gc)
-			out = []*os.File{theirs}
-		case api.CallStopVM:
-			f.end(api.OutcomeStopped)
-		case api.CallWaitVM:
-			f.mu.Lock()
-			drop := f.dropWait
-			f.dropWait = false
-			f.mu.Unlock()
-			if drop {
-				return
-			}
-			<-f.gone
-			f.mu.Lock()
-			result = api.VMExit{Outcome: f.outcome, ConsoleTail: "[    0.000000] Linux version\r\n\x1b[31mred\n", Egress: f.egress}
-			f.mu.Unlock()
-		case api.CallListImages:
-			f.mu.Lock()
-			result = f.images
-			f.mu.Unlock()
-		case api.CallDestroySession:
-		case api.CallResolvePolicy:
-			f.mu.Lock()
-			json.Unmarshal(req.Args, &f.policyArg)
-			if f.policy == nil {
-				rerr = &api.Error{Code: api.CodeUnknownCall, Message: "unknown call"}
-			} else {
-				result = *f.policy
-			}
-			f.mu.Unlock()
-		}
-		var resp api.Response
-		if rerr != nil {
-			resp.Error = rerr
-		} else {
-			raw, _ := json.Marshal(result)
-			resp.Result, resp.FDs = raw, len(out)
-		}
-		b, _ := json.Marshal(resp)
-		err = c.WriteFrame(b, out...)
-		for _, o := range out {
-			o.Close()
-		}
-		if err != nil {
-			return
-		}
-		f.mu.Lock()
-		drop := f.dropAfter == req.Call
-		if drop {
-			f.dropAfter = ""
-		}
-		f.mu.Unlock()
-		if drop {
-			return
-		}
-	}
-}
-
-// guest is the fake guest's SSH server: it authorizes the client key StartVM carried.
-func (f *fakeVMHelper) guest(c net.Conn) {
-	f.mu.Lock()
-	want, lingers := f.startArg.ClientKey, f.lingers
-	f.mu.Unlock()
-	if !lingers {
-		defer f.end(api.OutcomePoweroff)
-	}
-	defer c.Close()
-	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
-		if strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) != want {
-			return nil, fmt.Errorf("key not authorized")
-		}
-		return nil, nil
-	}}
-	cfg.AddHostKey(f.guestKey)
-	sc, chans, reqs, err := ssh.NewServerConn(c, cfg)
-	if err != nil {
-		return
-	}
-	defer sc.Close()
-	go ssh.DiscardRequests(reqs)
-	for nc := range chans {
-		ch, creqs, err := nc.Accept()
-		if err != nil {
-			continue
-		}
-		for req := range creqs {
-			if req.Type == "env" {
-				var e struct{ Name, Value string }
-				ssh.Unmarshal(req.Payload, &e)
-				f.mu.Lock()
-				f.env = append(f.env, e.Name+"="+e.Value)
-				f.mu.Unlock()
-			}
-			if req.Type != "exec" {
-				req.Reply(req.Type == "env", nil)
-				continue
-			}
-			var e struct{ Command string }
-			ssh.Unmarshal(req.Payload, &e)
-			req.Reply(true, nil)
-			fmt.Fprintf(ch, "ran: %s\n", e.Command)
-			var st [4]byte
-			binary.BigEndian.PutUint32(st[:], 0)
-			ch.SendRequest("exit-status", false, st[:])
-			ch.Close()
-			return // the guest powers off after the session
-		}
-	}
 }
 
 // fakeRun runs brood run-image against the fake helper in a fresh workspace and state.
@@ -307,14 +80,14 @@ func TestRunFakeHelperHappyPath(t *testing.T) {
 	if stdout != "ran: exec echo 'it'\\''s'\n" {
 		t.Errorf("stdout %q", stdout)
 	}
-	a := f.startArg
+	a := f.StartArgs()
 	if a.ID != "0000abcd" || a.Image != "test" || a.CPUs != 3 || a.MemoryMiB != 700 || a.TimeoutSec != 20 || !strings.HasPrefix(a.ClientKey, "ssh-ed25519 ") || a.Clock == 0 {
 		t.Errorf("StartVM args %+v", a)
 	}
 	if len(ss) != 1 || ss[0].State != session.StateStopped || !strings.Contains(stderr, "brood: session "+ss[0].ID) {
 		t.Fatalf("sessions %+v\n%s", ss, stderr)
 	}
-	if calls := f.callList(); !strings.Contains(calls, "create_session") || !strings.Contains(calls, "wait_vm") || !strings.HasSuffix(calls, "destroy_session") {
+	if calls := f.Calls(); !strings.Contains(calls, "create_session") || !strings.Contains(calls, "wait_vm") || !strings.HasSuffix(calls, "destroy_session") {
 		t.Errorf("calls %s", calls)
 	}
 	if !strings.Contains(stderr, "no changes in session") {
@@ -326,7 +99,7 @@ func TestRunFakeHelperHappyPath(t *testing.T) {
 // refused; brood stops the VM, keeps the session and runs nothing.
 func TestRunRefusesWrongHostKey(t *testing.T) {
 	f := newFakeHelper(t)
-	f.guestKey = mustKey(t)
+	f.GuestKey = mustKey(t)
 	code, stdout, stderr, ss := fakeRun(t, "run-image", "--console", "test", "--", "true")
 	if code != ExitError || !strings.Contains(stderr, "host key does not match") {
 		t.Errorf("exit %d\n%s", code, stderr)
@@ -337,8 +110,8 @@ func TestRunRefusesWrongHostKey(t *testing.T) {
 	if len(ss) != 1 || ss[0].State != session.StateStopped || !strings.Contains(stderr, "the session is kept") {
 		t.Errorf("sessions %+v\n%s", ss, stderr)
 	}
-	if strings.Contains(f.callList(), "stop_vm") == false && f.outcome != api.OutcomePoweroff {
-		t.Errorf("the VM was neither stopped nor gone: calls %s", f.callList())
+	if strings.Contains(f.Calls(), "stop_vm") == false && f.Outcome() != api.OutcomePoweroff {
+		t.Errorf("the VM was neither stopped nor gone: calls %s", f.Calls())
 	}
 	t.Logf("stderr:\n%s", stderr)
 }
@@ -346,7 +119,7 @@ func TestRunRefusesWrongHostKey(t *testing.T) {
 // TestRunStartVMRefused: StartVM's error is reported with a hint and the snapshot kept.
 func TestRunStartVMRefused(t *testing.T) {
 	f := newFakeHelper(t)
-	f.startErr = &api.Error{Code: api.CodeUnavailable, Message: "image \"test\" is not built"}
+	f.StartErr = &api.Error{Code: api.CodeUnavailable, Message: "image \"test\" is not built"}
 	code, _, stderr, ss := fakeRun(t, "run-image", "test", "--", "true")
 	if code != ExitError || !strings.Contains(stderr, "start VM: image \"test\" is not built") || !strings.Contains(stderr, "sudo broodd-helper image build test") {
 		t.Errorf("exit %d\n%s", code, stderr)
@@ -354,7 +127,7 @@ func TestRunStartVMRefused(t *testing.T) {
 	if len(ss) != 1 || ss[0].State != session.StateReady {
 		t.Errorf("sessions %+v", ss)
 	}
-	if calls := f.callList(); !strings.HasSuffix(calls, "start_vm destroy_session") {
+	if calls := f.Calls(); !strings.HasSuffix(calls, "start_vm destroy_session") {
 		t.Errorf("calls %s", calls)
 	}
 }
@@ -370,17 +143,17 @@ func TestRunAgentCommandAndEnv(t *testing.T) {
 	if code != 0 || stdout != "ran: exec codex --model 'o3 mini'\n" {
 		t.Errorf("exit %d stdout %q\n%s", code, stdout, stderr)
 	}
-	if got := strings.Join(f.env, " "); got != "CODEX_HOME=/h OPENAI_API_KEY=sk-1" {
+	if got := strings.Join(f.Env(), " "); got != "CODEX_HOME=/h OPENAI_API_KEY=sk-1" {
 		t.Errorf("env sent: %q", got)
 	}
-	if f.startArg.Image != "codex" {
-		t.Errorf("image %q", f.startArg.Image)
+	if f.StartArgs().Image != "codex" {
+		t.Errorf("image %q", f.StartArgs().Image)
 	}
 
 	f = newFakeHelper(t)
 	code, stdout, stderr, _ = fakeRun(t, "run", "--image", "mine", "shell", "--", "ls", "-la")
-	if code != 0 || stdout != "ran: exec ls -la\n" || f.startArg.Image != "mine" || len(f.env) != 0 {
-		t.Errorf("shell -- ls: exit %d stdout %q image %q env %q\n%s", code, stdout, f.startArg.Image, f.env, stderr)
+	if code != 0 || stdout != "ran: exec ls -la\n" || f.StartArgs().Image != "mine" || len(f.Env()) != 0 {
+		t.Errorf("shell -- ls: exit %d stdout %q image %q env %q\n%s", code, stdout, f.StartArgs().Image, f.Env(), stderr)
 	}
 }
 
@@ -405,13 +178,13 @@ func TestImageHint(t *testing.T) {
 func TestRunEgressFlags(t *testing.T) {
 	f := newFakeHelper(t)
 	code, _, stderr, _ := fakeRun(t, "run", "shell", "--", "true")
-	if code != 0 || f.startArg.Egress != "" || f.startArg.AllowHosts != nil || f.startArg.Agent != "" ||
+	if code != 0 || f.StartArgs().Egress != "" || f.StartArgs().AllowHosts != nil || f.StartArgs().Agent != "" ||
 		!strings.Contains(stderr, "network: none") {
-		t.Errorf("default: exit %d args %+v\n%s", code, f.startArg, stderr)
+		t.Errorf("default: exit %d args %+v\n%s", code, f.StartArgs(), stderr)
 	}
 	f = newFakeHelper(t)
 	code, _, stderr, _ = fakeRun(t, "run", "--egress", "standard", "--allow-host", "example.com", "--allow-host", "pypi.org:443/tcp", "codex")
-	a := f.startArg
+	a := f.StartArgs()
 	if code != 0 || a.Egress != "standard" || strings.Join(a.AllowHosts, ",") != "example.com,pypi.org:443/tcp" || a.Agent != "codex" {
 		t.Errorf("egress: exit %d args %+v\n%s", code, a, stderr)
 	}
@@ -451,7 +224,7 @@ func TestRunEgressLayers(t *testing.T) {
 		return ExitOK, errb.String()
 	}
 	code, stderr := run("run", "--egress", "standard", "mine")
-	a := f.startArg
+	a := f.StartArgs()
 	if code != 0 || a.UserEgress == nil || a.UserEgress.Profile != "locked" ||
 		strings.Join(a.UserEgress.DenyHosts, ",") != "*.paste.example" ||
 		a.WorkspaceEgress == nil || strings.Join(a.WorkspaceEgress.DenyHosts, ",") != "tracker.example" {
@@ -471,7 +244,7 @@ func TestRunEgressLayers(t *testing.T) {
 // printed after the VM is gone and kept in the session directory (vm.json).
 func TestRunRecordsEgressSummary(t *testing.T) {
 	f := newFakeHelper(t)
-	f.egress = &api.EgressSummary{Allowed: map[string]int{"api.openai.example": 3},
+	f.Egress = &api.EgressSummary{Allowed: map[string]int{"api.openai.example": 3},
 		Refused: map[string]int{"x.attacker.example": 1}, Pinned: []string{"192.0.2.7"}}
 	code, _, stderr, ss := fakeRun(t, "run", "--egress", "locked", "shell", "--", "true")
 	if code != 0 || len(ss) != 1 || !strings.Contains(stderr, "1 name(s) allowed, 1 refused, 1 address(es) pinned") {

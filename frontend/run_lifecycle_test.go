@@ -30,18 +30,18 @@ func shortPoweroff(t *testing.T) {
 func TestRunSurvivesClosedHelperConnection(t *testing.T) {
 	shortPoweroff(t)
 	f := newFakeHelper(t)
-	f.dropAfter, f.lingers = api.CallStartVM, true
+	f.DropAfter, f.Lingers = api.CallStartVM, true
 	code, stdout, stderr, ss := fakeRun(t, "run-image", "test", "--", "true")
 	if code != 0 || stdout != "ran: exec true\n" {
 		t.Fatalf("exit %d stdout %q\n%s", code, stdout, stderr)
 	}
-	calls := f.callList()
+	calls := f.Calls()
 	// hello: the main connection, the waiter's, and the redial after the drop.
 	if strings.Count(calls, "hello") != 3 || !strings.Contains(calls, "attach") {
 		t.Errorf("attach did not go through a new connection: %s", calls)
 	}
-	if !strings.Contains(calls, "stop_vm") || f.outcome != api.OutcomeStopped {
-		t.Errorf("the VM was not stopped: outcome %q, calls %s", f.outcome, calls)
+	if !strings.Contains(calls, "stop_vm") || f.Outcome() != api.OutcomeStopped {
+		t.Errorf("the VM was not stopped: outcome %q, calls %s", f.Outcome(), calls)
 	}
 	if len(ss) != 1 || ss[0].State != session.StateStopped || ss[0].HelperSession != "0000abcd" {
 		t.Errorf("sessions %+v", ss)
@@ -53,13 +53,13 @@ func TestRunSurvivesClosedHelperConnection(t *testing.T) {
 func TestRunWaiterRedials(t *testing.T) {
 	shortPoweroff(t)
 	f := newFakeHelper(t)
-	f.dropWait = true
+	f.DropWait = true
 	code, _, stderr, ss := fakeRun(t, "run-image", "test", "--", "true")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if n := strings.Count(f.callList(), "wait_vm"); n != 2 || strings.Contains(f.callList(), "stop_vm") {
-		t.Errorf("calls %s, want wait_vm twice and no stop_vm", f.callList())
+	if n := strings.Count(f.Calls(), "wait_vm"); n != 2 || strings.Contains(f.Calls(), "stop_vm") {
+		t.Errorf("calls %s, want wait_vm twice and no stop_vm", f.Calls())
 	}
 	b, err := os.ReadFile(filepath.Join(ss[0].Dir, workflow.VMRecordFile))
 	var rec workflow.VMRecord
@@ -95,7 +95,7 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeHelper(t)
-			f.caps.Images, f.caps.HostCPUs, f.caps.HostMemoryMiB = []string{"codex", "test"}, 2, 4096
+			f.Caps.Images, f.Caps.HostCPUs, f.Caps.HostMemoryMiB = []string{"codex", "test"}, 2, 4096
 			code, _, stderr, ss := fakeRun(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr)
@@ -108,14 +108,14 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 			if tc.notWant != "" && strings.Contains(stderr, tc.notWant) {
 				t.Errorf("stderr has %q:\n%s", tc.notWant, stderr)
 			}
-			if len(ss) != 0 || strings.Contains(f.callList(), "create_session") {
-				t.Errorf("snapshotted anyway: sessions %d, calls %s", len(ss), f.callList())
+			if len(ss) != 0 || strings.Contains(f.Calls(), "create_session") {
+				t.Errorf("snapshotted anyway: sessions %d, calls %s", len(ss), f.Calls())
 			}
 		})
 	}
 	// A known image and sizes within the host's pass.
 	f := newFakeHelper(t)
-	f.caps.Images, f.caps.HostCPUs, f.caps.HostMemoryMiB = []string{"test"}, 2, 4096
+	f.Caps.Images, f.Caps.HostCPUs, f.Caps.HostMemoryMiB = []string{"test"}, 2, 4096
 	if code, _, stderr, _ := fakeRun(t, "run-image", "--cpus", "2", "test", "--", "true"); code != 0 {
 		t.Errorf("exit %d\n%s", code, stderr)
 	}
@@ -124,8 +124,8 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 // TestRunStartVMHostResources: the helper's host_resources refusal gets the host's sizes.
 func TestRunStartVMHostResources(t *testing.T) {
 	f := newFakeHelper(t)
-	f.caps.HostCPUs, f.caps.HostMemoryMiB = 2, 4096
-	f.startErr = &api.Error{Code: api.CodeHostResources, Message: "cpus 3: the host has 2: more vCPUs or memory than the host has"}
+	f.Caps.HostCPUs, f.Caps.HostMemoryMiB = 2, 4096
+	f.StartErr = &api.Error{Code: api.CodeHostResources, Message: "cpus 3: the host has 2: more vCPUs or memory than the host has"}
 	code, _, stderr, _ := fakeRun(t, "run-image", "test", "--", "true")
 	if code != ExitError || !strings.Contains(stderr, "pass --cpus 1..2 and --memory up to 4096") {
 		t.Errorf("exit %d\n%s", code, stderr)
@@ -223,7 +223,7 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 func TestRunningSessionSettles(t *testing.T) {
 	t.Run("helper does not know it", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "11111111", State: api.SessionRunning}}
+		f.Sessions = []api.Session{{ID: "11111111", State: api.SessionRunning}}
 		s := runningSession(t, "0000abcd")
 		if code, _, stderr := runCLI(t, "diff", s.ID); code != 0 {
 			t.Errorf("diff: exit %d\n%s", code, stderr)
@@ -234,7 +234,7 @@ func TestRunningSessionSettles(t *testing.T) {
 	})
 	t.Run("helper lists it stopped", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "0000abcd", State: api.SessionStopped}}
+		f.Sessions = []api.Session{{ID: "0000abcd", State: api.SessionStopped}}
 		s := runningSession(t, "0000abcd")
 		if code, _, stderr := runCLI(t, "apply", s.ID, "--all", "--yes"); code != 0 {
 			t.Errorf("apply: exit %d\n%s", code, stderr)
@@ -249,7 +249,7 @@ func TestRunningSessionSettles(t *testing.T) {
 	})
 	t.Run("alive", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
+		f.Sessions = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
 		s := runningSession(t, "0000abcd")
 		for _, cmd := range [][]string{{"apply", s.ID, "--all", "--yes"}, {"diff", s.ID}, {"session", "rm", s.ID}} {
 			code, _, stderr := runCLI(t, cmd...)
@@ -258,8 +258,8 @@ func TestRunningSessionSettles(t *testing.T) {
 			}
 		}
 		code, stdout, stderr := runCLI(t, "session", "stop", s.ID)
-		if code != 0 || !strings.Contains(stdout, "stopped") || !strings.Contains(f.callList(), "stop_vm") {
-			t.Errorf("session stop: exit %d %s\n%s calls %s", code, stdout, stderr, f.callList())
+		if code != 0 || !strings.Contains(stdout, "stopped") || !strings.Contains(f.Calls(), "stop_vm") {
+			t.Errorf("session stop: exit %d %s\n%s calls %s", code, stdout, stderr, f.Calls())
 		}
 		if s2, _ := session.Open(s.ID); s2.State != session.StateStopped {
 			t.Errorf("state %s after session stop", s2.State)
@@ -267,11 +267,11 @@ func TestRunningSessionSettles(t *testing.T) {
 	})
 	t.Run("rm --force stops the VM", func(t *testing.T) {
 		f := newFakeHelper(t)
-		f.list = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
+		f.Sessions = []api.Session{{ID: "0000abcd", State: api.SessionRunning}}
 		s := runningSession(t, "0000abcd")
 		code, _, stderr := runCLI(t, "session", "rm", "--force", s.ID)
-		if code != 0 || !strings.Contains(f.callList(), "stop_vm") {
-			t.Errorf("rm --force: exit %d calls %s\n%s", code, f.callList(), stderr)
+		if code != 0 || !strings.Contains(f.Calls(), "stop_vm") {
+			t.Errorf("rm --force: exit %d calls %s\n%s", code, f.Calls(), stderr)
 		}
 		if _, err := session.Open(s.ID); err == nil {
 			t.Errorf("session %s still there", s.ID)
