@@ -90,7 +90,7 @@ func TestDepsCheckCanFail(t *testing.T) {
 // libraryPackages are the session workflow and its helper client: a library that the
 // command line drives, so they must link no privileged code and no command line.
 var libraryPackages = []string{
-	"brood.dev/brood/frontend/workflow",
+	"brood.dev/brood/frontend",
 	"brood.dev/brood/frontend/helperclient",
 	"brood.dev/brood/frontend/fakehelper",
 }

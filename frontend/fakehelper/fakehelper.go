@@ -3,7 +3,7 @@
 // socket pair. It presents the host key StartVM reported (unless told otherwise), runs
 // nothing (it answers every exec with "ran: CMD" and exit status 0), then hangs up like
 // brood-guest powering off. It has two front doors: Dial, an in-memory
-// helperclient.Client for tests of package frontend/workflow, and Serve, the helper
+// helperclient.Client for tests of package frontend, and Serve, the helper
 // protocol of package helper/api on a unix socket for tests of the command line.
 //
 // Privilege: none; it runs inside test binaries as the developer, on sockets and socket

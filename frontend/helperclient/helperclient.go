@@ -1,5 +1,5 @@
 // Package helperclient is the frontend's view of broodd-helper: the few calls the session
-// workflow (package frontend/workflow) makes, as an interface, and its implementation
+// workflow (package frontend) makes, as an interface, and its implementation
 // over the helper socket (package helper/api). frontend/fakehelper implements the same
 // interface in memory for tests.
 //
