@@ -134,8 +134,8 @@ func (w *Workflow) Apply(ctx context.Context, op string, g *Gate, items []flush.
 var refusalErrs = []error{flush.ErrConflict, flush.ErrRefused, flush.ErrUnsafePath, flush.ErrSymlinkTarget,
 	flush.ErrNoReviewedHash, flush.ErrHashMismatch, flush.ErrChangedSinceApply, flush.ErrMetadata}
 
-// FlushRefusal reports whether err wraps one of the flush's refusal sentinels.
-func FlushRefusal(err error) bool {
+// flushRefusal reports whether err wraps one of the flush's refusal sentinels.
+func flushRefusal(err error) bool {
 	for _, s := range refusalErrs {
 		if errors.Is(err, s) {
 			return true
@@ -147,14 +147,14 @@ func FlushRefusal(err error) bool {
 // FlushError is the one classifier of a flush result for apply and review (op names
 // the command and session, "apply session ID"): nil without an error; a *RefusedError
 // counting the changes not applied when the flush reported per-path problems and err is
-// a refusal (FlushRefusal); otherwise err wrapped with op. An error without problems
+// a refusal (flushRefusal); otherwise err wrapped with op. An error without problems
 // (journal lock, interrupted apply, unsafe session directory) is a failure of the whole
 // flush, not a refusal of a change.
 func FlushError(op string, res flush.Result, err error) error {
 	if err == nil {
 		return nil
 	}
-	if len(res.Problems) > 0 && FlushRefusal(err) {
+	if len(res.Problems) > 0 && flushRefusal(err) {
 		return &RefusedError{fmt.Errorf("%s: %d change(s) not applied", op, len(res.Problems))}
 	}
 	return fmt.Errorf("%s: %w", op, err)

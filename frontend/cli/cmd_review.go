@@ -142,7 +142,7 @@ func reviewInteractive(ctx context.Context, wf *frontend.Workflow, g *frontend.G
 	if err != nil {
 		return err
 	}
-	s := &review.Session{
+	s := &review.Interactive{
 		Changes: changes, In: term, Out: term.Out, Color: review.ColorOK(out), Workspace: sess.Workspace, Notes: notes,
 		Trees: review.Trees{W: sess.Workspace, S: sess.SnapshotDir(), Base: sess.BaseDir()},
 	}

@@ -374,7 +374,7 @@ func conflictDecisions(t *testing.T, sess *session.Session, keys string) ([]revi
 		t.Fatalf("changes %+v, want one conflict", changes)
 	}
 	var out bytes.Buffer
-	s := &review.Session{Changes: changes, In: strings.NewReader(keys), Out: &out,
+	s := &review.Interactive{Changes: changes, In: strings.NewReader(keys), Out: &out,
 		Trees: review.Trees{W: sess.Workspace, S: sess.SnapshotDir(), Base: sess.BaseDir()}}
 	ds, ok, err := s.Run()
 	if err != nil || !ok {
