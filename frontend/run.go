@@ -129,7 +129,7 @@ type RunResult struct {
 // own exit status is in Record.ExitStatus, not in the error.
 func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *RunResult, err error) {
 	total := time.Now()
-	prog := w.Progress
+	prog := w.progress()
 	defer func() {
 		if err != nil {
 			prog.Fail("")
@@ -204,7 +204,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 // with an ephemeral client key and starts watching it. On error the helper session is
 // destroyed again and the snapshot kept (state ready).
 func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpec, res *RunResult) (*runningVM, api.VMInfo, ssh.Signer, error) {
-	sess, prog := res.Session, w.Progress
+	sess, prog := res.Session, w.progress()
 	share, err := api.OpenShare(sess.SnapshotDir())
 	if err != nil {
 		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: %w", sess.ID, err)
@@ -255,7 +255,7 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 
 // bootNotes reports the helper's warning and the VM's network.
 func (w *Workflow) bootNotes(info api.VMInfo) {
-	prog := w.Progress
+	prog := w.progress()
 	if info.Warning != "" {
 		prog.Warn("%s", diff.Escape(strings.TrimPrefix(info.Warning, "WARNING: ")))
 	}
@@ -273,7 +273,7 @@ func (w *Workflow) bootNotes(info api.VMInfo) {
 // takeSnapshot creates the session directory and the snapshot of workspace in it (the
 // code path of `brood session new`), reporting the session id first.
 func (w *Workflow) takeSnapshot(ctx context.Context, workspace, agent string) (*session.Session, error) {
-	prog := w.Progress
+	prog := w.progress()
 	fi, err := os.Stat(workspace)
 	if err != nil {
 		return nil, &InvalidError{fmt.Errorf("run: workspace: %v", err)}
@@ -314,7 +314,7 @@ func (w *Workflow) takeSnapshot(ctx context.Context, workspace, agent string) (*
 
 // runGate computes the diff of a stopped run's session once, for the review.
 func (w *Workflow) runGate(ctx context.Context, sess *session.Session) (*Gate, error) {
-	w.Progress.Start("diff")
+	w.progress().Start("diff")
 	g := &Gate{Session: sess}
 	load := func() (*manifest.Manifest, error) {
 		m, err := manifest.Read(sess.ManifestPath())
@@ -331,7 +331,7 @@ func (w *Workflow) runGate(ctx context.Context, sess *session.Session) (*Gate, e
 		}
 	}
 	g.Changes = changes
-	w.Progress.Done(fmt.Sprintf("%d change(s)", len(changes)))
+	w.progress().Done(fmt.Sprintf("%d change(s)", len(changes)))
 	return g, nil
 }
 

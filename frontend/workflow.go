@@ -17,8 +17,8 @@ import (
 	"brood.dev/brood/frontend/helperclient"
 )
 
-// Workflow drives sessions against one helper. The zero value is not usable: Helper and
-// Progress must be set.
+// Workflow drives sessions against one helper. The zero value is not usable: Helper must
+// be set (Progress may be nil: then nothing is reported).
 type Workflow struct {
 	// Helper opens helper connections (helperclient.Socket in brood).
 	Helper helperclient.Helper
@@ -75,6 +75,23 @@ type RefusedError struct{ Err error }
 
 func (e *RefusedError) Error() string { return e.Err.Error() }
 func (e *RefusedError) Unwrap() error { return e.Err }
+
+// progress is w.Progress, or one that drops everything when it is nil.
+func (w *Workflow) progress() Progress {
+	if w.Progress == nil {
+		return noProgress{}
+	}
+	return w.Progress
+}
+
+// noProgress reports nothing.
+type noProgress struct{}
+
+func (noProgress) Start(string)          {}
+func (noProgress) Done(string)           {}
+func (noProgress) Fail(string)           {}
+func (noProgress) Printf(string, ...any) {}
+func (noProgress) Warn(string, ...any)   {}
 
 func (w *Workflow) poweroffWait() time.Duration {
 	if w.PoweroffWait > 0 {

@@ -5,6 +5,8 @@ import (
 	"io"
 	"sync"
 	"time"
+
+	"brood.dev/brood/frontend"
 )
 
 // progress reports the steps of `brood run` on stderr: on a terminal one line per step
@@ -19,6 +21,8 @@ type progress struct {
 	stop  chan struct{}
 	done  chan struct{}
 }
+
+var _ frontend.Progress = (*progress)(nil)
 
 // spinnerFrames are drawn every spinnerInterval while a step runs on a terminal.
 var spinnerFrames = []string{"⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"}
