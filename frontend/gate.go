@@ -38,33 +38,45 @@ const helperQueryTimeout = 60 * time.Second
 // compute the changes — in that order, so the diff never sees a half-applied workspace
 // or a running VM's snapshot. The session must exist (the caller opened it by id).
 func (w *Workflow) OpenGate(ctx context.Context, op string, sess *session.Session) (*Gate, error) {
-	switch sess.State {
-	case session.StateSnapshotting:
-		return nil, fmt.Errorf("%s session %s: the snapshot is incomplete (state %s)", op, sess.ID, sess.State)
-	case session.StateRunning:
-		// Marked running: still so only if the helper says its VM is alive.
-		if err := w.Settle(ctx, sess, op, false); err != nil {
-			return nil, err
-		}
+	if err := w.diffable(ctx, op, sess); err != nil {
+		return nil, err
 	}
-	g := &Gate{Session: sess}
 	rec, err := w.recover(ctx, sess)
 	if err != nil {
 		return nil, fmt.Errorf("%s session %s: %w", op, sess.ID, err)
 	}
-	g.Recovered = rec
-	load := func() (*manifest.Manifest, error) {
-		m, err := manifest.Read(sess.ManifestPath())
-		g.Manifest = m
-		return m, err
-	}
-	if _, err := load(); err != nil {
+	g := &Gate{Session: sess, Recovered: rec}
+	if g.Manifest, err = manifest.Read(sess.ManifestPath()); err != nil {
 		return g, fmt.Errorf("%s session %s: %w", op, sess.ID, err)
 	}
 	if g.Changes, err = computeDiff(ctx, sess.Workspace, sess.SnapshotDir(), func() (*manifest.Manifest, error) { return g.Manifest, nil }, diff.Options{}); err != nil {
 		return g, fmt.Errorf("%s session %s: %w", op, sess.ID, err)
 	}
 	return g, nil
+}
+
+// Diff computes the changes of a kept session for showing them (brood diff), writing
+// nothing: a session still marked running is settled first (a live VM refuses, as in
+// OpenGate), but an interrupted apply is not rolled back, so the diff compares the
+// workspace as it is.
+func (w *Workflow) Diff(ctx context.Context, sess *session.Session) (*Gate, error) {
+	if err := w.diffable(ctx, "diff", sess); err != nil {
+		return nil, err
+	}
+	return diffGate(ctx, "diff", sess)
+}
+
+// diffable refuses a session whose snapshot is incomplete and settles one marked running
+// (only a live VM refuses).
+func (w *Workflow) diffable(ctx context.Context, op string, sess *session.Session) error {
+	switch sess.State {
+	case session.StateSnapshotting:
+		return fmt.Errorf("%s session %s: the snapshot is incomplete (state %s)", op, sess.ID, sess.State)
+	case session.StateRunning:
+		// Marked running: still so only if the helper says its VM is alive.
+		return w.Settle(ctx, sess, op, false)
+	}
+	return nil
 }
 
 // recover rolls back an apply that was killed before its completion record was written,
@@ -180,6 +192,28 @@ func (w *Workflow) Stop(ctx context.Context, s *session.Session) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// Discard removes the session directory of s (snapshot, manifest, journal, records). A
+// session marked running is settled first: its live VM refuses (a *RefusedError) unless
+// force, which stops the VM first. It reports whether it stopped a VM; when stopping
+// fails the session is kept.
+func (w *Workflow) Discard(ctx context.Context, s *session.Session, force bool) (stoppedVM bool, err error) {
+	if s.State == session.StateRunning {
+		if err := w.Settle(ctx, s, "session rm", force); err != nil {
+			return false, err
+		}
+		if s.State == session.StateRunning { // force: the VM is running
+			if err := w.StopVM(ctx, s); err != nil {
+				return false, fmt.Errorf("session rm %s: %w; the session is kept", s.ID, err)
+			}
+			stoppedVM = true
+		}
+	}
+	if err := session.Remove(s.ID); err != nil {
+		return stoppedVM, fmt.Errorf("session rm: %w", err)
+	}
+	return stoppedVM, nil
 }
 
 // StateDirs lists brood's own state directory (the parent of the sessions directory,

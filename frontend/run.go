@@ -315,6 +315,17 @@ func (w *Workflow) takeSnapshot(ctx context.Context, workspace, agent string) (*
 // runGate computes the diff of a stopped run's session once, for the review.
 func (w *Workflow) runGate(ctx context.Context, sess *session.Session) (*Gate, error) {
 	w.progress().Start("diff")
+	g, err := diffGate(ctx, "diff", sess)
+	if err != nil {
+		return nil, err
+	}
+	w.progress().Done(fmt.Sprintf("%d change(s)", len(g.Changes)))
+	return g, nil
+}
+
+// diffGate reads sess's manifest (while the trees are walked) and computes its changes
+// (op names the command in errors).
+func diffGate(ctx context.Context, op string, sess *session.Session) (*Gate, error) {
 	g := &Gate{Session: sess}
 	load := func() (*manifest.Manifest, error) {
 		m, err := manifest.Read(sess.ManifestPath())
@@ -322,16 +333,13 @@ func (w *Workflow) runGate(ctx context.Context, sess *session.Session) (*Gate, e
 		return m, err
 	}
 	changes, err := computeDiff(ctx, sess.Workspace, sess.SnapshotDir(), load, diff.Options{})
-	if err != nil {
-		return nil, fmt.Errorf("diff session %s: %w", sess.ID, err)
+	if err == nil && g.Manifest == nil {
+		_, err = load()
 	}
-	if g.Manifest == nil {
-		if _, err := load(); err != nil {
-			return nil, fmt.Errorf("diff session %s: %w", sess.ID, err)
-		}
+	if err != nil {
+		return nil, fmt.Errorf("%s session %s: %w", op, sess.ID, err)
 	}
 	g.Changes = changes
-	w.progress().Done(fmt.Sprintf("%d change(s)", len(changes)))
 	return g, nil
 }
 

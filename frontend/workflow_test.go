@@ -164,14 +164,18 @@ func TestRunReviewUndo(t *testing.T) {
 	}
 }
 
-// TestOpenGateApply: a kept session opened again (OpenGate computes its diff) and
-// applied path by path through Apply; a refused flush is a *RefusedError.
+// TestOpenGateApply: a kept session diffed (Diff) and opened again (OpenGate), each
+// computing its own diff, then applied path by path through Apply; a refused flush is a
+// *RefusedError.
 func TestOpenGateApply(t *testing.T) {
 	r := newRig(t)
 	diffs := countDiffs(t)
 	res, _ := r.run(t)
+	if d, err := r.wf.Diff(t.Context(), res.Session); err != nil || len(d.Changes) != 2 || d.Manifest == nil {
+		t.Fatalf("diff: %v %+v", err, d)
+	}
 	g, err := r.wf.OpenGate(t.Context(), "apply", res.Session)
-	if err != nil || len(g.Changes) != 2 || *diffs != 2 || g.Recovered.Tx != "" {
+	if err != nil || len(g.Changes) != 2 || *diffs != 3 || g.Recovered.Tx != "" { // run, Diff, OpenGate
 		t.Fatalf("gate: %v %+v (%d diffs)", err, g, *diffs)
 	}
 	var items []flush.Item
@@ -225,8 +229,8 @@ func TestRunStartRefused(t *testing.T) {
 }
 
 // TestSettleAndStop: a session marked running whose VM the helper no longer lists is
-// only marked stopped; one the helper lists as running refuses a review (RefusedError)
-// until Stop stops it.
+// only marked stopped; one the helper lists as running refuses a review and a discard
+// (RefusedError) until Stop stops it; then Discard removes it.
 func TestSettleAndStop(t *testing.T) {
 	r := newRig(t)
 	res, _ := r.run(t)
@@ -243,8 +247,17 @@ func TestSettleAndStop(t *testing.T) {
 	if _, err := r.wf.OpenGate(t.Context(), "review", s); !errors.As(err, &refused) {
 		t.Fatalf("gate of a running VM: %v, want a *RefusedError", err)
 	}
+	if _, err := r.wf.Discard(t.Context(), s, false); !errors.As(err, &refused) {
+		t.Fatalf("discard of a running VM without force: %v, want a *RefusedError", err)
+	}
 	was, err := r.wf.Stop(t.Context(), s)
 	if !was || err != nil || s.State != session.StateStopped || !strings.HasSuffix(r.fake.Calls(), "stop_vm") {
 		t.Errorf("stop: %v %v state %s calls %s", was, err, s.State, r.fake.Calls())
+	}
+	if stopped, err := r.wf.Discard(t.Context(), s, false); stopped || err != nil {
+		t.Fatalf("discard a stopped session: %v %v", stopped, err)
+	}
+	if _, err := os.Stat(s.Dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the session directory is still there: %v", err)
 	}
 }

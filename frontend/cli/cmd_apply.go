@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -65,89 +64,6 @@ such path is printed with the reason.`,
 	return c
 }
 
-// applySelection splits the changes `brood apply` was asked for.
-type applySelection struct {
-	apply   []diff.Change // to apply
-	blocked []diff.Change // refused or conflict: never applied
-	risky   []diff.Change // high risk, left out: never by --all; PATH needs an exact name or --include-risky
-	emptied []diff.Change // new directories holding only changes left out (diff.EmptiedDirs)
-}
-
-// selectForApply chooses the changes to apply for --all or the PATH arguments (an exact
-// path, raw or as diff.Escape prints it, or a directory covering the changes below it).
-// --all never selects a high-risk change. A new directory whose content is all left out
-// is left out too (holdEmptied). A PATH that covers no change is an error.
-func selectForApply(changes []diff.Change, all, includeRisky bool, paths []string) (applySelection, error) {
-	var sel applySelection
-	add := func(c diff.Change, exact bool) {
-		switch {
-		case c.Kind == diff.KindRefused || c.Kind == diff.KindConflict:
-			sel.blocked = append(sel.blocked, c)
-		case c.Risk != "" && (all || !includeRisky && !exact):
-			sel.risky = append(sel.risky, c)
-		default:
-			sel.apply = append(sel.apply, c)
-		}
-	}
-	if all {
-		for _, c := range changes {
-			add(c, false)
-		}
-		return holdEmptied(sel), nil
-	}
-	hit := make([]int, len(changes)) // 0 not named, 1 below a named directory, 2 named exactly
-	for _, arg := range paths {
-		a := strings.TrimSuffix(strings.TrimPrefix(arg, "./"), "/")
-		found := false
-		for i, c := range changes {
-			switch {
-			case c.Path == a || diff.Escape(c.Path) == a:
-				hit[i], found = 2, true
-			case a == "" || a == "." || strings.HasPrefix(c.Path, a+"/"):
-				hit[i] = max(hit[i], 1)
-				found = true
-			}
-		}
-		if !found {
-			return sel, fmt.Errorf("no change at or below %s", diff.Escape(arg))
-		}
-	}
-	for i, c := range changes {
-		if hit[i] > 0 {
-			add(c, hit[i] == 2)
-		}
-	}
-	return holdEmptied(sel), nil
-}
-
-// holdEmptied moves the new directories that would be created only to stay empty, all
-// their content being left out (diff.EmptiedDirs), from sel.apply to sel.emptied.
-func holdEmptied(sel applySelection) applySelection {
-	all := slices.Concat(sel.apply, sel.blocked, sel.risky)
-	slices.SortFunc(all, func(a, b diff.Change) int { return strings.Compare(a.Path, b.Path) })
-	chosen := map[string]bool{}
-	for _, c := range sel.apply {
-		chosen[c.Path] = true
-	}
-	drop := map[string]bool{}
-	for _, i := range diff.EmptiedDirs(all, func(i int) bool { return chosen[all[i].Path] }) {
-		drop[all[i].Path] = true
-	}
-	if len(drop) == 0 {
-		return sel
-	}
-	var keep []diff.Change
-	for _, c := range sel.apply {
-		if drop[c.Path] {
-			sel.emptied = append(sel.emptied, c)
-		} else {
-			keep = append(keep, c)
-		}
-	}
-	sel.apply = keep
-	return sel
-}
-
 func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error {
 	ctx := cmd.Context()
 	if ctx == nil {
@@ -172,26 +88,26 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		return err
 	}
 	sess, changes := g.Session, g.Changes
-	sel, err := selectForApply(changes, f.all, f.includeRisky, paths)
+	sel, err := frontend.SelectForApply(changes, f.all, f.includeRisky, paths)
 	if err != nil {
 		return usageErr("apply session %s: %v", id, err)
 	}
 	notes := map[string]string{}
-	addLinkTargets(notes, sess, sel.apply)
+	addLinkTargets(notes, sess, sel.Apply)
 	printSelection(out, sel, notes)
-	left := len(sel.blocked) + len(sel.risky) + len(sel.emptied)
+	left := sel.Left()
 	leftErr := func() error {
 		if left == 0 {
 			return nil
 		}
 		return refusedErr(fmt.Errorf("apply session %s: %d change(s) left out (refused, conflict or high risk)", id, left))
 	}
-	if len(sel.apply) == 0 {
+	if len(sel.Apply) == 0 {
 		fmt.Fprintln(out, "nothing to apply; the workspace is unchanged")
 		return leftErr()
 	}
-	items := make([]flush.Item, len(sel.apply))
-	for i, c := range sel.apply {
+	items := make([]flush.Item, len(sel.Apply))
+	for i, c := range sel.Apply {
 		items[i] = flush.Item{Change: c}
 	}
 	op := "apply session " + id
@@ -201,7 +117,7 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	}
 	printMetaLosses(out, losses, f.dropMetadata, "not applied without --drop-metadata")
 	if !f.yes {
-		ok, err := confirmApply(in, out, sel.apply, sess.Workspace)
+		ok, err := confirmApply(in, out, sel.Apply, sess.Workspace)
 		if err != nil {
 			return fmt.Errorf("apply session %s: read confirmation: %w", id, err)
 		}
@@ -252,9 +168,9 @@ func countRisky(changes []diff.Change) int {
 // printSelection prints one line per selected change: what will be applied, with
 // notes[path] (addLinkTargets: a symlink's target), what the apply does to its mode
 // (diff.ModeNote) and its risk, and each change left out with the reason.
-func printSelection(out io.Writer, sel applySelection, notes map[string]string) {
+func printSelection(out io.Writer, sel frontend.ApplySelection, notes map[string]string) {
 	var b strings.Builder
-	for _, c := range sel.apply {
+	for _, c := range sel.Apply {
 		fmt.Fprintf(&b, "apply    %-9s %s", c.Kind, diff.Escape(c.Path))
 		for _, n := range []string{notes[c.Path], diff.ModeNote(c)} {
 			if n != "" {
@@ -266,13 +182,13 @@ func printSelection(out io.Writer, sel applySelection, notes map[string]string) 
 		}
 		b.WriteByte('\n')
 	}
-	for _, c := range sel.blocked {
+	for _, c := range sel.Blocked {
 		fmt.Fprintf(&b, "%-8s %s: %s\n", c.Kind, diff.Escape(c.Path), diff.Escape(c.Reason))
 	}
-	for _, c := range sel.emptied {
+	for _, c := range sel.Emptied {
 		fmt.Fprintf(&b, "skip     %-9s %s: new directory holding only changes left out; applied with them\n", c.Kind, diff.Escape(c.Path))
 	}
-	for _, c := range sel.risky {
+	for _, c := range sel.Risky {
 		fmt.Fprintf(&b, "skip     %-9s %s: high risk (%s): name its path to apply it", c.Kind, diff.Escape(c.Path), diff.Escape(c.Risk))
 		if n := diff.ModeNote(c); n != "" {
 			fmt.Fprintf(&b, " [%s]", n)

@@ -13,7 +13,6 @@ import (
 	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
-	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/diff/difftest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/internal/testenv"
@@ -239,48 +238,6 @@ func TestApplyCommandRecoversInterrupted(t *testing.T) {
 	}
 	if wFile(t, sess, "a.txt") != "A\n" || wFile(t, sess, "b.txt") != "B\n" {
 		t.Errorf("W: a=%q b=%q", wFile(t, sess, "a.txt"), wFile(t, sess, "b.txt"))
-	}
-}
-
-func TestSelectForApply(t *testing.T) {
-	cs := []diff.Change{
-		{Path: "a", Kind: diff.KindModified},
-		{Path: "d/x", Kind: diff.KindAdded},
-		{Path: "d/hook", Kind: diff.KindAdded, Risk: "git hook manager"},
-		{Path: "d/bad", Kind: diff.KindRefused, Reason: "FIFO"},
-		{Path: "c", Kind: diff.KindConflict},
-		{Path: "e\x1b", Kind: diff.KindAdded},
-	}
-	names := func(cs []diff.Change) string {
-		var s []string
-		for _, c := range cs {
-			s = append(s, c.Path)
-		}
-		return strings.Join(s, ",")
-	}
-	for _, tc := range []struct {
-		all, risky         bool
-		paths              []string
-		apply, block, skip string
-	}{
-		{true, false, nil, "a,d/x,e\x1b", "d/bad,c", "d/hook"},
-		{true, true, nil, "a,d/x,e\x1b", "d/bad,c", "d/hook"}, // --all never takes a risky change
-		{false, true, []string{"d"}, "d/x,d/hook", "d/bad", ""},
-		{false, false, []string{"d"}, "d/x", "d/bad", "d/hook"},
-		{false, false, []string{"./d/", "d/hook"}, "d/x,d/hook", "d/bad", ""},
-		{false, false, []string{"d/bad", "c"}, "", "d/bad,c", ""},
-		{false, false, []string{diff.Escape("e\x1b")}, "e\x1b", "", ""},
-	} {
-		sel, err := selectForApply(cs, tc.all, tc.risky, tc.paths)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if names(sel.apply) != tc.apply || names(sel.blocked) != tc.block || names(sel.risky) != tc.skip {
-			t.Errorf("%+v: apply %q blocked %q risky %q", tc, names(sel.apply), names(sel.blocked), names(sel.risky))
-		}
-	}
-	if _, err := selectForApply(cs, false, false, []string{"zz"}); err == nil {
-		t.Error("a PATH naming no change was accepted")
 	}
 }
 

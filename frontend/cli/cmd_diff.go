@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"brood.dev/brood/frontend/diff"
-	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 )
 
@@ -56,25 +55,11 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	if err != nil {
 		return err
 	}
-	switch sess.State {
-	case session.StateSnapshotting:
-		return fmt.Errorf("diff session %s: the snapshot is incomplete (state %s)", id, sess.State)
-	case session.StateRunning:
-		// Marked running: still so only if the helper says its VM is alive.
-		if err := newWorkflow(nil).Settle(orBackground(ctx), sess, "diff", false); err != nil {
-			return cliErr(err)
-		}
-	}
-	var m *manifest.Manifest
-	changes, err := diff.ComputeLoad(ctx, sess.Workspace, sess.SnapshotDir(),
-		func() (*manifest.Manifest, error) {
-			var err error
-			m, err = manifest.Read(sess.ManifestPath())
-			return m, err
-		}, diff.Options{})
+	g, err := newWorkflow(nil).Diff(ctx, sess)
 	if err != nil {
-		return fmt.Errorf("diff session %s: %w", sess.ID, err)
+		return cliErr(err)
 	}
+	m, changes := g.Manifest, g.Changes
 	var notes map[string]string
 	if !asJSON {
 		if notes, err = metaNotes(sess, m, changes); err != nil {

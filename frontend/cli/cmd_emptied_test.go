@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"brood.dev/brood/frontend/diff"
 )
 
 // emptiedAgent: a new .vscode/ holding only a high-risk tasks.json, a new nested
@@ -65,22 +63,5 @@ func TestReviewAllHoldsEmptiedDirs(t *testing.T) {
 		if _, err := os.Lstat(filepath.Join(sess.Workspace, p)); (err == nil) != want {
 			t.Errorf("%s exists = %v, want %v", p, err == nil, want)
 		}
-	}
-}
-
-// TestSelectForApplyEmptied: with PATH, a named new directory whose content is held
-// (a directory name does not take a risky file without --include-risky) is held too.
-func TestSelectForApplyEmptied(t *testing.T) {
-	cs := []diff.Change{
-		{Path: ".vscode", Kind: diff.KindAdded},
-		{Path: ".vscode/tasks.json", Kind: diff.KindAdded, Risk: "editor task"},
-	}
-	sel, err := selectForApply(cs, false, false, []string{".vscode"})
-	if err != nil || len(sel.apply) != 0 || len(sel.emptied) != 1 || len(sel.risky) != 1 {
-		t.Errorf(".vscode: %+v %v", sel, err)
-	}
-	sel, err = selectForApply(cs, false, true, []string{".vscode"})
-	if err != nil || len(sel.apply) != 2 || len(sel.emptied) != 0 {
-		t.Errorf(".vscode --include-risky: %+v %v", sel, err)
 	}
 }

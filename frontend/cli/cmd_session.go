@@ -261,20 +261,12 @@ func runSessionRm(ctx context.Context, out io.Writer, ids []string, force bool) 
 		if err != nil {
 			return fmt.Errorf("session rm: %w", err)
 		}
-		if s.State == session.StateRunning {
-			wf := newWorkflow(nil)
-			if err := wf.Settle(orBackground(ctx), s, "session rm", force); err != nil {
-				return cliErr(err)
-			}
-			if s.State == session.StateRunning { // --force: the VM is running
-				if err := wf.StopVM(orBackground(ctx), s); err != nil {
-					return fmt.Errorf("session rm %s: %w; the session is kept", id, err)
-				}
-				fmt.Fprintf(out, "stopped the VM of %s\n", id)
-			}
+		stopped, err := newWorkflow(nil).Discard(orBackground(ctx), s, force)
+		if stopped {
+			fmt.Fprintf(out, "stopped the VM of %s\n", id)
 		}
-		if err := session.Remove(id); err != nil {
-			return fmt.Errorf("session rm: %w", err)
+		if err != nil {
+			return cliErr(err)
 		}
 		fmt.Fprintf(out, "removed %s\n", id)
 	}
