@@ -174,10 +174,11 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 		printLater(errw, res.Session.ID, true)
 		return err
 	}
-	// The review gate, on the stopped VM's snapshot (diffed once by the run).
+	// The review gate, on the stopped VM's snapshot (diffed once by the run). Its flush
+	// runs under the command's context: a signal caught for the run does not cut it.
 	reviewErr := err
 	if err == nil {
-		reviewErr = reviewGate(ctx, wf, res.Gate, stdio, r.flags.keep, errw)
+		reviewErr = reviewGate(base, wf, res.Gate, stdio, r.flags.keep, errw)
 	}
 	if st := res.Record.ExitStatus; st != nil && *st != 0 {
 		err := fmt.Errorf("%s exited with status %d", describeAgent(r), *st)
