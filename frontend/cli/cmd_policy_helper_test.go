@@ -15,6 +15,7 @@ import (
 
 	"brood.dev/brood/helper"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/nftrules"
@@ -36,7 +37,7 @@ func startRealHelper(t *testing.T, mutate func(*helper.Config), discover func() 
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	srv := helper.NewServer(&cfg, log, api.Capabilities{Helper: "test", Accel: sandbox.AccelTCG, Policy: "none"}, nil)
-	eg, err := helper.NewEgress(cfg.Egress, t.TempDir(), noTaps{}, &nftrules.Fake{}, nil, log)
+	eg, err := egress.New(cfg.Egress, t.TempDir(), noTaps{}, &nftrules.Fake{}, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -219,29 +219,24 @@ func (s *Interactive) maxLines() int {
 	return DefaultMaxLines
 }
 
-// decide runs the prompt loop for one change.
+// decide runs the prompt loop for one change: it shows e (the i-th change), then reads
+// keys until one decides. q returns errQuit, ? prints the help for the change's kind, v
+// shows the change again in full, s skips it; the other keys depend on the kind (see
+// refusedKey, conflictKey and changeKey). It returns the error of reading a key, of a
+// confirmation prompt, or of the merge or hunk selection.
 func (s *Interactive) decide(p *printer, k *keys, e *entry, i int) (Decision, error) {
 	c := e.c
 	s.show(p, e, i, s.maxLines())
 	canHunks := c.Kind == diff.KindModified && !e.binary && !e.becameBinary && len(e.hunks) > 0
-	var choices, helpText string
-	switch c.Kind {
-	case diff.KindRefused:
-		choices, helpText = "r,s,v,q,?", helpRefused
-	case diff.KindConflict:
-		choices, helpText = "w,t,m,s,v,q,?", helpConflict
-	default:
-		choices, helpText = "a,r,s,v,q,?", helpChange
-		if canHunks {
-			choices, helpText = "a,r,s,h,v,q,?", helpChange+helpHunks
-		}
-	}
+	choices, helpText := keysFor(c.Kind, canHunks)
 	prompt := fmt.Sprintf("%s [%s]? ", promptFor(c.Kind), choices)
 	for {
 		key, err := k.read(p.paint(sgrBold, prompt))
 		if err != nil {
 			return Decision{}, err
 		}
+		var d Decision
+		done := false
 		switch {
 		case key == 'q':
 			return Decision{}, errQuit
@@ -252,63 +247,112 @@ func (s *Interactive) decide(p *printer, k *keys, e *entry, i int) (Decision, er
 		case key == 's':
 			return Decision{Change: c, Verdict: Skip, Note: "skipped"}, nil
 		case c.Kind == diff.KindRefused:
-			if key == 'r' {
-				return Decision{Change: c, Verdict: Reject, Note: "refused: " + c.Reason}, nil
-			}
-			if key == 'a' {
-				p.printf("  refused (%s): this change cannot be accepted.\n", EscapeLine(c.Reason))
-				continue
-			}
-			p.printf("  unknown key; ? for help\n")
+			d, done = refusedKey(p, c, key)
 		case c.Kind == diff.KindConflict:
-			switch key {
-			case 'w', 'r':
-				return Decision{Change: c, Verdict: Reject, Note: "conflict: kept yours (W)"}, nil
-			case 't':
-				if why := takeable(e); why != "" {
-					p.printf("  cannot take the agent's version: %s. Pick w (keep yours).\n", why)
-					continue
-				}
-				ok, err := s.confirmRisk(p, k, c)
-				if err != nil {
-					return Decision{}, err
-				}
-				if ok {
-					d := Decision{Change: c, Verdict: Accept, Note: "conflict: took the agent's (S)", WHash: sha(e.old)}
-					if e.haveNew {
-						d.Content = []byte(e.new)
-					}
-					return d, nil
-				}
-			case 'm':
-				d, ok, err := s.merge(p, k, e)
-				if err != nil || ok {
-					return d, err
-				}
-			case 'a':
-				p.printf("  conflict: choose w (keep yours), t (take the agent's) or m (three-way merge).\n")
-			default:
-				p.printf("  unknown key; ? for help\n")
-			}
-		case key == 'a':
-			ok, err := s.confirmRisk(p, k, c)
-			if err != nil {
-				return Decision{}, err
-			}
-			if ok {
-				return Decision{Change: c, Verdict: Accept, Note: "accepted"}, nil
-			}
-		case key == 'r':
-			return Decision{Change: c, Verdict: Reject, Note: "rejected"}, nil
-		case key == 'h' && canHunks:
-			d, ok, err := s.selectHunks(p, k, e)
-			if err != nil || ok {
-				return d, err
-			}
+			d, done, err = s.conflictKey(p, k, e, key)
 		default:
-			p.printf("  unknown key; ? for help\n")
+			d, done, err = s.changeKey(p, k, e, key, canHunks)
+		}
+		if done || err != nil {
+			return d, err
 		}
 	}
+}
+
+// keysFor returns the keys decide offers for a change of kind k (as the prompt lists
+// them) and the help text ? prints; h (select hunks) only when canHunks.
+func keysFor(k diff.Kind, canHunks bool) (choices, helpText string) {
+	switch k {
+	case diff.KindRefused:
+		return "r,s,v,q,?", helpRefused
+	case diff.KindConflict:
+		return "w,t,m,s,v,q,?", helpConflict
+	}
+	if canHunks {
+		return "a,r,s,h,v,q,?", helpChange + helpHunks
+	}
+	return "a,r,s,v,q,?", helpChange
+}
+
+// refusedKey handles key for a change the diff refused: r records the rejection (done);
+// a explains that it cannot be accepted, any other key is unknown, and the prompt repeats.
+func refusedKey(p *printer, c diff.Change, key byte) (d Decision, done bool) {
+	switch key {
+	case 'r':
+		return Decision{Change: c, Verdict: Reject, Note: "refused: " + c.Reason}, true
+	case 'a':
+		p.printf("  refused (%s): this change cannot be accepted.\n", EscapeLine(c.Reason))
+	default:
+		p.printf("  unknown key; ? for help\n")
+	}
+	return Decision{}, false
+}
+
+// conflictKey handles key for a conflict: w (or r) keeps W's version; t takes the agent's
+// after the risk confirmation (with W's content digest, and S's content when it was
+// read), unless takeable says it cannot be taken; m runs the three-way merge. done is
+// true once a decision is made; a declined confirmation or an abandoned merge, a, and
+// unknown keys repeat the prompt. err is the confirmation's or the merge's error.
+func (s *Interactive) conflictKey(p *printer, k *keys, e *entry, key byte) (d Decision, done bool, err error) {
+	c := e.c
+	switch key {
+	case 'w', 'r':
+		return Decision{Change: c, Verdict: Reject, Note: "conflict: kept yours (W)"}, true, nil
+	case 't':
+		if why := takeable(e); why != "" {
+			p.printf("  cannot take the agent's version: %s. Pick w (keep yours).\n", why)
+			return Decision{}, false, nil
+		}
+		ok, err := s.confirmRisk(p, k, c)
+		if err != nil {
+			return Decision{}, true, err
+		}
+		if ok {
+			d := Decision{Change: c, Verdict: Accept, Note: "conflict: took the agent's (S)", WHash: sha(e.old)}
+			if e.haveNew {
+				d.Content = []byte(e.new)
+			}
+			return d, true, nil
+		}
+	case 'm':
+		d, ok, err := s.merge(p, k, e)
+		if err != nil || ok {
+			return d, true, err
+		}
+	case 'a':
+		p.printf("  conflict: choose w (keep yours), t (take the agent's) or m (three-way merge).\n")
+	default:
+		p.printf("  unknown key; ? for help\n")
+	}
+	return Decision{}, false, nil
+}
+
+// changeKey handles key for any other change: a accepts after the risk confirmation, r
+// rejects, h (when canHunks) selects hunks. done is true once a decision is made; a
+// declined confirmation, an abandoned hunk selection and unknown keys repeat the prompt.
+// err is the confirmation's or the hunk selection's error.
+func (s *Interactive) changeKey(p *printer, k *keys, e *entry, key byte, canHunks bool) (d Decision, done bool, err error) {
+	c := e.c
+	switch {
+	case key == 'a':
+		ok, err := s.confirmRisk(p, k, c)
+		if err != nil {
+			return Decision{}, true, err
+		}
+		if ok {
+			return Decision{Change: c, Verdict: Accept, Note: "accepted"}, true, nil
+		}
+	case key == 'r':
+		return Decision{Change: c, Verdict: Reject, Note: "rejected"}, true, nil
+	case key == 'h' && canHunks:
+		d, ok, err := s.selectHunks(p, k, e)
+		if err != nil || ok {
+			return d, true, err
+		}
+	default:
+		p.printf("  unknown key; ? for help\n")
+	}
+	return Decision{}, false, nil
 }
 
 func promptFor(k diff.Kind) string {

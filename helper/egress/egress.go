@@ -1,24 +1,21 @@
-package helper
+package egress
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
 	"brood.dev/brood/netpolicy/nftrules"
+	"golang.org/x/sys/unix"
 )
 
 // IPv6Forwarder enables IPv6 forwarding on one interface (IPv6Conf; a stand-in in tests).
@@ -29,10 +26,11 @@ type IPv6Forwarder interface {
 // proxyCloseTimeout bounds the wait for in-flight queries when a session's proxy stops.
 const proxyCloseTimeout = 2 * time.Second
 
-// Egress owns the network side of VM sessions: addresses, taps, the nft table and one
-// DNS proxy per session. The zero value is not usable: see NewEgress.
-type Egress struct {
-	cfg      EgressConfig
+// Manager owns the network side of VM sessions in the helper daemon: the address pool,
+// taps, forwarding, the nft table and one DNS proxy per session. The zero value is not
+// usable: see New.
+type Manager struct {
+	cfg      Config
 	links    Links
 	fw       nftrules.Firewall
 	ct       *nftrules.Conntrack // nil: conntrack entries are left to time out
@@ -47,31 +45,34 @@ type Egress struct {
 	// or route (their proxy still answers AAAA, which they cannot use).
 	IPv6 IPv6Forwarder
 
-	closers []func() // OpenEgress's handles
+	closers []func() // Open's handles
 
 	mu       sync.Mutex
-	sessions map[string]*egressSession
+	sessions map[string]*Session
 }
 
-// egressSession is one session's network: link, addresses, nft chains and sets, proxy.
-type egressSession struct {
+// Session is one VM session's network as the egress layer holds it: tap, addresses, nft
+// chains and sets, DNS proxy and decision log. Addrs, V6 and Info are set by Start and
+// read-only after it.
+type Session struct {
+	Addrs Addrs          // the session's slot of the pool
+	V6    bool           // the guest gets its IPv6 address and route (forwarding is on)
+	Info  api.EgressInfo // what StartVM reports about the network
+
 	id, tap string
 	slot    int
-	addrs   slotAddrs
-	v6      bool     // the guest gets its IPv6 address and route (forwarding is on)
 	tapFile *os.File // the VMM's queue descriptor; handed to the runner, then closed
 	servers []*dnsproxy.Server
 	logPath string
 	logFile *os.File
 	logErr  func() error
-	info    api.EgressInfo
 }
 
-// NewEgress prepares the host for VM egress: the address pool, the upstream resolver and
+// New prepares the host for VM egress: the address pool, the upstream resolver and
 // the nft table with its masquerade chain (forwarding is enabled per interface, on the
 // uplinks and each tap, at session start; never the global switch). Decision logs go to
 // logDir (created 0700).
-func NewEgress(cfg EgressConfig, logDir string, links Links, fw nftrules.Firewall, ct *nftrules.Conntrack, log *slog.Logger) (*Egress, error) {
+func New(cfg Config, logDir string, links Links, fw nftrules.Firewall, ct *nftrules.Conntrack, log *slog.Logger) (*Manager, error) {
 	pool, err := newAddrPool(cfg.PoolV4, cfg.PoolV6)
 	if err != nil {
 		return nil, err
@@ -91,8 +92,8 @@ func NewEgress(cfg EgressConfig, logDir string, links Links, fw nftrules.Firewal
 			os.Remove(f)
 		}
 	}
-	e := &Egress{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
-		logDir: logDir, log: log, sessions: map[string]*egressSession{}}
+	e := &Manager{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
+		logDir: logDir, log: log, sessions: map[string]*Session{}}
 	if err := fw.EnsureTable(); err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func NewEgress(cfg EgressConfig, logDir string, links Links, fw nftrules.Firewal
 // of the default routes now): replies enter by the uplink, and IPv4 forwards by the input
 // interface's flag. It runs at every session start (idempotent), so an uplink that came up
 // after the helper is used.
-func (e *Egress) uplinkForwarding() error {
+func (e *Manager) uplinkForwarding() error {
 	uplinks := e.cfg.Uplinks
 	if len(uplinks) == 0 {
 		var err error
@@ -129,7 +130,7 @@ func (e *Egress) uplinkForwarding() error {
 // forwarding enables forwarding on interface name only: IPv4 over rtnetlink (see
 // NetlinkLinks.EnableForwarding) and, with e.IPv6, IPv6's force_forwarding through the
 // pre-confinement directory descriptor (IPv6Conf). Neither global switch is touched.
-func (e *Egress) forwarding(name string) error {
+func (e *Manager) forwarding(name string) error {
 	if err := nftrules.ValidateIfName(name); err != nil {
 		return err
 	}
@@ -146,7 +147,7 @@ func (e *Egress) forwarding(name string) error {
 // (owned by uid:gid), addresses, forwarding on the tap, nft chains and sets, and the DNS
 // proxy on the tap's host addresses. Policy errors wrap api.ErrPolicy and happen before
 // anything is created; on any later error everything created is removed again.
-func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, error) {
+func (e *Manager) Start(a api.StartVMArgs, uid, gid uint32) (*Session, error) {
 	eff, sysDigest, err := e.Resolve(a.PolicyArgs())
 	if err != nil {
 		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
@@ -165,30 +166,30 @@ func (e *Egress) Start(a api.StartVMArgs, uid, gid uint32) (*egressSession, erro
 		e.mu.Unlock()
 		return nil, err
 	}
-	s := &egressSession{id: a.ID, tap: tap, slot: slot, addrs: e.pool.addrs(slot)}
+	s := &Session{id: a.ID, tap: tap, slot: slot, Addrs: e.pool.addrs(slot)}
 	e.sessions[a.ID] = s
 	e.mu.Unlock()
 	if err := e.build(s, eff, uid, gid); err != nil {
 		e.Stop(a.ID)
 		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
 	}
-	s.info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
-		GuestV4: netip.PrefixFrom(s.addrs.Guest4, 30).String(), DNS: s.addrs.Host4.String(),
+	s.Info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
+		GuestV4: netip.PrefixFrom(s.Addrs.Guest4, 30).String(), DNS: s.Addrs.Host4.String(),
 		Hosts: hostList(eff), Digest: eff.Digest(), SystemDigest: sysDigest}
-	if s.v6 {
-		s.info.GuestV6 = netip.PrefixFrom(s.addrs.Guest6, 126).String()
-		s.info.DNS6 = s.addrs.Host6.String()
+	if s.V6 {
+		s.Info.GuestV6 = netip.PrefixFrom(s.Addrs.Guest6, 126).String()
+		s.Info.DNS6 = s.Addrs.Host6.String()
 	}
-	e.log.Info("audit: egress up", "session", a.ID, "tap", tap, "guest", s.info.GuestV4, "guest_v6", s.info.GuestV6,
-		"profile", s.info.Profile, "hosts", s.info.Hosts,
-		"policy_digest", s.info.Digest, "system_policy_digest", sysDigest)
+	e.log.Info("audit: egress up", "session", a.ID, "tap", tap, "guest", s.Info.GuestV4, "guest_v6", s.Info.GuestV6,
+		"profile", s.Info.Profile, "hosts", s.Info.Hosts,
+		"policy_digest", s.Info.Digest, "system_policy_digest", sysDigest)
 	return s, nil
 }
 
 // Resolve returns the effective policy of a session started with a's egress inputs and
 // the system policy's digest: resolvePolicy over the registries of the host's system
 // configuration (Discover). Start enforces exactly this; the ResolvePolicy call answers it.
-func (e *Egress) Resolve(a api.ResolvePolicyArgs) (*netpolicy.Effective, string, error) {
+func (e *Manager) Resolve(a api.ResolvePolicyArgs) (*netpolicy.Effective, string, error) {
 	var disc []netpolicy.Discovered
 	if e.Discover != nil {
 		disc = e.Discover()
@@ -196,8 +197,8 @@ func (e *Egress) Resolve(a api.ResolvePolicyArgs) (*netpolicy.Effective, string,
 	return resolvePolicy(&e.cfg, a, disc)
 }
 
-func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint32) error {
-	ad := s.addrs
+func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) error {
+	ad := s.Addrs
 	if err := e.uplinkForwarding(); err != nil {
 		return err
 	}
@@ -209,7 +210,7 @@ func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint
 	if err := e.forwarding(s.tap); err != nil {
 		return err
 	}
-	s.v6 = e.IPv6 != nil
+	s.V6 = e.IPv6 != nil
 	if err := e.fw.AddSession(nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6, AnyPort: eff.AnyPort()}); err != nil {
 		return err
 	}
@@ -233,52 +234,14 @@ func (e *Egress) build(s *egressSession, eff *netpolicy.Effective, uid, gid uint
 	return nil
 }
 
-// listenDNS serves h on UDP and classic TCP (not MPTCP, which Landlock's TCP rules do not
-// cover) at ap. The sockets are IP_FREEBIND: the tap has no carrier until the VMM opens
-// it, and its IPv6 address is not usable before that.
-func listenDNS(h *dnsproxy.Proxy, ap netip.AddrPort) (*dnsproxy.Server, error) {
-	lc := net.ListenConfig{Control: func(network, address string, c syscall.RawConn) error {
-		var serr error
-		err := c.Control(func(fd uintptr) {
-			if ap.Addr().Is4() {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
-			} else {
-				serr = unix.SetsockoptInt(int(fd), unix.SOL_IPV6, unix.IPV6_FREEBIND, 1)
-			}
-		})
-		return errors.Join(err, serr)
-	}}
-	lc.SetMultipathTCP(false)
-	pc, err := lc.ListenPacket(context.Background(), "udp", ap.String())
-	if err != nil {
-		return nil, fmt.Errorf("listen DNS proxy on udp %s: %w", ap, err)
-	}
-	l, err := lc.Listen(context.Background(), "tcp", ap.String())
-	if err != nil {
-		pc.Close()
-		return nil, fmt.Errorf("listen DNS proxy on tcp %s: %w", ap, err)
-	}
-	return dnsproxy.Serve(h, pc, l), nil
-}
-
-// sessionPinner pins into one session's sets.
-type sessionPinner struct {
-	fw nftrules.Firewall
-	id string
-}
-
-func (p sessionPinner) Pin(_ context.Context, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error {
-	return p.fw.Pin(p.id, addrs, ports, timeout)
-}
-
 // TapFile returns the tap's queue descriptor for the runner (nil for a stand-in link).
-func (s *egressSession) TapFile() *os.File { return s.tapFile }
+func (s *Session) TapFile() *os.File { return s.tapFile }
 
 // Stop removes session id's network at once: the proxy, the nft chains and sets (and so
 // its pins), its conntrack entries and the tap; then it releases the addresses. It
 // returns the summary of the session's decision log (nil when id had no network) and
 // every error met (it does not stop at the first).
-func (e *Egress) Stop(id string) (*api.EgressSummary, error) {
+func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 	e.mu.Lock()
 	s := e.sessions[id]
 	delete(e.sessions, id)
@@ -294,7 +257,7 @@ func (e *Egress) Stop(id string) (*api.EgressSummary, error) {
 	cancel()
 	errs = append(errs, e.fw.DeleteSession(id))
 	if e.ct != nil {
-		if _, err := e.ct.Forget(s.addrs.Net4, s.addrs.Net6); err != nil {
+		if _, err := e.ct.Forget(s.Addrs.Net4, s.Addrs.Net6); err != nil {
 			errs = append(errs, fmt.Errorf("forget conntrack entries of session %s: %w", id, err))
 		}
 	}
@@ -315,7 +278,7 @@ func (e *Egress) Stop(id string) (*api.EgressSummary, error) {
 }
 
 // StopAll removes every session's network (helper shutdown).
-func (e *Egress) StopAll() {
+func (e *Manager) StopAll() {
 	e.mu.Lock()
 	var ids []string
 	for id := range e.sessions {
@@ -327,55 +290,26 @@ func (e *Egress) StopAll() {
 	}
 }
 
-// summarizeLog condenses a decision log; an unreadable log gives an empty summary.
-func summarizeLog(path string) *api.EgressSummary {
-	f, err := os.Open(path)
-	if err != nil {
-		return &api.EgressSummary{}
-	}
-	defer f.Close()
-	s, err := dnsproxy.Summarize(f)
-	if err != nil {
-		return &api.EgressSummary{}
-	}
-	out := &api.EgressSummary{Allowed: s.AllowedNames, Refused: s.RefusedNames,
-		Failed: s.Queries[dnsproxy.Failed], Stripped: s.Stripped}
-	for _, a := range s.Pinned {
-		out.Pinned = append(out.Pinned, a.String())
-	}
-	return out
-}
-
-// closeTapFile closes the helper's copy of the tap descriptor once the runner has its own.
-func (s *egressSession) closeTapFile() {
+// CloseTapFile closes the helper's copy of the tap descriptor once the runner has its own.
+func (s *Session) CloseTapFile() {
 	if s.tapFile != nil {
 		s.tapFile.Close()
 		s.tapFile = nil
 	}
 }
 
-// startEgress sets up session s's network when a names a profile; nil without one.
-func (srv *Server) startEgress(s *session, a api.StartVMArgs) (*egressSession, error) {
-	if a.Egress == "" {
-		return nil, nil
-	}
-	if srv.egress == nil {
-		return nil, fmt.Errorf("egress of session %s: not available on this helper: %w", s.ID, api.ErrUnavailable)
-	}
-	return srv.egress.Start(a, s.Owner, s.gid)
-}
-
-// OpenEgress opens the egress layer in the helper's network namespace on h's links and
-// nft connection (h keeps owning them), with its own conntrack netlink handle, the IPv6
-// sysctl directory (before Confine; without per-interface IPv6 forwarding guests get IPv4
-// only) and discovery of the host's system-wide registries. It runs after the startup
-// cleanup (which deletes the nft table). Close it with Close after StopAll.
-func OpenEgress(cfg *Config, h *host, log *slog.Logger) (*Egress, error) {
+// Open opens the egress layer in the helper's network namespace on links and fw (the
+// caller keeps owning them), with its own conntrack netlink handle, the IPv6 sysctl
+// directory (before the helper confines itself; without per-interface IPv6 forwarding
+// guests get IPv4 only) and discovery of the host's system-wide registries. Decision logs
+// go to logDir. It runs after the startup cleanup (which deletes the nft table). Close it
+// with Close after StopAll.
+func Open(cfg Config, logDir string, links Links, fw nftrules.Firewall, log *slog.Logger) (*Manager, error) {
 	ct, err := nftrules.NewConntrack(-1)
 	if err != nil {
 		return nil, err
 	}
-	e, err := NewEgress(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), h.links, h.fw, ct, log)
+	e, err := New(cfg, logDir, links, fw, ct, log)
 	if err != nil {
 		ct.Close()
 		return nil, err
@@ -400,8 +334,8 @@ func OpenEgress(cfg *Config, h *host, log *slog.Logger) (*Egress, error) {
 // discoverTimeout bounds registry discovery at each session start.
 const discoverTimeout = 5 * time.Second
 
-// Close releases the conntrack handle OpenEgress opened.
-func (e *Egress) Close() {
+// Close releases the conntrack handle Open opened.
+func (e *Manager) Close() {
 	for _, c := range e.closers {
 		c()
 	}

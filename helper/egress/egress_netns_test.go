@@ -1,8 +1,6 @@
-package helper
+package egress
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -35,7 +32,7 @@ import (
 // test binary that plays the helper inside the "host" netns.
 const egressNetnsEnv = "BROOD_EGRESS_NETNS"
 
-// TestEgressNetns runs the helper's egress layer (Egress.Start/Stop: addresses, per-
+// TestEgressNetns runs the helper's egress layer (Manager.Start/Stop: addresses, per-
 // interface forwarding, nft chains, sets and masquerade, the DNS proxy) in a network
 // namespace the test creates, with a veth standing in for each tap (its peer is the
 // guest's eth0 in a "guest" netns). Topology (nothing leaves these namespaces):
@@ -53,16 +50,16 @@ func TestEgressNetns(t *testing.T) {
 	}
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip")
-	host, inet := newTestNetns(t, "h"), newTestNetns(t, "i")
-	g1, g2 := newTestNetns(t, "g"), newTestNetns(t, "g")
-	ipRun(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", inet)
-	ipRun(t, "-n", host, "addr", "add", "172.31.255.1/30", "dev", "up0")
-	ipRun(t, "-n", host, "link", "set", "up0", "up")
-	ipRun(t, "-n", host, "route", "add", "default", "via", "172.31.255.2")
-	ipRun(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
-	ipRun(t, "-n", inet, "link", "set", "up0", "up")
+	host, inet := testenv.NewNetns(t, "h"), testenv.NewNetns(t, "i")
+	g1, g2 := testenv.NewNetns(t, "g"), testenv.NewNetns(t, "g")
+	testenv.IP(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", inet)
+	testenv.IP(t, "-n", host, "addr", "add", "172.31.255.1/30", "dev", "up0")
+	testenv.IP(t, "-n", host, "link", "set", "up0", "up")
+	testenv.IP(t, "-n", host, "route", "add", "default", "via", "172.31.255.2")
+	testenv.IP(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
+	testenv.IP(t, "-n", inet, "link", "set", "up0", "up")
 	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32"} {
-		ipRun(t, "-n", inet, "addr", "add", a, "dev", "lo")
+		testenv.IP(t, "-n", inet, "addr", "add", a, "dev", "lo")
 	}
 	cmd := exec.Command("ip", "netns", "exec", host, os.Args[0], "-test.run", "^TestEgressNetns$", "-test.v")
 	cmd.Env = append(os.Environ(), egressNetnsEnv+"="+strings.Join([]string{host, inet, g1, g2}, ","))
@@ -76,54 +73,9 @@ func TestEgressNetns(t *testing.T) {
 	}
 }
 
-func newTestNetns(t *testing.T, role string) string {
-	b := make([]byte, 3)
-	rand.Read(b)
-	name := "broodeg" + role + hex.EncodeToString(b)
-	ipRun(t, "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	ipRun(t, "-n", name, "link", "set", "lo", "up")
-	return name
-}
-
-func ipRun(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// inNetns runs fn on a thread switched into the named netns; sockets fn creates stay
-// there.
-func inNetns(name string, fn func() error) error {
-	runtime.LockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer orig.Close()
-	ns, err := netns.GetFromName(name)
-	if err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	defer ns.Close()
-	if err := netns.Set(ns); err != nil {
-		runtime.UnlockOSThread()
-		return err
-	}
-	ferr := fn()
-	if err := netns.Set(orig); err != nil {
-		return err // the thread stays locked and dies with the goroutine
-	}
-	runtime.UnlockOSThread()
-	return ferr
-}
-
 func dialIn(ns, network, addr string, timeout time.Duration) (net.Conn, error) {
 	var c net.Conn
-	err := inNetns(ns, func() (err error) {
+	err := testenv.InNetns(ns, func() (err error) {
 		c, err = net.DialTimeout(network, addr, timeout)
 		return err
 	})
@@ -241,13 +193,13 @@ func egressScenario(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	var upSrv *dnsproxy.Server
-	if err := inNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
+	if err := testenv.InNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	defer upSrv.Close(t.Context())
 	for _, a := range []string{"192.0.2.10:443", "192.0.2.20:443"} {
 		var l net.Listener
-		if err := inNetns(inet, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
+		if err := testenv.InNetns(inet, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
 			t.Fatal(err)
 		}
 		defer l.Close()
@@ -277,11 +229,11 @@ func egressScenario(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	defer ct.Close()
-	cfg := DefaultEgressConfig()
+	cfg := DefaultConfig()
 	cfg.Upstream = "192.0.2.53:53"
 	cfg.PolicyPath = writeRootPolicy(t, "deny_hosts = [\"evil.pkg.test\"]\n[[host]]\nname = \"ok.pkg.test\"\n")
 	taps := &vethTaps{NetlinkLinks: links, guests: []string{g1, g2}}
-	e, err := NewEgress(cfg, t.TempDir(), taps, fw, ct, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	e, err := New(cfg, t.TempDir(), taps, fw, ct, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -378,9 +330,9 @@ func egressScenario(t *testing.T, names []string) {
 			t.Errorf("%s forwarding = %q, want 1", f, b)
 		}
 	}
-	dnsA, dnsB := net.JoinHostPort(sa.info.DNS, "53"), net.JoinHostPort(sb.info.DNS, "53")
-	if sa.info.Profile != "locked" || !slices.Contains(sa.info.Hosts, "ok.pkg.test (443/tcp)") || !strings.HasPrefix(sa.info.Digest, "sha256:") {
-		t.Errorf("session A info = %+v", sa.info)
+	dnsA, dnsB := net.JoinHostPort(sa.Info.DNS, "53"), net.JoinHostPort(sb.Info.DNS, "53")
+	if sa.Info.Profile != "locked" || !slices.Contains(sa.Info.Hosts, "ok.pkg.test (443/tcp)") || !strings.HasPrefix(sa.Info.Digest, "sha256:") {
+		t.Errorf("session A info = %+v", sa.Info)
 	}
 
 	t.Run("allowed name resolves and connects", func(t *testing.T) {
@@ -487,7 +439,7 @@ func egressScenario(t *testing.T, names []string) {
 		if _, err := links.h.LinkByName(sa.tap); err == nil {
 			t.Errorf("tap %s still present", sa.tap)
 		}
-		// The one owner of a live tap's deletion is Egress.Stop: exactly one delete.
+		// The one owner of a live tap's deletion is Manager.Stop: exactly one delete.
 		if n := taps.deletes[sa.tap]; n != 1 {
 			t.Errorf("tap %s deleted %d times, want once", sa.tap, n)
 		}
@@ -500,7 +452,7 @@ func egressScenario(t *testing.T, names []string) {
 		if err := connectIn(g2, "192.0.2.20:443", 3*time.Second); err != nil {
 			t.Errorf("B after A stopped: %v", err)
 		}
-		if n, err := ct.Count(sa.addrs.Net4); err != nil || n != 0 {
+		if n, err := ct.Count(sa.Addrs.Net4); err != nil || n != 0 {
 			t.Errorf("conntrack entries of A after stop: %d, %v", n, err)
 		}
 	})

@@ -1,25 +1,104 @@
-package helper
+package egress
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"slices"
-
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netlink/nl"
-	"golang.org/x/sys/unix"
+	"strings"
 
 	"brood.dev/brood/netpolicy/nftrules"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
+
+// Links is the helper's one seam to the kernel's network links: NetlinkLinks
+// (vishvananda/netlink, one handle in one network namespace) and FakeLinks (in memory).
+// Every tap the helper creates is named nftrules.TapName(session id); a live session's tap
+// is deleted only by Manager.Stop, a stale one (of a helper that died) only by Cleanup.
+type Links interface {
+	// CreateTap creates the persistent tap name (IFF_TAP|IFF_NO_PI|IFF_VNET_HDR) owned by
+	// uid:gid, adds addrs (host side, no DAD), sets it up and returns an open queue
+	// descriptor for the VMM. On error a tap it made may be left: the caller deletes it
+	// with DeleteLink. A stand-in (tests) may return a nil file.
+	CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error)
+	// DeleteLink deletes the link name; a missing link is not an error.
+	DeleteLink(name string) error
+	// ListTaps returns the names of tap devices whose name starts with prefix.
+	ListTaps(prefix string) ([]string, error)
+	// DefaultRouteLinks names the interfaces of the IPv4 and IPv6 default routes.
+	DefaultRouteLinks() ([]string, error)
+	// EnableForwarding sets net.ipv4.conf.<name>.forwarding = 1 (that interface only).
+	EnableForwarding(name string) error
+}
+
+// NetlinkLinks implements Links with a vishvananda/netlink handle bound to one network
+// namespace.
+type NetlinkLinks struct{ h *netlink.Handle }
+
+var _ Links = (*NetlinkLinks)(nil)
+
+// NewNetlinkLinks opens a netlink handle in the network namespace nsFD (-1: the current
+// one). Close it with Close.
+func NewNetlinkLinks(nsFD int) (*NetlinkLinks, error) {
+	var h *netlink.Handle
+	var err error
+	if nsFD < 0 {
+		h, err = netlink.NewHandle()
+	} else {
+		h, err = netlink.NewHandleAt(netns.NsHandle(nsFD))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open netlink handle: %w", err)
+	}
+	return &NetlinkLinks{h: h}, nil
+}
+
+// Close releases the netlink sockets.
+func (l *NetlinkLinks) Close() { l.h.Close() }
+
+// ListTaps returns tap (tuntap) links whose name starts with prefix.
+func (l *NetlinkLinks) ListTaps(prefix string) ([]string, error) {
+	links, err := l.h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	var names []string
+	for _, link := range links {
+		a := link.Attrs()
+		if link.Type() == "tuntap" && strings.HasPrefix(a.Name, prefix) {
+			names = append(names, a.Name)
+		}
+	}
+	return names, nil
+}
+
+// DeleteLink deletes link name; a missing link is not an error.
+func (l *NetlinkLinks) DeleteLink(name string) error {
+	link, err := l.h.LinkByName(name)
+	var nf netlink.LinkNotFoundError
+	if errors.As(err, &nf) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("find link %q: %w", name, err)
+	}
+	if err := l.h.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("delete link %q: %w", name, err)
+	}
+	return nil
+}
 
 // CreateTap implements Links: a persistent tap (TUNSETPERSIST, so it outlives the
 // descriptor until DeleteLink) with one queue, owned by uid:gid (TUNSETOWNER/GROUP), with
 // the host addresses (IFA_F_NODAD: usable at once) and set up. The returned descriptor is
 // the queue the VMM uses (QEMU -netdev tap,fd=N). /dev/net/tun is opened in the caller's
 // network namespace, which must be the handle's. On error the tap may exist: the caller
-// deletes it (Egress.Stop does, for a failed start).
+// deletes it (Manager.Stop does, for a failed start).
 func (l *NetlinkLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
 	tap := &netlink.Tuntap{
 		LinkAttrs: netlink.LinkAttrs{Name: name},
@@ -131,18 +210,18 @@ type IPv6Conf struct{ dir *os.File }
 // that: it only changes host/router behaviour.
 const forceForwarding = "force_forwarding"
 
-// OpenIPv6Conf opens ipv6ConfDir (O_PATH). It fails with ErrNoIPv6Forwarding when the
+// OpenIPv6Conf opens IPv6ConfDir (O_PATH). It fails with ErrNoIPv6Forwarding when the
 // kernel has no IPv6 or no force_forwarding (then guests get no IPv6). Call it before
 // Confine, in the helper's network namespace.
 func OpenIPv6Conf() (*IPv6Conf, error) {
-	fd, err := unix.Open(ipv6ConfDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(IPv6ConfDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w: %w", ipv6ConfDir, ErrNoIPv6Forwarding, err)
+		return nil, fmt.Errorf("open %s: %w: %w", IPv6ConfDir, ErrNoIPv6Forwarding, err)
 	}
-	c := &IPv6Conf{dir: os.NewFile(uintptr(fd), ipv6ConfDir)}
+	c := &IPv6Conf{dir: os.NewFile(uintptr(fd), IPv6ConfDir)}
 	if err := unix.Faccessat(fd, "default/"+forceForwarding, unix.F_OK, 0); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("%s/default/%s: %w (Linux >= 6.17 needed): %w", ipv6ConfDir, forceForwarding, ErrNoIPv6Forwarding, err)
+		return nil, fmt.Errorf("%s/default/%s: %w (Linux >= 6.17 needed): %w", IPv6ConfDir, forceForwarding, ErrNoIPv6Forwarding, err)
 	}
 	return c, nil
 }
@@ -159,7 +238,7 @@ func (c *IPv6Conf) EnableForwarding(name string) error {
 	}
 	fd, err := unix.Openat(int(c.dir.Fd()), name+"/"+forceForwarding, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, &os.PathError{Op: "openat", Path: ipv6ConfDir + "/" + name + "/" + forceForwarding, Err: err})
+		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, &os.PathError{Op: "openat", Path: IPv6ConfDir + "/" + name + "/" + forceForwarding, Err: err})
 	}
 	defer unix.Close(fd)
 	if _, err := unix.Write(fd, []byte("1\n")); err != nil {
