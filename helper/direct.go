@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
 )
 
 // checkDirect refuses a StartVM in direct mode (a.Direct: the share is the workspace
@@ -13,7 +14,7 @@ func (s *Server) checkDirect(uid uint32, a api.StartVMArgs) error {
 	if !a.Direct {
 		return nil
 	}
-	sys, _, err := loadSystemPolicy(s.cfg.Egress.PolicyPath)
+	sys, err := netpolicy.LoadSystemPolicy(s.cfg.Egress.PolicyPath)
 	if err != nil {
 		return fmt.Errorf("start VM of session %s in direct mode: %w: %w", a.ID, api.ErrPolicy, err)
 	}
