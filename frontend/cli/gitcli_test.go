@@ -257,3 +257,21 @@ func TestFastForwardCheckedOut(t *testing.T) {
 		t.Fatalf("journal %+v", recs)
 	}
 }
+
+// TestReviewCommits: review --all creates the branches as apply --all does; --reject-all
+// only shows the commits.
+func TestReviewCommits(t *testing.T) {
+	sess, _ := gitSession(t)
+	s := sess.SnapshotDir()
+	difftest.WriteFiles(s, map[string]string{"a.txt": "A\n"})
+	runGit(t, s, "commit", "-q", "-am", "agent work")
+	out, code := applyCLI(t, nil, "review", sess.ID, "--reject-all")
+	if code != ExitOK || !strings.Contains(out, "agent work") || runGit(t, sess.Workspace, "branch", "--list", "brood/*") != "" {
+		t.Fatalf("review --reject-all (%d):\n%s", code, out)
+	}
+	out, code = applyCLI(t, nil, "review", sess.ID, "--all")
+	if code != ExitOK || !strings.Contains(out, "created branch brood/"+sess.ID+"/master") {
+		t.Fatalf("review --all (%d):\n%s", code, out)
+	}
+	runGit(t, sess.Workspace, "fsck", "--strict")
+}
