@@ -72,6 +72,7 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	m, changes := g.Manifest, g.Changes
 	gr := gitReviewOf(sess) // gitcli.go
 	defer gr.Close()
+	noteNested(gr, changes) // gitcli.go
 	var notes map[string]string
 	if !asJSON {
 		if notes, err = metaNotes(sess, m, changes); err != nil {

@@ -227,3 +227,25 @@ func diffPatchCmd(cmd *cobra.Command, id string, patch, commits, other bool) err
 	}
 	return runDiffPatch(cmd, id, commits)
 }
+
+// noteNested adds to g one note per nested repository (a ".git" component below the
+// root) whose files changes list: only the root's repository is reviewed as commits.
+// Nothing is added when W's root has no repository (g nil).
+func noteNested(g *gitreview.Review, changes []diff.Change) {
+	if g == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, c := range changes {
+		i := strings.Index(c.Path, "/.git/")
+		if i < 0 && strings.HasSuffix(c.Path, "/.git") {
+			i = len(c.Path) - len("/.git")
+		}
+		if i < 0 || seen[c.Path[:i]] {
+			continue
+		}
+		seen[c.Path[:i]] = true
+		g.Notes = append(g.Notes, "nested repository "+diff.Escape(c.Path[:i])+
+			": its commits are not reviewed (only the workspace root's repository is); its git files are listed as changes")
+	}
+}

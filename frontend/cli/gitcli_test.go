@@ -275,3 +275,16 @@ func TestReviewCommits(t *testing.T) {
 	}
 	runGit(t, sess.Workspace, "fsck", "--strict")
 }
+
+// TestNestedRepositoryNote: a nested repository's git files stay listed as changes and
+// the commits section says its commits are not reviewed.
+func TestNestedRepositoryNote(t *testing.T) {
+	sess, _ := gitSession(t)
+	s := sess.SnapshotDir()
+	os.MkdirAll(filepath.Join(s, "sub"), 0o755)
+	runGit(t, filepath.Join(s, "sub"), "init", "-q")
+	out, _, _ := runBrood(t, "diff", sess.ID)
+	if !strings.Contains(out, "note: nested repository sub: its commits are not reviewed") || !strings.Contains(out, "sub/.git/HEAD") {
+		t.Fatalf("diff:\n%s", out)
+	}
+}
