@@ -214,6 +214,26 @@ func (o *objects) loadPacks() error {
 	return err
 }
 
+// checkIndexes runs idxSizeOK on every pack index of the git directory dir.
+func checkIndexes(dir string) error {
+	idxs, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.idx"))
+	if err != nil {
+		return err
+	}
+	for _, ip := range idxs {
+		f, err := os.Open(ip)
+		if err != nil {
+			return fmt.Errorf("open pack index %s: %w", ip, err)
+		}
+		err = idxSizeOK(f)
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("pack index %s: %w", filepath.Base(ip), err)
+		}
+	}
+	return nil
+}
+
 // loadIndexes reads the pack indexes of the git directory dir (idxfile, gitformat-pack(5)).
 func loadIndexes(dir string) ([]sPack, error) {
 	idxs, err := filepath.Glob(filepath.Join(dir, "objects", "pack", "pack-*.idx"))

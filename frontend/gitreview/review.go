@@ -125,8 +125,9 @@ func Inspect(w, s string) (*Review, error) {
 	}
 	r.obj = &objects{Storage: wst, s: sst, sDir: sDir, wDir: wDir,
 		verified: map[plumbing.Hash]*plumbing.MemoryObject{}, inWMemo: map[plumbing.Hash]bool{}}
-	// S's pack indexes are checked before go-git decodes them (idxSizeOK).
-	if err := r.obj.loadPacks(); err != nil {
+	// S's pack indexes are checked before go-git decodes them (idxSizeOK); they and W's
+	// are decoded only when a changed ref needs an object.
+	if err := checkIndexes(sDir); err != nil {
 		r.Refused = "read the snapshot's packs: " + escapeErr(err)
 		return r, nil
 	}
