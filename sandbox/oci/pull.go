@@ -24,8 +24,10 @@
 //
 // Privilege: pulling needs only the network; keeping the layers' owners in the tree
 // (TreeOptions.KeepOwners, which Pull sets when run as root) needs CAP_CHOWN, and
-// storing the image needs root (the root-owned store). Linked only into broodd-helper
-// and tests, never into brood.
+// storing the image needs root (the root-owned store). The tar stream is parsed by Go's
+// archive/tar and every write is confined to the tree by descriptor, not by privilege:
+// a caller that can should run Pull without root beyond CAP_CHOWN. For broodd-helper and
+// tests; never linked into brood.
 package oci
 
 import (

@@ -100,7 +100,7 @@ func TestSymlinkReplacedNotFollowed(t *testing.T) {
 }
 
 func TestHostileWhiteoutDotDot(t *testing.T) {
-	for _, name := range []string{".wh..", "a/.wh..", ".wh.", "a/.wh.."} {
+	for _, name := range []string{".wh...", "a/.wh...", ".wh..", "a/.wh..", ".wh.", "a/.wh."} {
 		s := newSite(t)
 		_, err := s.apply(t, TreeOptions{}, layerTar(t, dir("a/")), layerTar(t, reg(name, "")))
 		refused(t, s, err, name, ErrUnsafePath)
