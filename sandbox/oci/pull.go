@@ -70,6 +70,8 @@ type Options struct {
 	Transport http.RoundTripper
 	// KeepOwners: see TreeOptions (nil: keep them when running as root).
 	KeepOwners *bool
+	// Log receives one progress line per step (resolved digest, each layer); nil: none.
+	Log io.Writer
 }
 
 // Pulled is what Pull fetched.
@@ -108,6 +110,7 @@ func Pull(ctx context.Context, ref, tree string, o Options) (*Pulled, error) {
 	if err := o.Policy.Check(r, p.Digest); err != nil {
 		return nil, err
 	}
+	logf(o.Log, "pull %s: %s, %d layers\n", r, p.Digest, len(p.Layers))
 	keep := os.Geteuid() == 0
 	if o.KeepOwners != nil {
 		keep = *o.KeepOwners
@@ -116,7 +119,7 @@ func Pull(ctx context.Context, ref, tree string, o Options) (*Pulled, error) {
 	if err != nil {
 		return nil, err
 	}
-	err = unpackAll(img, t, p, filepath.Dir(tree))
+	err = unpackAll(img, t, p, filepath.Dir(tree), o.Log)
 	if err == nil {
 		p.Report, err = t.Finish()
 	}
@@ -216,12 +219,14 @@ func platformImage(desc *remote.Descriptor, plat v1.Platform) (v1.Image, error) 
 
 // unpackAll applies img's layers onto t in order, each downloaded and verified into a
 // temporary file under work first.
-func unpackAll(img v1.Image, t *Tree, p *Pulled, work string) error {
+func unpackAll(img v1.Image, t *Tree, p *Pulled, work string, log io.Writer) error {
 	layers, err := img.Layers()
 	if err != nil {
 		return err
 	}
 	for i, l := range layers {
+		size, _ := l.Size()
+		logf(log, "layer %d/%d %s: %d bytes\n", i+1, len(layers), p.Layers[i], size)
 		if err := unpackLayer(l, t, p.Layers[i], work); err != nil {
 			return err
 		}
@@ -308,4 +313,11 @@ func checkDiffID(dg string, h hash.Hash, want v1.Hash) error {
 		return fmt.Errorf("layer %s: uncompressed %s, configuration says %s: %w", dg, got, want, ErrDigest)
 	}
 	return nil
+}
+
+// logf writes one progress line to w, when there is one.
+func logf(w io.Writer, format string, a ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format, a...)
+	}
 }

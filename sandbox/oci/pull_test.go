@@ -144,9 +144,13 @@ func TestPullByTagAndDigest(t *testing.T) {
 	d := push(t, rg.host+"/test:v1", img)
 
 	dir := t.TempDir()
-	p, err := Pull(t.Context(), rg.host+"/test:v1", filepath.Join(dir, "a"), Options{})
+	var log strings.Builder
+	p, err := Pull(t.Context(), rg.host+"/test:v1", filepath.Join(dir, "a"), Options{Log: &log})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), d.String()) || !strings.Contains(log.String(), "layer 2/2 "+p.Layers[1]) {
+		t.Errorf("progress log %q lacks the digest or the layers", log.String())
 	}
 	if p.Digest != d.String() || p.Manifest != d.String() || p.Pinned() != rg.host+"/test@"+d.String() || len(p.Layers) != 2 {
 		t.Errorf("pulled %+v; want digest %s recorded", p, d)
