@@ -91,7 +91,7 @@ func (t *Tree) mkdir(pfd int, base, rel string, h *tar.Header) error {
 			return &os.PathError{Op: "mkdir", Path: rel, Err: err}
 		}
 	}
-	if err := t.chown(pfd, base, h); err != nil {
+	if err := t.chown(pfd, base, rel, h); err != nil {
 		return err
 	}
 	t.dirs[rel] = dirMeta{mode: t.mode(rel, h), mtime: h.ModTime}
@@ -100,7 +100,7 @@ func (t *Tree) mkdir(pfd int, base, rel string, h *tar.Header) error {
 
 // symlink creates symlink base in pfd pointing at h.Linkname, which is stored as written
 // and never followed by the unpacker.
-func (t *Tree) symlink(pfd int, base string, h *tar.Header) error {
+func (t *Tree) symlink(pfd int, base, rel string, h *tar.Header) error {
 	if h.Linkname == "" || len(h.Linkname) > MaxPathLen || strings.IndexByte(h.Linkname, 0) >= 0 {
 		return fmt.Errorf("symlink target of %d bytes: %w", len(h.Linkname), ErrUnsafePath)
 	}
@@ -110,7 +110,7 @@ func (t *Tree) symlink(pfd int, base string, h *tar.Header) error {
 	if err := unix.Symlinkat(h.Linkname, pfd, base); err != nil {
 		return &os.PathError{Op: "symlink", Path: base, Err: err}
 	}
-	if err := t.chown(pfd, base, h); err != nil {
+	if err := t.chown(pfd, base, rel, h); err != nil {
 		return err
 	}
 	return setTimes(pfd, base, h.ModTime)
@@ -145,6 +145,9 @@ func (t *Tree) hardlink(pfd int, base, rel string, h *tar.Header) error {
 	if err := unix.Linkat(tfd, tbase, pfd, base, 0); err != nil {
 		return &os.PathError{Op: "link", Path: rel, Err: err}
 	}
+	if o, ok := t.owners[target]; ok { // the inode's owner, under both names
+		t.record(rel, o)
+	}
 	return nil
 }
 
@@ -171,12 +174,12 @@ func (t *Tree) file(pfd int, base, rel string, h *tar.Header, r io.Reader) error
 	if err := t.writeSparse(fd, r, h.Size); err != nil {
 		return fmt.Errorf("write %s: %w", rel, err)
 	}
-	if t.keepOwners {
-		uid, gid, err := owner(h)
-		if err != nil {
-			return err
-		}
-		if err := unix.Fchown(fd, uid, gid); err != nil {
+	o, apply, err := t.owner(rel, h)
+	if err != nil {
+		return err
+	}
+	if apply {
+		if err := unix.Fchown(fd, o.Uid, o.Gid); err != nil {
 			return &os.PathError{Op: "chown", Path: rel, Err: err}
 		}
 	}

@@ -22,12 +22,14 @@
 // Setuid and setgid bits are cleared, device nodes and FIFOs skipped (both noted in the
 // Report), xattrs (and so file capabilities) dropped. docs/oci-images.md lists the rules.
 //
-// Privilege: pulling needs only the network; keeping the layers' owners in the tree
-// (TreeOptions.KeepOwners, which Pull sets when run as root) needs CAP_CHOWN, and
-// storing the image needs root (the root-owned store). The tar stream is parsed by Go's
-// archive/tar and every write is confined to the tree by descriptor, not by privilege:
-// a caller that can should run Pull without root beyond CAP_CHOWN. For broodd-helper and
-// tests; never linked into brood.
+// Owners are kept either as the tree is written (TreeOptions.KeepOwners, Pull's default
+// as root) or recorded by an unprivileged unpack (RecordOwners) and applied afterwards
+// by root with ApplyOwners, which parses no tar.
+//
+// Privilege: pulling and unpacking need none; KeepOwners and ApplyOwners need
+// CAP_CHOWN, and storing the image needs root (the root-owned store). Every write is
+// confined to the tree by descriptor, not by privilege, so the tar parser can run
+// unprivileged (RecordOwners). For broodd-helper and tests; never linked into brood.
 package oci
 
 import (
@@ -70,6 +72,8 @@ type Options struct {
 	Transport http.RoundTripper
 	// KeepOwners: see TreeOptions (nil: keep them when running as root).
 	KeepOwners *bool
+	// RecordOwners (without KeepOwners) fills Pulled.Owners for ApplyOwners.
+	RecordOwners bool
 	// Log receives one progress line per step (resolved digest, each layer); nil: none.
 	Log io.Writer
 }
@@ -82,6 +86,7 @@ type Pulled struct {
 	Manifest string   // "sha256:<hex>" of the linux/GOARCH image manifest
 	Layers   []string // layer blob digests, in order
 	Report   Report
+	Owners   map[string]Owner // with Options.RecordOwners: see Tree.Owners
 }
 
 // Pinned is the digest reference of what was pulled: "REGISTRY/REPO@sha256:<hex>".
@@ -115,13 +120,14 @@ func Pull(ctx context.Context, ref, tree string, o Options) (*Pulled, error) {
 	if o.KeepOwners != nil {
 		keep = *o.KeepOwners
 	}
-	t, err := NewTree(tree, TreeOptions{Limits: o.Limits, KeepOwners: keep})
+	t, err := NewTree(tree, TreeOptions{Limits: o.Limits, KeepOwners: keep, RecordOwners: o.RecordOwners})
 	if err != nil {
 		return nil, err
 	}
 	err = unpackAll(img, t, p, filepath.Dir(tree), o.Log)
 	if err == nil {
 		p.Report, err = t.Finish()
+		p.Owners = t.Owners()
 	}
 	t.Close()
 	if err != nil {

@@ -79,6 +79,7 @@ type Tree struct {
 	dir        string
 	lim        Limits
 	keepOwners bool
+	owners     map[string]Owner   // with RecordOwners: each entry's owner from its layer
 	dirs       map[string]dirMeta // modes and times applied by Finish, deepest first
 	seen       map[string]bool    // paths of the current layer -> is a directory
 	layer      string
@@ -97,7 +98,13 @@ type TreeOptions struct {
 	// KeepOwners applies each entry's uid and gid (lchown; needs CAP_CHOWN, so root).
 	// Without it every entry belongs to the unpacking process.
 	KeepOwners bool
+	// RecordOwners keeps each entry's uid and gid in Owners instead, for ApplyOwners:
+	// an unprivileged process unpacks, root applies only the owners.
+	RecordOwners bool
 }
+
+// Owner is the uid and gid a layer gives an entry.
+type Owner struct{ Uid, Gid int }
 
 // NewTree creates the directory dir (mode 0755; it must not exist) and returns the Tree
 // that fills it. Close releases it; Finish completes it.
@@ -113,8 +120,12 @@ func NewTree(dir string, o TreeOptions) (*Tree, error) {
 		unix.Close(fd)
 		return nil, &os.PathError{Op: "chmod image tree", Path: dir, Err: err}
 	}
-	return &Tree{root: fd, dir: dir, lim: o.Limits.withDefaults(), keepOwners: o.KeepOwners,
-		dirs: map[string]dirMeta{}, buf: make([]byte, 128<<10)}, nil
+	t := &Tree{root: fd, dir: dir, lim: o.Limits.withDefaults(), keepOwners: o.KeepOwners,
+		dirs: map[string]dirMeta{}, buf: make([]byte, 128<<10)}
+	if o.RecordOwners && !o.KeepOwners {
+		t.owners = map[string]Owner{}
+	}
+	return t, nil
 }
 
 // Close releases the tree's descriptor (the directory stays). It is safe to call twice.
@@ -191,7 +202,7 @@ func (t *Tree) entry(h *tar.Header, r io.Reader) error {
 	case tar.TypeDir:
 		return t.mkdir(pfd, base, rel, h)
 	case tar.TypeSymlink:
-		return t.symlink(pfd, base, h)
+		return t.symlink(pfd, base, rel, h)
 	case tar.TypeLink:
 		return t.hardlink(pfd, base, rel, h)
 	}
@@ -318,6 +329,7 @@ func (t *Tree) makeParents(rel string) (int, error) {
 		if err == unix.ENOENT {
 			if err = unix.Mkdirat(cur, c, 0o755); err == nil {
 				t.dirs[sofar] = dirMeta{mode: 0o755}
+				t.record(sofar, Owner{})
 				t.seen[sofar] = true
 				fd, err = unix.Openat2(cur, c, &unix.OpenHow{Flags: dirFlags, Resolve: resolve})
 			}
@@ -350,26 +362,45 @@ func (t *Tree) mode(rel string, h *tar.Header) uint32 {
 }
 
 // owner returns h's uid and gid, refusing ids chown(2) cannot set (negative, or
-// 4294967295, which means "unchanged").
-func owner(h *tar.Header) (int, int, error) {
-	if h.Uid < 0 || h.Gid < 0 || int64(h.Uid) >= 1<<32-1 || int64(h.Gid) >= 1<<32-1 {
-		return 0, 0, fmt.Errorf("owner %d:%d out of range: %w", h.Uid, h.Gid, ErrUnsupported)
+// 4294967295, which means "unchanged"), records them for rel when the tree records
+// owners, and reports whether they are to be applied now (KeepOwners).
+func (t *Tree) owner(rel string, h *tar.Header) (Owner, bool, error) {
+	if !t.keepOwners && t.owners == nil {
+		return Owner{}, false, nil
 	}
-	return h.Uid, h.Gid, nil
+	o := Owner{Uid: h.Uid, Gid: h.Gid}
+	if !validOwner(o) {
+		return o, false, fmt.Errorf("owner %d:%d out of range: %w", h.Uid, h.Gid, ErrUnsupported)
+	}
+	t.record(rel, o)
+	return o, t.keepOwners, nil
 }
 
-// chown gives name in pfd h's owner when the tree keeps owners (never following a
-// symlink).
-func (t *Tree) chown(pfd int, name string, h *tar.Header) error {
-	if !t.keepOwners {
-		return nil
+func validOwner(o Owner) bool {
+	return o.Uid >= 0 && o.Gid >= 0 && int64(o.Uid) < 1<<32-1 && int64(o.Gid) < 1<<32-1
+}
+
+// record notes rel's owner when the tree records owners.
+func (t *Tree) record(rel string, o Owner) {
+	if t.owners != nil {
+		t.owners[rel] = o
 	}
-	uid, gid, err := owner(h)
-	if err != nil {
+}
+
+// Owners is the owner table of a tree made with RecordOwners (nil otherwise): every
+// path a layer wrote, relative to the root, with its layer's owner. Paths later
+// removed may remain; ApplyOwners passes over them.
+func (t *Tree) Owners() map[string]Owner { return t.owners }
+
+// chown gives name in pfd (path rel) h's owner when the tree keeps owners (never
+// following a symlink).
+func (t *Tree) chown(pfd int, name, rel string, h *tar.Header) error {
+	o, apply, err := t.owner(rel, h)
+	if err != nil || !apply {
 		return err
 	}
-	if err := unix.Fchownat(pfd, name, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return &os.PathError{Op: "lchown", Path: name, Err: err}
+	if err := unix.Fchownat(pfd, name, o.Uid, o.Gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return &os.PathError{Op: "lchown", Path: rel, Err: err}
 	}
 	return nil
 }
