@@ -14,13 +14,16 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/compression"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // testRegistry is go-containerregistry's in-memory registry on 127.0.0.1, with a hook
@@ -351,4 +354,26 @@ func TestImageName(t *testing.T) {
 	if !IsReference("127.0.0.1:5000/test@sha256:00") || !IsReference("debian:12") || IsReference("codex") {
 		t.Errorf("IsReference wrong")
 	}
+}
+
+// Layers compressed with zstd, and uncompressed ones, unpack like gzip ones.
+func TestPullCompressions(t *testing.T) {
+	rg := newRegistry(t)
+	ls := rootfsLayers(t)
+	z, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(ls[0])), nil },
+		tarball.WithCompression(compression.ZStd), tarball.WithMediaType(types.OCILayerZStd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := static.NewLayer(ls[1], types.OCIUncompressedLayer)
+	img, err := mutate.AppendLayers(testImage(t, runtime.GOARCH), z, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	push(t, rg.host+"/comp:v1", img)
+	tree := filepath.Join(t.TempDir(), "t")
+	if _, err := Pull(t.Context(), rg.host+"/comp:v1", tree, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	checkRootfs(t, tree)
 }
