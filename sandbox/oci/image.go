@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"brood.dev/brood/sandbox/image"
 	"brood.dev/brood/sandbox/store"
 )
@@ -25,6 +27,21 @@ func ImageName(digest string) (string, error) {
 		return "", fmt.Errorf("image digest %q: no valid image name", digest)
 	}
 	return n, nil
+}
+
+// RefImageName is the store image name of ref, a digest reference
+// ("REGISTRY/REPO@sha256:<hex>"): ImageName of its digest, found without the network. A
+// tag reference has no name until it is pulled (Pull resolves it; use Pulled.Digest).
+func RefImageName(ref string) (string, error) {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return "", fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	d, ok := r.(name.Digest)
+	if !ok {
+		return "", fmt.Errorf("image reference %q: a tag names no stored image; pull it and use its digest", ref)
+	}
+	return ImageName(d.DigestStr())
 }
 
 // PullImage pulls ref (see Pull) into a work directory under imagesDir (a store.Layout's

@@ -37,6 +37,12 @@ func TestPullImage(t *testing.T) {
 	if p.Digest != d.String() {
 		t.Errorf("digest %s, want %s", p.Digest, d)
 	}
+	if n, err := RefImageName(p.Pinned()); err != nil || n != want {
+		t.Errorf("RefImageName(%s) = %q, %v; want %q", p.Pinned(), n, err, want)
+	}
+	if _, err := RefImageName(rg.host + "/test:v1"); err == nil {
+		t.Errorf("RefImageName of a tag gave a name")
+	}
 	x := filepath.Join(t.TempDir(), "x")
 	if out, err := exec.Command(fsck, "--extract="+x, path).CombinedOutput(); err != nil {
 		t.Fatalf("fsck.erofs --extract: %v: %s", err, out)
