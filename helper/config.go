@@ -12,6 +12,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -55,7 +56,7 @@ type Config struct {
 	// the newest.
 	Initramfs string `toml:"initramfs"`
 	// Egress configures sessions' network egress (egress.go).
-	Egress EgressConfig `toml:"egress"`
+	Egress egress.Config `toml:"egress"`
 
 	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
 	allowGIDs []uint32
@@ -71,7 +72,7 @@ func DefaultConfig() Config {
 		ReadTimeoutSeconds: 30,
 		MaxConns:           256,
 		MaxSessionsPerUser: 16,
-		Egress:             DefaultEgressConfig(),
+		Egress:             egress.DefaultConfig(),
 	}
 }
 
@@ -128,7 +129,7 @@ var configChecks = []func(*Config) error{
 		}
 		return nil
 	},
-	func(c *Config) error { return c.Egress.validate() },
+	func(c *Config) error { return c.Egress.Validate() },
 	func(c *Config) error {
 		if c.RuntimeDir == c.StateDir {
 			return fmt.Errorf("runtime_dir and state_dir are both %q", c.RuntimeDir)

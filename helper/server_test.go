@@ -298,3 +298,18 @@ func FuzzDispatch(f *testing.F) {
 		}
 	})
 }
+
+// TestHandlerTable: every call of the protocol has a row in the server's one handler
+// table, and the table has no row for a call the protocol does not define.
+func TestHandlerTable(t *testing.T) {
+	for c := range api.CallFDs {
+		if handlers[c] == nil {
+			t.Errorf("call %q has no handler", c)
+		}
+	}
+	for c := range handlers {
+		if _, ok := api.CallFDs[c]; !ok {
+			t.Errorf("handler for %q, which api.CallFDs does not list", c)
+		}
+	}
+}

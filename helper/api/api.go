@@ -148,7 +148,7 @@ type Capabilities struct {
 	Accel    sandbox.Accel `json:"accel"`    // sandbox.AccelKVM when KVM is usable, else sandbox.AccelTCG
 	Landlock Landlock      `json:"landlock"`
 	Peer     Peer          `json:"peer"`          // who the helper thinks you are
-	Policy   string        `json:"policy_digest"` // digest of the system egress policy file ("none": no file)
+	Policy   string        `json:"policy_digest"` // digest of the system egress policy file ("none": no file, "invalid: ...": unloadable)
 	// Images lists the names of the built images the helper can boot (ValidImageName
 	// names), so a client can refuse an unknown image before it snapshots anything.
 	// Nil from a helper older than this field: the client cannot tell and asks StartVM.
