@@ -149,7 +149,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 		}
 	}
 	// 2. The snapshot S, in a new session directory.
-	sess, err := w.takeSnapshot(ctx, spec.Workspace, spec.Agent)
+	sess, err := w.newSession(ctx, spec) // direct.go: takeSnapshot unless direct mode
 	if err != nil {
 		return nil, err
 	}
@@ -196,7 +196,9 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 		res.Failed = true
 		return res, fmt.Errorf("run session %s: %w", sess.ID, runErr)
 	}
-	res.Gate, err = w.runGate(ctx, sess)
+	if !sess.Direct { // direct.go: nothing to review
+		res.Gate, err = w.runGate(ctx, sess)
+	}
 	return res, err
 }
 
@@ -205,7 +207,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 // destroyed again and the snapshot kept (state ready).
 func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpec, res *RunResult) (*runningVM, api.VMInfo, ssh.Signer, error) {
 	sess, prog := res.Session, w.progress()
-	share, err := api.OpenShare(sess.SnapshotDir())
+	share, err := api.OpenShare(shareDir(sess)) // direct.go
 	if err != nil {
 		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: %w", sess.ID, err)
 	}

@@ -96,6 +96,7 @@ func commands() []*cobra.Command {
 		newReviewCommand(),   // cmd_review.go
 		newApplyCommand(),    // cmd_apply.go
 		newUndoCommand(),     // cmd_undo.go
+		newFFCommand(),       // gitff.go: ff (fast-forward a branch to the applied commits)
 		newPolicyCommand(),   // cmd_policy.go: policy show
 		newImageCommand(),    // cmd_image.go: image list, build
 		newDoctorCommand(),   // cmd_doctor.go

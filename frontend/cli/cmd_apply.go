@@ -49,12 +49,17 @@ stay holes. A replaced file's extended attributes and ACL are kept; one that can
 on the new file is printed before anything is written and the change is not applied,
 unless --drop-metadata (docs/flush-metadata.md).
 
+With --all, each git ref the agent moved or created (brood diff's commits section) is
+also created as branch brood/ID/<ref> in the workspace's repository; nothing else in
+.git changes (docs/git-review.md).
+
 On a terminal the selection is shown and confirmed; otherwise add --yes. Exit status 3
 when a change was left out (refused, conflict, high-risk) or could not be applied; each
 such path is printed with the reason.`,
 		Args: idArgs("apply", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runApply(cmd, args[0], args[1:], f)
+			err := runApply(cmd, args[0], args[1:], f)
+			return applyCommitsAfter(cmd.InOrStdin(), cmd.OutOrStdout(), args[0], f.all, !f.yes, err) // gitcli.go
 		},
 	}
 	c.Flags().BoolVar(&f.all, "all", false, "apply every change that is not refused, in conflict or high-risk")

@@ -22,6 +22,7 @@ const statMaxBytes = 8 << 20
 
 func newDiffCommand() *cobra.Command {
 	var asJSON, stat bool
+	var patch, commits bool // gitcli.go
 	c := &cobra.Command{
 		Use:   "diff ID",
 		Short: "List what the agent changed in a session's snapshot",
@@ -33,9 +34,16 @@ mode change such as [mode 0640 -> 0644: readable by others], setuid dropped, a s
 target, an extended attribute not kept) and the risk.
 
 --json prints {"changes":[...]}; a path that is not valid UTF-8 also carries its exact
-bytes in path_b64 (base64). Exit status 3 when any change is refused or in conflict.`,
+bytes in path_b64 (base64). Exit status 3 when any change is refused or in conflict.
+
+The agent's git commits are listed in a commits section (docs/git-review.md), in --json
+as "commits"; -p/--patch prints the unified diff of every text change, and of every
+commit with --commits.`,
 		Args: idArgs("diff", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if patch || commits {
+				return diffPatchCmd(cmd, args[0], patch, commits, asJSON || stat) // gitcli.go
+			}
 			if asJSON && stat {
 				return usageErr("diff: --json and --stat cannot be combined")
 			}
@@ -44,6 +52,8 @@ bytes in path_b64 (base64). Exit status 3 when any change is refused or in confl
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the changes as JSON")
 	c.Flags().BoolVar(&stat, "stat", false, "print changed lines per file and a summary")
+	c.Flags().BoolVarP(&patch, "patch", "p", false, "print the unified diff of every text change (gitcli.go)")
+	c.Flags().BoolVar(&commits, "commits", false, "with --patch: also every commit's diff (gitcli.go)")
 	return c
 }
 
@@ -60,6 +70,9 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 		return cliErr(err)
 	}
 	m, changes := g.Manifest, g.Changes
+	gr := gitReviewOf(sess) // gitcli.go
+	defer gr.Close()
+	noteNested(gr, changes) // gitcli.go
 	var notes map[string]string
 	if !asJSON {
 		if notes, err = metaNotes(sess, m, changes); err != nil {
@@ -69,16 +82,19 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	}
 	switch {
 	case asJSON:
-		err = writeDiffJSON(out, changes)
+		err = writeDiffJSONGit(out, changes, gr) // gitcli.go
 	case stat:
 		err = writeDiffStat(out, sess, changes, notes)
 	default:
 		err = writeDiffLines(out, changes, notes)
 	}
+	if err == nil && !asJSON {
+		err = writeCommits(out, id, gr) // gitcli.go
+	}
 	if err != nil {
 		return err
 	}
-	if n := blocked(changes); n > 0 {
+	if n := blocked(changes) + gr.Blocked(); n > 0 { // gitcli.go: + gr.Blocked()
 		return refusedErr(fmt.Errorf("diff session %s: %d change(s) refused or in conflict", id, n))
 	}
 	return nil

@@ -203,6 +203,7 @@ func (p shownPolicy) writeText(w io.Writer, noEgress bool, notes []netpolicy.Not
 	if p.AllowHostForbidden {
 		fmt.Fprintf(w, "allow-host\tforbidden\t(%s)\n", netpolicy.LayerSystem)
 	}
+	fmt.Fprintln(w, directPolicyLine(p.DirectForbidden)) // directmode.go
 	for _, h := range p.Hosts {
 		src := h.Layer
 		if h.Source != "" {

@@ -44,7 +44,8 @@ directory with --include-risky; a refused change or a conflict never is taken. E
 conflict or high-risk, or could not be applied.`,
 		Args: idArgs("review", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runReview(cmd, args[0], args[1:], f)
+			err := runReview(cmd, args[0], args[1:], f)
+			return reviewCommitsAfter(cmd, args[0], f.all, f.rejectAll, args[1:], err) // gitcli.go
 		},
 	}
 	c.Flags().BoolVar(&f.all, "all", false, "accept every change that is not refused, in conflict or high-risk, without prompts")

@@ -32,6 +32,7 @@ type runFlags struct {
 	workspace    string
 	console      bool
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
+	direct       directFlags // --workspace-mode, --yes (directmode.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -100,6 +101,7 @@ the VM is stopped and the review starts. The exit status is the agent's when it 
 		},
 	}
 	addRunFlags(c, &f, true)
+	addDirectFlags(c, &f.direct) // directmode.go
 	return c
 }
 
@@ -162,6 +164,7 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 		TTY: inIsFile && outIsFile && review.IsTerminal(inF) && review.IsTerminal(outF)}
 	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
 	wf := newWorkflow(prog)
+	warnDirect(errw, spec) // directmode.go: before anything starts
 	res, err := wf.Run(ctx, spec, stdio)
 	if res == nil || !res.Stopped {
 		return cliErr(err)
@@ -178,7 +181,7 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 	// runs under the command's context: a signal caught for the run does not cut it.
 	reviewErr := err
 	if err == nil {
-		reviewErr = reviewGate(base, wf, res.Gate, stdio, r.flags.keep, errw)
+		reviewErr = reviewOrDirect(base, wf, res, stdio, r.flags.keep, errw) // directmode.go: reviewGate unless direct
 	}
 	if st := res.Record.ExitStatus; st != nil && *st != 0 {
 		err := fmt.Errorf("%s exited with status %d", describeAgent(r), *st)
@@ -206,8 +209,11 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	if !api.ValidImageName(r.image) {
 		return frontend.RunSpec{}, usageErr("run: %q is not an image name", r.image)
 	}
+	if err := f.direct.check(); err != nil { // directmode.go
+		return frontend.RunSpec{}, err
+	}
 	startArgs := api.StartVMArgs{Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
-		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy()}
+		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy(), Direct: f.direct.on()}
 	if err := f.egress.apply(&startArgs); err != nil {
 		return frontend.RunSpec{}, err
 	}

@@ -26,10 +26,13 @@ each such path is printed and the exit status is 3. To revert the rest and keep 
 paths as they are now, name them with --except (repeatable; a directory covers everything
 below it; relative to the current directory when it is inside the workspace). The apply
 then counts as undone. An interrupted apply or undo is completed by running brood undo
-again. When no apply remains in effect the session is no longer "applied".`,
+again. When no apply remains in effect the session is no longer "applied". Once the files
+are reverted, the branches applies created (brood/ID/<ref>) are removed too and branches
+brood ff moved go back, each only while it still points where brood put it.`,
 		Args: idArgs("undo", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUndo(cmd.Context(), cmd.OutOrStdout(), args[0], except)
+			err := runUndo(cmd.Context(), cmd.OutOrStdout(), args[0], except)
+			return undoRefsAfter(cmd.OutOrStdout(), args[0], err) // gitcli.go
 		},
 	}
 	c.Flags().StringArrayVar(&except, "except", nil, "leave this path (and everything below it) as it is now; revert the rest")

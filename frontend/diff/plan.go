@@ -44,6 +44,8 @@ type planner struct {
 	sn []node
 	// sFold holds foldPath of every path of sn, built on first use (sHolds).
 	sFold map[string]bool
+	// gitDerivedOn: W's root holds a .git directory, so gitDerived paths are no changes.
+	gitDerivedOn bool
 	// prefetch, if set, may fill memo before classification (parallel hashing).
 	prefetch func(p *planner, candidates []item)
 }
@@ -197,8 +199,8 @@ func (p *planner) classify(it item) (*Change, error) {
 	if !statChanged(baseS, sNow) && !p.isDeep(it.path) {
 		return nil, nil // S untouched here: nothing to flush, whatever W did
 	}
-	if sNow.Type == manifest.TypeNone && wNow.Type == manifest.TypeNone {
-		return nil, nil // deleted in both: nothing left to do
+	if sNow.Type == manifest.TypeNone && wNow.Type == manifest.TypeNone || p.gitDerivedOn && gitDerived(it.path, p.caseFold) {
+		return nil, nil // deleted in both, or a file git derives (reviewed as commits by package gitreview)
 	}
 	c := &Change{Path: it.path}
 	if baseW.Type != manifest.TypeNone {

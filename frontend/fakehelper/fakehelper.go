@@ -121,6 +121,14 @@ func (h *Helper) PolicyArgs() api.ResolvePolicyArgs {
 	return h.policyArg
 }
 
+// Share returns the path of the workspace share of the last CreateSession ("" before
+// one): the snapshot, or the workspace itself in direct mode.
+func (h *Helper) Share() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.share
+}
+
 // createSession remembers the share's path (the fake reads and writes it by path, in
 // the test's own process) and returns the one session id.
 func (h *Helper) createSession(share *os.File) api.Session {
