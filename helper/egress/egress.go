@@ -211,7 +211,8 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 		return err
 	}
 	s.V6 = e.IPv6 != nil
-	if err := e.fw.AddSession(nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6, AnyPort: eff.AnyPort()}); err != nil {
+	if err := e.fw.AddSession(nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6,
+		GuestV4: ad.Guest4, GuestV6: ad.Guest6, GuestLL: ad.GuestLL, AnyPort: eff.AnyPort()}); err != nil {
 		return err
 	}
 	s.logPath = filepath.Join(e.logDir, s.id+".jsonl")

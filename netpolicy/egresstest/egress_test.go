@@ -315,7 +315,8 @@ func TestEgress(t *testing.T) {
 			policy = effPerm
 		}
 		p4, p6 := netip.MustParseAddr(fmt.Sprintf("10.200.0.%d", 4*i+1)), netip.MustParseAddr(fmt.Sprintf("fd20::%x", 4*i+1))
-		if err := fw.AddSession(nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6, AnyPort: policy.AnyPort()}); err != nil {
+		s := nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6, GuestV4: p4.Next(), GuestV6: p6.Next(), AnyPort: policy.AnyPort()}
+		if err := fw.AddSession(s); err != nil {
 			t.Fatal(err)
 		}
 		proxy, err := dnsproxy.New(dnsproxy.Config{Policy: policy, Upstream: nsUpstream{host, "192.0.2.53:53"},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -78,10 +79,19 @@ func TestApplyMatchesNft(t *testing.T) {
 }
 
 // listNetlink returns the rules and set elements of `nft --debug=netlink list ruleset` in
-// netns ns, with rule handles removed.
+// netns ns, with rule handles removed and each run of element lines sorted: a hash set
+// lists its elements in the order of its (randomly seeded) hash.
 func listNetlink(t *testing.T, ns string) string {
 	t.Helper()
 	var b strings.Builder
+	var run []string
+	flush := func() {
+		slices.Sort(run)
+		for _, l := range run {
+			b.WriteString(l + "\n")
+		}
+		run = run[:0]
+	}
 	for _, line := range strings.Split(nsRun(t, ns, "nft", "--debug=netlink", "list", "ruleset"), "\n") {
 		switch {
 		case strings.HasPrefix(line, "inet brood "):
@@ -90,12 +100,16 @@ func listNetlink(t *testing.T, ns string) string {
 		case strings.HasPrefix(line, "\telement"):
 			// nft's element userdata only tells nft how to print an open-ended interval.
 			line, _, _ = strings.Cut(line, "  userdata = ")
+			run = append(run, line)
+			continue
 		case strings.HasPrefix(line, "  ["):
 		default:
 			continue
 		}
+		flush()
 		b.WriteString(line + "\n")
 	}
+	flush()
 	if b.Len() == 0 {
 		t.Fatalf("no rules listed in %s", ns)
 	}

@@ -58,6 +58,12 @@ type Session struct {
 	// ProxyV4 and ProxyV6 are the host-side addresses of the tap where the session's DNS
 	// proxy listens; at least one is required (the other may be the zero Addr).
 	ProxyV4, ProxyV6 netip.Addr
+	// GuestV4, GuestV6 and GuestLL are the guest's own addresses: its IPv4 and IPv6
+	// addresses on the link and its IPv6 link-local address. The first rules of both
+	// session chains drop every packet from the tap with another source address (so a
+	// guest cannot send as another guest or as the host); a zero Addr admits no source of
+	// its kind (no GuestV4: every IPv4 packet is dropped).
+	GuestV4, GuestV6, GuestLL netip.Addr
 	// AnyPort (Permissive) accepts every destination not refused, pinned or not.
 	AnyPort bool
 }
@@ -200,6 +206,9 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	if (s.ProxyV4.IsValid() && !s.ProxyV4.Is4()) || (s.ProxyV6.IsValid() && (!s.ProxyV6.Is6() || s.ProxyV6.Is4In6() || s.ProxyV6.Zone() != "")) {
 		return nil, fmt.Errorf("session %s: proxy addresses %v, %v: %w", s.ID, s.ProxyV4, s.ProxyV6, ErrBadSession)
 	}
+	if err := checkGuestAddrs(s); err != nil {
+		return nil, err
+	}
 	tapKey, err := IfNameBytes(tap)
 	if err != nil {
 		return nil, err
@@ -215,6 +224,7 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	logPrefix := "brood s" + s.ID + " reject: "
 
 	// Forward: the guest's own traffic (replies to it are handled in tap_forward).
+	b.sourceRules(fwd, s)
 	b.rule(fwd, ctEstablished(), verdict(expr.VerdictAccept))
 	b.rule(fwd, b.anonLookup(expr.MetaKeyL4PROTO, nftables.TypeInetProto, [][]byte{{unix.IPPROTO_TCP}, {unix.IPPROTO_UDP}}),
 		b.thDportIn(DNSPorts), counter(), verdict(expr.VerdictDrop))
@@ -240,6 +250,7 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	b.rule(fwd, counter(), rejectAdmin())
 
 	// Input: only DNS to the proxy (and IPv6 neighbour discovery) reaches the host.
+	b.sourceRules(in, s)
 	b.rule(in, ctEstablished(), verdict(expr.VerdictAccept))
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		if s.ProxyV4.IsValid() {
@@ -261,6 +272,47 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 		{tapMap(InMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: inName}}}},
 	}
 	return rs, nil
+}
+
+// checkGuestAddrs requires each valid guest address of s to be of its kind: GuestV4 IPv4,
+// GuestV6 IPv6 and not link-local, GuestLL IPv6 link-local unicast, none zoned or
+// IPv4-mapped. Errors wrap ErrBadSession.
+func checkGuestAddrs(s Session) error {
+	bad := func(a netip.Addr, ok bool) bool { return a.IsValid() && (!ok || a.Zone() != "" || a.Is4In6()) }
+	if bad(s.GuestV4, s.GuestV4.Is4()) || bad(s.GuestV6, s.GuestV6.Is6() && !s.GuestV6.IsLinkLocalUnicast()) ||
+		bad(s.GuestLL, s.GuestLL.Is6() && s.GuestLL.IsLinkLocalUnicast()) {
+		return fmt.Errorf("session %s: guest addresses %v, %v, %v: %w", s.ID, s.GuestV4, s.GuestV6, s.GuestLL, ErrBadSession)
+	}
+	return nil
+}
+
+// sourceRules adds the source-address check to chain c: `ip saddr != GuestV4 counter
+// drop` and `ip6 saddr != { GuestV6, GuestLL } counter drop` (a plain comparison for one
+// address; `meta nfproto ipvN counter drop` for none).
+func (b *builder) sourceRules(c *nftables.Chain, s Session) {
+	drop := [][]expr.Any{counter(), verdict(expr.VerdictDrop)}
+	if s.GuestV4.IsValid() {
+		b.rule(c, append([][]expr.Any{nfproto(unix.NFPROTO_IPV4), saddr4(), cmpNeq(s.GuestV4.AsSlice())}, drop...)...)
+	} else {
+		b.rule(c, append([][]expr.Any{nfproto(unix.NFPROTO_IPV4)}, drop...)...)
+	}
+	var own [][]byte
+	for _, a := range []netip.Addr{s.GuestV6, s.GuestLL} {
+		if a.IsValid() {
+			own = append(own, a.AsSlice())
+		}
+	}
+	match := [][]expr.Any{nfproto(unix.NFPROTO_IPV6)}
+	switch len(own) {
+	case 0:
+	case 1:
+		match = append(match, saddr6(), cmpNeq(own[0]))
+	default:
+		lookup := b.anonSet(nftables.TypeIP6Addr, own)
+		lookup[0].(*expr.Lookup).Invert = true
+		match = append(match, saddr6(), lookup)
+	}
+	b.rule(c, append(match, drop...)...)
 }
 
 // builder appends rules and the anonymous sets they use to a Ruleset.
@@ -342,6 +394,19 @@ func daddr4() []expr.Any {
 
 func daddr6() []expr.Any {
 	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16}}
+}
+
+// saddr4/saddr6 load the source address: IPv4 header bytes 12–15, IPv6 bytes 8–23.
+func saddr4() []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}}
+}
+
+func saddr6() []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 16}}
+}
+
+func cmpNeq(data []byte) []expr.Any {
+	return []expr.Any{&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: data}}
 }
 
 func lookup(name string, id uint32) []expr.Any {
