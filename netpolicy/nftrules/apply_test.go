@@ -126,8 +126,8 @@ func TestSessionLifecycle(t *testing.T) {
 			t.Fatalf("EnsureTable: %v", err)
 		}
 	}
-	if rules := strings.Count(nsRun(t, ns, "nft", "list", "chain", "inet", "brood", FwdChainName), "\n\t\t"); rules != 5 {
-		t.Errorf("after two EnsureTable: %d lines in %s, want the hook line and 4 rules", rules, FwdChainName)
+	if rules := strings.Count(nsRun(t, ns, "nft", "list", "chain", "inet", "brood", FwdChainName), "\n\t\t"); rules != 7 {
+		t.Errorf("after two EnsureTable: %d lines in %s, want the hook line and 6 rules", rules, FwdChainName)
 	}
 	s1, s2 := goldenSession(), goldenSession()
 	s1.ID, s2.ID = "a1", "a12"

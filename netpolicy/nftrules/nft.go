@@ -34,6 +34,10 @@ type Firewall interface {
 	// timeout (rounded down to whole milliseconds); a pin already present expires timeout
 	// from now, whatever was left of its previous timeout.
 	Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error
+	// HoldUplinks makes v4 and v6 the uplinks whose forwarding brood switched on (IPv4,
+	// IPv6): tap_forward drops what they would forward to any other interface than a tap.
+	// Empty lists release them all.
+	HoldUplinks(v4, v6 []string) error
 	// Cleanup deletes the whole table with everything in it (helper start and
 	// `broodd-helper --cleanup`); a missing table is not an error.
 	Cleanup() error

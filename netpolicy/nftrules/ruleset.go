@@ -81,8 +81,8 @@ func init() { setIDs.Store(1 << 20) } // clear of google/nftables' own counter
 
 func newSetID() uint32 { return setIDs.Add(1) }
 
-// BaseRuleset returns the table, its refused sets, the tap dispatch maps and the two base
-// chains.
+// BaseRuleset returns the table, its refused sets, the tap dispatch maps, the held-uplink
+// sets and the two base chains.
 func BaseRuleset() *Ruleset {
 	t := Table()
 	v4, v6 := netpolicy.RefusedPrefixes()
@@ -93,9 +93,13 @@ func BaseRuleset() *Ruleset {
 			{&nftables.Set{Table: t, ID: newSetID(), Name: RefusedV6Name, KeyType: nftables.TypeIP6Addr, Interval: true}, intervalElements(v6)},
 			{Set: tapMap(FwdMapName)},
 			{Set: tapMap(InMapName)},
+			{Set: heldSet(HeldV4Name)},
+			{Set: heldSet(HeldV6Name)},
 		},
 	}
-	rs.Sets[2].Set.ID, rs.Sets[3].Set.ID = newSetID(), newSetID()
+	for _, x := range rs.Sets[2:] {
+		x.Set.ID = newSetID()
+	}
 	accept := nftables.ChainPolicyAccept
 	fwd := &nftables.Chain{Table: t, Name: FwdChainName, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept}
@@ -109,6 +113,7 @@ func BaseRuleset() *Ruleset {
 	b.rule(fwd, anyOif, counter(), verdict(expr.VerdictDrop))
 	b.rule(fwd, vmap(expr.MetaKeyIIFNAME, rs.Sets[2].Set))
 	b.rule(fwd, anyIif, counter(), verdict(expr.VerdictDrop))
+	heldRules(b, fwd, rs.Sets[4].Set, rs.Sets[5].Set)
 	b.rule(in, vmap(expr.MetaKeyIIFNAME, rs.Sets[3].Set))
 	b.rule(in, anyIif, counter(), verdict(expr.VerdictDrop))
 	return rs
@@ -119,8 +124,11 @@ func tapMap(name string) *nftables.Set {
 	// The key byte order goes into the set's userdata, from which nft learns how to print
 	// the keys (nft declares strings host-endian); the kernel ignores it.
 	return &nftables.Set{Table: Table(), Name: name, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeVerdict,
-		KeyByteOrder: binaryutil.NativeEndian}
+		KeyByteOrder: nativeEndian()}
 }
+
+// nativeEndian is the byte order nft declares for ifname keys (strings are host-endian).
+func nativeEndian() binaryutil.ByteOrder { return binaryutil.NativeEndian }
 
 // vmap is `<key> vmap @m`.
 func vmap(key expr.MetaKey, m *nftables.Set) []expr.Any {

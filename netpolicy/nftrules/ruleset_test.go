@@ -57,6 +57,9 @@ func TestIfNameExact(t *testing.T) {
 		}
 	}
 	for _, r := range BaseRuleset().Rules {
+		if m, ok := r.Exprs[0].(*expr.Meta); ok && m.Key == expr.MetaKeyNFPROTO {
+			continue // the held-uplink drops: a family, then a set of uplinks
+		}
 		if c, ok := r.Exprs[1].(*expr.Cmp); ok && string(c.Data) != TapPrefix {
 			t.Errorf("base rule compares interface %q", c.Data)
 		}
