@@ -120,12 +120,9 @@ func New(cfg Config, logDir string, links Links, fw nftrules.Firewall, ct *nftru
 // recorded first (holdUplink) and the uplinks it was off on are held in the nft table,
 // which then drops what they would forward to anything but a tap.
 func (e *Manager) uplinkForwarding() error {
-	uplinks := e.cfg.Uplinks
-	if len(uplinks) == 0 {
-		var err error
-		if uplinks, err = e.links.DefaultRouteLinks(); err != nil {
-			return err
-		}
+	uplinks, err := e.uplinks()
+	if err != nil {
+		return err
 	}
 	if len(uplinks) == 0 {
 		e.log.Warn("egress: no default route and no egress.uplinks; guests reach only their DNS proxy")
@@ -137,7 +134,6 @@ func (e *Manager) uplinkForwarding() error {
 		if err := nftrules.ValidateIfName(u); err != nil {
 			return err
 		}
-		var err error
 		if ok {
 			err = e.holdUplink(fl, u)
 		} else {
@@ -148,6 +144,14 @@ func (e *Manager) uplinkForwarding() error {
 		}
 	}
 	return e.fw.HoldUplinks(e.heldLists())
+}
+
+// uplinks returns egress.uplinks, else the interfaces of the default routes now.
+func (e *Manager) uplinks() ([]string, error) {
+	if len(e.cfg.Uplinks) > 0 {
+		return e.cfg.Uplinks, nil
+	}
+	return e.links.DefaultRouteLinks()
 }
 
 // forwarding enables forwarding on interface name only: IPv4 over rtnetlink (see
@@ -234,8 +238,14 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 		return err
 	}
 	s.V6 = e.IPv6 != nil
-	if err := e.fw.AddSession(nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6,
-		GuestV4: ad.Guest4, GuestV6: ad.Guest6, GuestLL: ad.GuestLL, AnyPort: eff.AnyPort()}); err != nil {
+	ns := nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6,
+		GuestV4: ad.Guest4, GuestV6: ad.Guest6, GuestLL: ad.GuestLL, AnyPort: eff.AnyPort()}
+	if ns.AnyPort {
+		if ns.Refused, err = e.hostNetworks(); err != nil {
+			return err
+		}
+	}
+	if err := e.fw.AddSession(ns); err != nil {
 		return err
 	}
 	s.logPath = filepath.Join(e.logDir, s.id+".jsonl")

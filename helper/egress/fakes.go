@@ -20,7 +20,18 @@ type FakeLinks struct {
 	Uplinks        []string
 	Enabled        []string
 	IPv4Forwarding map[string]bool
+	// Networks is what HostNetworks returns.
+	Networks []netip.Prefix
 }
+
+// HostNetworks returns Networks.
+func (f *FakeLinks) HostNetworks([]string) ([]netip.Prefix, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.Networks), nil
+}
+
+var _ NetworkLinks = (*FakeLinks)(nil)
 
 // CreateTap adds name to Taps; it fails when a link of that name exists.
 func (f *FakeLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {

@@ -178,8 +178,9 @@ func (n *NFT) DeleteSession(id string) error {
 		return fmt.Errorf("delete session %s: list sets: %w", id, err)
 	}
 	v4, v6 := SetNames(id)
+	r4, r6 := RefusedSetNames(id)
 	for _, s := range sets {
-		if s.Name == v4 || s.Name == v6 {
+		if s.Name == v4 || s.Name == v6 || s.Name == r4 || s.Name == r6 {
 			n.conn.DelSet(s)
 		}
 	}

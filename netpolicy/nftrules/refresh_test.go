@@ -4,6 +4,7 @@ package nftrules
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,35 @@ func TestRepinRefreshesExpiry(t *testing.T) {
 			t.Errorf("%v after the second answer: timeout %v, expires in %v; want %v and an expiry above the aged %v (refreshed)",
 				addr, to, exp, timeout, aged)
 		}
+	}
+}
+
+// TestSessionRefusedSets: a session's own refused prefixes (nested and adjacent ones
+// included) are accepted by the kernel as interval sets and go with the session.
+func TestSessionRefusedSets(t *testing.T) {
+	ns, n := testNetns(t)
+	if err := n.EnsureTable(); err != nil {
+		t.Fatal(err)
+	}
+	s := goldenSession()
+	s.AnyPort = true
+	for _, p := range []string{"44.1.2.128/25", "44.1.2.0/24", "44.1.3.0/24", "45.0.0.0/16", "2a01:4f8:1::/64", "2a01:4f8::/32"} {
+		s.Refused = append(s.Refused, netip.MustParsePrefix(p))
+	}
+	if err := n.AddSession(s); err != nil {
+		t.Fatal(err)
+	}
+	r4, r6 := RefusedSetNames(s.ID)
+	list := nsRun(t, ns, "nft", "list", "ruleset")
+	for _, want := range []string{"44.1.2.0/24, 44.1.3.0/24", "45.0.0.0/16", "2a01:4f8::/32", "ip daddr @" + r4 + " counter", "ip6 daddr @" + r6 + " counter"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("ruleset lacks %q:\n%s", want, list)
+		}
+	}
+	if err := n.DeleteSession(s.ID); err != nil {
+		t.Fatal(err)
+	}
+	if list := nsRun(t, ns, "nft", "list", "ruleset"); strings.Contains(list, r4) || strings.Contains(list, r6) {
+		t.Errorf("refused sets left after DeleteSession:\n%s", list)
 	}
 }

@@ -5,6 +5,7 @@ package nftrules
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 
 	"github.com/google/nftables"
@@ -66,6 +67,10 @@ type Session struct {
 	GuestV4, GuestV6, GuestLL netip.Addr
 	// AnyPort (Permissive) accepts every destination not refused, pinned or not.
 	AnyPort bool
+	// Refused are this session's refused destinations beyond the table's refused ranges
+	// (for permissive: the uplinks' connected prefixes and the host's routed networks);
+	// they get the sets s<id>_r4 / s<id>_r6 and are rejected like the refused ranges.
+	Refused []netip.Prefix
 }
 
 // Table returns the brood table value.
@@ -217,6 +222,11 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	if err := checkGuestAddrs(s); err != nil {
 		return nil, err
 	}
+	for _, p := range s.Refused {
+		if !p.IsValid() || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+			return nil, fmt.Errorf("session %s: refused prefix %v: %w", s.ID, p, ErrBadSession)
+		}
+	}
 	tapKey, err := IfNameBytes(tap)
 	if err != nil {
 		return nil, err
@@ -238,6 +248,7 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 		b.thDportIn(DNSPorts), counter(), verdict(expr.VerdictDrop))
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(RefusedV4Name, 0), counter(), rejectAdmin())
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(RefusedV6Name, 0), counter(), rejectAdmin())
+	b.sessionRefused(fwd, s)
 	if s.AnyPort {
 		b.rule(fwd, verdict(expr.VerdictAccept))
 	} else {
@@ -280,6 +291,51 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 		{tapMap(InMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: inName}}}},
 	}
 	return rs, nil
+}
+
+// RefusedSetNames returns the names of session id's own refused sets (IPv4, IPv6).
+func RefusedSetNames(id string) (v4, v6 string) { return "s" + id + "_r4", "s" + id + "_r6" }
+
+// sessionRefused adds, when s has Refused prefixes, the interval sets s<id>_r4 / _r6 with
+// them and the rules `ip daddr @s<id>_r4 counter reject` and the IPv6 one to chain c.
+func (b *builder) sessionRefused(c *nftables.Chain, s Session) {
+	if len(s.Refused) == 0 {
+		return
+	}
+	var p4, p6 []netip.Prefix
+	for _, p := range s.Refused {
+		if p.Addr().Is4() {
+			p4 = append(p4, p.Masked())
+		} else {
+			p6 = append(p6, p.Masked())
+		}
+	}
+	n4, n6 := RefusedSetNames(s.ID)
+	r4 := &nftables.Set{Table: b.rs.Table, ID: newSetID(), Name: n4, KeyType: nftables.TypeIPAddr, Interval: true}
+	r6 := &nftables.Set{Table: b.rs.Table, ID: newSetID(), Name: n6, KeyType: nftables.TypeIP6Addr, Interval: true}
+	b.rs.Sets = append(b.rs.Sets, Set{r4, intervalElements(disjoint(p4))}, Set{r6, intervalElements(disjoint(p6))})
+	b.rule(c, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(r4.Name, r4.ID), counter(), rejectAdmin())
+	b.rule(c, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(r6.Name, r6.ID), counter(), rejectAdmin())
+}
+
+// disjoint returns masked prefixes of one family sorted by address with every prefix
+// inside another one dropped (two prefixes are nested or disjoint), as interval sets need.
+func disjoint(ps []netip.Prefix) []netip.Prefix {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []netip.Prefix
+	for _, p := range ps {
+		if len(out) > 0 && out[len(out)-1].Overlaps(p) {
+			continue // sorted: the earlier, shorter one contains p
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // checkGuestAddrs requires each valid guest address of s to be of its kind: GuestV4 IPv4,

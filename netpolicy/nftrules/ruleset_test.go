@@ -3,6 +3,7 @@ package nftrules
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,5 +162,16 @@ func TestSourceCheckFirst(t *testing.T) {
 	}
 	if r := rs.Rules[1].Exprs; len(r) != 4 {
 		t.Errorf("IPv6 rule without guest IPv6 addresses = %v; want nfproto ipv6 counter drop", r)
+	}
+}
+
+// TestDisjoint: nested prefixes collapse to the outer one, in address order.
+func TestDisjoint(t *testing.T) {
+	in := []netip.Prefix{netip.MustParsePrefix("44.1.2.128/25"), netip.MustParsePrefix("10.1.0.0/16"),
+		netip.MustParsePrefix("44.1.2.0/24"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("44.1.3.0/24")}
+	got := disjoint(in)
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("44.1.2.0/24"), netip.MustParsePrefix("44.1.3.0/24")}
+	if !slices.Equal(got, want) {
+		t.Errorf("disjoint = %v, want %v", got, want)
 	}
 }
