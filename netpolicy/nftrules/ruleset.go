@@ -213,19 +213,8 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !s.ProxyV4.IsValid() && !s.ProxyV6.IsValid() {
-		return nil, fmt.Errorf("session %s: no proxy address: %w", s.ID, ErrBadSession)
-	}
-	if (s.ProxyV4.IsValid() && !s.ProxyV4.Is4()) || (s.ProxyV6.IsValid() && (!s.ProxyV6.Is6() || s.ProxyV6.Is4In6() || s.ProxyV6.Zone() != "")) {
-		return nil, fmt.Errorf("session %s: proxy addresses %v, %v: %w", s.ID, s.ProxyV4, s.ProxyV6, ErrBadSession)
-	}
-	if err := checkGuestAddrs(s); err != nil {
+	if err := checkSessionAddrs(s); err != nil {
 		return nil, err
-	}
-	for _, p := range s.Refused {
-		if !p.IsValid() || p.Addr().Zone() != "" || p.Addr().Is4In6() {
-			return nil, fmt.Errorf("session %s: refused prefix %v: %w", s.ID, p, ErrBadSession)
-		}
 	}
 	tapKey, err := IfNameBytes(tap)
 	if err != nil {
@@ -336,6 +325,27 @@ func disjoint(ps []netip.Prefix) []netip.Prefix {
 		out = append(out, p)
 	}
 	return out
+}
+
+// checkSessionAddrs requires at least one proxy address, each of its family, valid
+// guest addresses (checkGuestAddrs) and valid, unzoned, unmapped refused prefixes.
+// Errors wrap ErrBadSession.
+func checkSessionAddrs(s Session) error {
+	if !s.ProxyV4.IsValid() && !s.ProxyV6.IsValid() {
+		return fmt.Errorf("session %s: no proxy address: %w", s.ID, ErrBadSession)
+	}
+	if (s.ProxyV4.IsValid() && !s.ProxyV4.Is4()) || (s.ProxyV6.IsValid() && (!s.ProxyV6.Is6() || s.ProxyV6.Is4In6() || s.ProxyV6.Zone() != "")) {
+		return fmt.Errorf("session %s: proxy addresses %v, %v: %w", s.ID, s.ProxyV4, s.ProxyV6, ErrBadSession)
+	}
+	if err := checkGuestAddrs(s); err != nil {
+		return err
+	}
+	for _, p := range s.Refused {
+		if !p.IsValid() || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+			return fmt.Errorf("session %s: refused prefix %v: %w", s.ID, p, ErrBadSession)
+		}
+	}
+	return nil
 }
 
 // checkGuestAddrs requires each valid guest address of s to be of its kind: GuestV4 IPv4,
