@@ -1,11 +1,15 @@
 package guest
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -110,4 +114,65 @@ func copyFile(src, dst *os.Root, p string, perm fs.FileMode) error {
 		return fmt.Errorf("copy %s: %w", filepath.Join(src.Name(), p), err)
 	}
 	return out.Close()
+}
+
+// setUser makes user the account of uid:gid with home in etc/passwd and etc/group (in
+// the root overlay, so the image is unchanged): the lines naming user or uid are replaced
+// by "user:x:uid:gid:brood agent:home:/bin/sh", and a group user with gid is added unless
+// one with gid exists. Programs that look the uid up (git's default identity, Node's
+// os.userInfo, ssh) then find it. It returns the read or write error, naming the file.
+func setUser(etc, user string, uid, gid int, home string) error {
+	id, g := strconv.Itoa(uid), strconv.Itoa(gid)
+	passwd, err := readLines(filepath.Join(etc, "passwd"))
+	if err != nil {
+		return err
+	}
+	passwd = slices.DeleteFunc(passwd, func(l string) bool {
+		f := strings.Split(l, ":")
+		return f[0] == user || (len(f) > 2 && f[2] == id)
+	})
+	passwd = append(passwd, fmt.Sprintf("%s:x:%d:%d:brood agent:%s:/bin/sh", user, uid, gid, home))
+	group, err := readLines(filepath.Join(etc, "group"))
+	if err != nil {
+		return err
+	}
+	group = slices.DeleteFunc(group, func(l string) bool {
+		f := strings.Split(l, ":")
+		return f[0] == user && (len(f) < 3 || f[2] != g)
+	})
+	if !slices.ContainsFunc(group, func(l string) bool {
+		f := strings.Split(l, ":")
+		return len(f) > 2 && f[2] == g
+	}) {
+		group = append(group, fmt.Sprintf("%s:x:%d:", user, gid))
+	}
+	if err := writeLines(filepath.Join(etc, "passwd"), passwd); err != nil {
+		return err
+	}
+	return writeLines(filepath.Join(etc, "group"), group)
+}
+
+// readLines returns file's non-empty lines; a missing file has none.
+func readLines(file string) ([]string, error) {
+	b, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", file, err)
+	}
+	return slices.DeleteFunc(strings.Split(string(b), "\n"), func(l string) bool { return l == "" }), nil
+}
+
+// writeLines replaces file with lines (mode 0644) through a renamed temporary file.
+func writeLines(file string, lines []string) error {
+	tmp := file + ".brood"
+	if err := os.WriteFile(tmp, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", file, err)
+	}
+	return nil
 }

@@ -134,3 +134,34 @@ func testMakeHome(t *testing.T, uid int, imageHome bool) {
 		t.Errorf("skeleton %s/.profile changed: %v", src, err)
 	}
 }
+
+func TestSetUser(t *testing.T) {
+	for _, tc := range []struct {
+		uid               int
+		passwd, group     string
+		wantPw, wantGroup string
+	}{
+		{123456, "root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/sh\n", "root:x:0:\nagent:x:1000:\n",
+			"root:x:0:0:root:/root:/bin/bash\nagent:x:123456:123456:brood agent:/home/agent:/bin/sh\n", "root:x:0:\nagent:x:123456:\n"},
+		{1000, "root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000::/home/agent:/bin/sh\n", "root:x:0:\nagent:x:1000:\n",
+			"root:x:0:0:root:/root:/bin/bash\nagent:x:1000:1000:brood agent:/home/agent:/bin/sh\n", "root:x:0:\nagent:x:1000:\n"},
+		// uid 1001 was another account's; gid 1001 a group of its own, kept.
+		{1001, "root:x:0:0:root:/root:/bin/bash\nbob:x:1001:1001::/home/bob:/bin/sh\n", "bob:x:1001:\n",
+			"root:x:0:0:root:/root:/bin/bash\nagent:x:1001:1001:brood agent:/home/agent:/bin/sh\n", "bob:x:1001:\n"},
+		{1001, "", "", "agent:x:1001:1001:brood agent:/home/agent:/bin/sh\n", "agent:x:1001:\n"}, // no files
+	} {
+		etc := t.TempDir()
+		if tc.passwd != "" {
+			os.WriteFile(filepath.Join(etc, "passwd"), []byte(tc.passwd), 0o644)
+			os.WriteFile(filepath.Join(etc, "group"), []byte(tc.group), 0o644)
+		}
+		if err := setUser(etc, "agent", tc.uid, tc.uid, "/home/agent"); err != nil {
+			t.Fatal(err)
+		}
+		pw, _ := os.ReadFile(filepath.Join(etc, "passwd"))
+		gr, _ := os.ReadFile(filepath.Join(etc, "group"))
+		if string(pw) != tc.wantPw || string(gr) != tc.wantGroup {
+			t.Errorf("uid %d: passwd %q group %q; want %q %q", tc.uid, pw, gr, tc.wantPw, tc.wantGroup)
+		}
+	}
+}
