@@ -207,7 +207,8 @@ func (r Recipe) Pins() ([]Pin, error) {
 	return nil, nil
 }
 
-// npmPins reads dir's package.json dependencies and their lock entries.
+// npmPins reads dir's package.json dependencies and their lock entries; every entry of
+// the lock must have a version and a sha512 integrity (ErrUnpinned otherwise).
 func npmPins(dir string) ([]Pin, error) {
 	var pkg struct{ Dependencies map[string]string }
 	var lock struct {
@@ -220,6 +221,11 @@ func npmPins(dir string) ([]Pin, error) {
 		}
 		if err != nil {
 			return nil, fmt.Errorf("read pins %s/%s: %w", dir, f, err)
+		}
+	}
+	for p, e := range lock.Packages { // npm ci checks each tarball against these
+		if p != "" && (e.Version == "" || !strings.HasPrefix(e.Integrity, "sha512-")) {
+			return nil, fmt.Errorf("read pins %s: lock entry %s has no version or sha512 integrity: %w", dir, p, ErrUnpinned)
 		}
 	}
 	var pins []Pin

@@ -115,6 +115,21 @@ func TestNpmPins(t *testing.T) {
 	if _, err := (Recipe{Name: "x", Files: "x", Registry: "npm"}).Pins(); !errors.Is(err, ErrUnpinned) {
 		t.Errorf("mismatched lock: err %v, want ErrUnpinned", err)
 	}
+	// So is a lock with a dependency it names without a hash.
+	agentFiles = fstest.MapFS{
+		"agents/x/package.json":      {Data: []byte(`{"dependencies":{"p":"1.0.0"}}`)},
+		"agents/x/package-lock.json": {Data: []byte(`{"packages":{"":{},"node_modules/p":{"version":"1.0.0","integrity":"sha512-AA=="},"node_modules/q":{"version":"2.0.0"}}}`)},
+	}
+	if _, err := (Recipe{Name: "x", Files: "x", Registry: "npm"}).Pins(); !errors.Is(err, ErrUnpinned) {
+		t.Errorf("lock with an unhashed dependency: err %v, want ErrUnpinned", err)
+	}
+	agentFiles = fstest.MapFS{
+		"agents/x/package.json":      {Data: []byte(`{"dependencies":{"p":"1.0.0"}}`)},
+		"agents/x/package-lock.json": {Data: []byte(`{"packages":{"":{},"node_modules/p":{"version":"1.0.0","integrity":"sha512-AA=="}}}`)},
+	}
+	if pins, err := (Recipe{Name: "x", Files: "x", Registry: "npm"}).Pins(); err != nil || len(pins) != 1 || pins[0] != (Pin{"p", "1.0.0", "sha512-AA=="}) {
+		t.Errorf("good lock: %v, %v", pins, err)
+	}
 }
 
 // TestRecipeKey: the key follows every field and every pin file, and nothing else.
