@@ -294,8 +294,8 @@ func waitFor(path string, d time.Duration) bool {
 
 // mountRoot builds the agent's root: rootfs read-only + tmpfs upper as an overlay at
 // /newroot, the share at /newroot/workspace, kernel filesystems moved in; then
-// switches root to it, names the session's uid in /etc/passwd (setUser) and mounts the
-// agent's home (makeHome). It returns
+// switches root to it, names the session's uid in /etc/passwd (setUser; a failure is
+// logged, not fatal) and mounts the agent's home (makeHome). It returns
 // the first error of a module wait, a mount or the switch (ErrNoRootfs when no root
 // disk appears).
 func (g *guest) mountRoot() error {
@@ -322,7 +322,7 @@ func (g *guest) mountRoot() error {
 	}
 	home := homeDir(g.cfg)
 	if err := setUser("/etc", g.cfg.User, g.cfg.UID, g.cfg.GID, home); err != nil {
-		return err
+		g.logf("%v (the agent runs without an account entry)", err) // an image without /etc
 	}
 	return makeHome(home, g.cfg.UID, g.cfg.GID, skelDirs(home))
 }
