@@ -68,35 +68,51 @@ const (
 	agentBase = "ca-certificates,git,ripgrep,procps,less"
 )
 
-// npmRecipe is an agent installed by `npm ci` from its lock in agents/name: npm fetches
+// npmAgent says how an agent is installed from npm.
+type npmAgent struct {
+	name, suite, bin string
+	// nativePkg and native, when set, name the platform package under node_modules and
+	// its binary's file name, linked as the command (no Node start-up per run);
+	// otherwise the package's npm bin link is, and Node stays in the image.
+	nativePkg, native string
+	// prune are packages under node_modules removed after the install (platform builds
+	// the image does not run).
+	prune []string
+}
+
+// npmRecipe is an agent installed by `npm ci` from its lock in agents/NAME: npm fetches
 // every tarball the lock names and refuses one whose sha512 differs from the lock's
 // integrity (EINTEGRITY). Install scripts do not run (--ignore-scripts): the platform
-// binary is linked directly instead. bin is the command; native, when set, is the file
-// name of the platform package's binary found under node_modules/nativePkg and linked
-// as the command (no Node start-up per run); otherwise the package's npm bin link is.
-// The build ends by running `bin --version` in the chroot, so an image whose command
-// does not start is not stored.
-func npmRecipe(name, suite, bin, nativePkg, native string) Recipe {
-	dir := "/opt/brood/" + name
-	link := fmt.Sprintf(`ln -s %s/node_modules/.bin/%s "$1/usr/local/bin/%s"`, dir, bin, bin)
-	if native != "" {
+// binary is linked directly instead. npm is purged after the install (with its ~340
+// node-* packages), and so is Node when the command is native. The build ends by
+// running `bin --version` in the chroot, so an image whose command does not start is
+// not stored.
+func npmRecipe(a npmAgent) Recipe {
+	dir := "/opt/brood/" + a.name
+	link := fmt.Sprintf(`ln -s %s/node_modules/.bin/%s "$1/usr/local/bin/%s"`, dir, a.bin, a.bin)
+	purge := `chroot "$1" apt-get purge -y --auto-remove npm`
+	if a.native != "" {
 		link = fmt.Sprintf(`b=$(cd "$1" && find .%s/node_modules/%s -type f -name %s -perm -u+x | sort | head -n1); `+
 			`[ -n "$b" ] || { echo "no %s binary in %s" >&2; exit 1; }; ln -s "${b#.}" "$1/usr/local/bin/%s"`,
-			dir, nativePkg, native, native, nativePkg, bin)
+			dir, a.nativePkg, a.native, a.native, a.nativePkg, a.bin)
+		purge += " nodejs"
 	}
+	hooks := []string{
+		agentHook,
+		hostCAIn,
+		fmt.Sprintf(`mkdir -p "$1/opt/brood" && cp -R "$%s/%s" "$1%s"`, filesEnv, a.name, dir),
+		`chroot "$1" env HOME=/root NODE_EXTRA_CA_CERTS=/tmp/brood-host-ca.crt npm_config_cafile=/tmp/brood-host-ca.crt ` +
+			`npm ci --prefix ` + dir + ` --ignore-scripts --omit=dev --no-audit --no-fund`,
+		link,
+	}
+	for _, p := range a.prune {
+		hooks = append(hooks, fmt.Sprintf(`rm -rf "$1%s/node_modules/%s"`, dir, p))
+	}
+	hooks = append(hooks, purge, fmt.Sprintf(`chroot "$1" /usr/local/bin/%s --version`, a.bin), hostCAOut)
 	return Recipe{
-		Name: name, Suite: suite, Variant: "minbase", Files: name, Registry: "npm",
+		Name: a.name, Suite: a.suite, Variant: "minbase", Files: a.name, Registry: "npm",
 		Include: strings.Split(agentBase+",nodejs,npm", ","),
-		Hooks: []string{
-			agentHook,
-			hostCAIn,
-			fmt.Sprintf(`mkdir -p "$1/opt/brood" && cp -R "$%s/%s" "$1%s"`, filesEnv, name, dir),
-			`chroot "$1" env HOME=/root NODE_EXTRA_CA_CERTS=/tmp/brood-host-ca.crt npm_config_cafile=/tmp/brood-host-ca.crt ` +
-				`npm ci --prefix ` + dir + ` --ignore-scripts --omit=dev --no-audit --no-fund`,
-			link,
-			fmt.Sprintf(`chroot "$1" /usr/local/bin/%s --version`, bin),
-			hostCAOut,
-		},
+		Hooks:   hooks,
 	}
 }
 
@@ -125,10 +141,11 @@ func pipRecipe(name, suite, bin string) Recipe {
 //
 //   - test: Essential packages + busybox-static + git, ~30 s to build; CI boots it.
 //   - codex, claude-code, opencode, gemini: minbase + Debian's nodejs/npm + the agent's
-//     npm package from its lock; codex, claude-code and opencode run their platform
-//     package's native binary (codex's static musl build; opencode's x64 "baseline"
-//     build, which needs no AVX2: QEMU's TCG CPU has none). bookworm's Node 18 is
-//     enough where Node only installs; gemini runs on Node (needs >= 20: trixie's).
+//     npm package from its lock, npm purged after; codex, claude-code and opencode run
+//     their platform package's native binary (codex's static musl build; opencode's x64
+//     "baseline" build, which needs no AVX2: QEMU's TCG CPU has none) and keep no Node.
+//     bookworm's Node 18 is enough where Node only installs; gemini runs on Node
+//     (needs >= 20: trixie's).
 //   - hermes: minbase + Debian's python3 + `hermes-agent` from PyPI in a venv.
 var Recipes = map[string]Recipe{
 	"test": {
@@ -136,10 +153,14 @@ var Recipes = map[string]Recipe{
 		Include: []string{"busybox-static", "git", "passwd"},
 		Hooks:   []string{agentHook},
 	},
-	"codex":       npmRecipe("codex", "bookworm", "codex", "@openai/codex-linux-x64", "codex"),
-	"claude-code": npmRecipe("claude-code", "trixie", "claude", "@anthropic-ai/claude-code-linux-x64", "claude"),
-	"opencode":    npmRecipe("opencode", "trixie", "opencode", "opencode-linux-x64-baseline", "opencode"),
-	"gemini":      npmRecipe("gemini", "trixie", "gemini", "", ""),
+	"codex": npmRecipe(npmAgent{name: "codex", suite: "bookworm", bin: "codex",
+		nativePkg: "@openai/codex-linux-x64", native: "codex"}),
+	"claude-code": npmRecipe(npmAgent{name: "claude-code", suite: "trixie", bin: "claude",
+		nativePkg: "@anthropic-ai/claude-code-linux-x64", native: "claude",
+		prune: []string{"@anthropic-ai/claude-code-linux-x64-musl"}}),
+	"opencode": npmRecipe(npmAgent{name: "opencode", suite: "trixie", bin: "opencode",
+		nativePkg: "opencode-linux-x64-baseline", native: "opencode", prune: []string{"opencode-linux-x64"}}),
+	"gemini": npmRecipe(npmAgent{name: "gemini", suite: "trixie", bin: "gemini"}),
 	"hermes":      pipRecipe("hermes", "trixie", "hermes"),
 }
 

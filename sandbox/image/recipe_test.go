@@ -53,8 +53,19 @@ func TestAgentRecipes(t *testing.T) {
 	if got := Recipes["gemini"].Suite; got != "trixie" {
 		t.Errorf("gemini suite %s, want trixie (Node >= 20)", got)
 	}
-	if !strings.Contains(strings.Join(Recipes["opencode"].Hooks, "\n"), "opencode-linux-x64-baseline") {
-		t.Errorf("opencode does not use the baseline (no AVX2) binary")
+	oc := strings.Join(Recipes["opencode"].Hooks, "\n")
+	if !strings.Contains(oc, "find ./opt/brood/opencode/node_modules/opencode-linux-x64-baseline -type f -name opencode") ||
+		!strings.Contains(oc, `rm -rf "$1/opt/brood/opencode/node_modules/opencode-linux-x64"`+"\n") {
+		t.Errorf("opencode does not keep only the baseline (no AVX2) binary: %s", oc)
+	}
+	// Native agents keep no Node; gemini runs on it. npm goes in both cases, before the
+	// --version check proves the command runs without it.
+	for name, purge := range map[string]string{"codex": "npm nodejs", "claude-code": "npm nodejs", "opencode": "npm nodejs", "gemini": "npm"} {
+		h := Recipes[name].Hooks
+		i := slices.Index(h, `chroot "$1" apt-get purge -y --auto-remove `+purge)
+		if i < 0 || !strings.HasSuffix(h[i+1], " --version") {
+			t.Errorf("%s: no purge of %q right before the --version check: %q", name, purge, h)
+		}
 	}
 }
 
@@ -256,7 +267,7 @@ func TestBuildUnchangedRecipe(t *testing.T) {
 
 // TestBuildAgentImages builds the agent images for real (mmdebstrap from the Debian
 // archive, the agent from npm) and runs each agent's --version from the image, in a
-// chroot of its fsck.erofs extraction. Minutes of CPU and hundreds of MB of downloads
+// chroot of its fsck.erofs extraction with a /proc of its own. Minutes of CPU and hundreds of MB of downloads
 // each, so it runs only with BROOD_TEST_AGENT_IMAGES set (to "all" or a comma-separated
 // list of agents). hermes always skips: it installs from PyPI, which the machines this
 // project is built and tested on cannot reach; where PyPI is reachable its pins must
@@ -275,6 +286,7 @@ func TestBuildAgentImages(t *testing.T) {
 			testenv.RequireCommand(t, "mmdebstrap")
 			testenv.RequireCommand(t, "mkfs.erofs")
 			fsck := testenv.RequireCommand(t, "fsck.erofs")
+			unshare := testenv.RequireCommand(t, "unshare")
 			cache := os.Getenv("BROOD_TEST_IMAGE_CACHE") // keep the image there
 			if cache == "" {
 				cache = t.TempDir()
@@ -289,7 +301,9 @@ func TestBuildAgentImages(t *testing.T) {
 			if out, err := exec.Command(fsck, "--extract="+x, img).CombinedOutput(); err != nil {
 				t.Fatalf("fsck.erofs --extract: %v: %s", err, out)
 			}
-			out, err := exec.Command("chroot", x, "/usr/local/bin/"+agents[name], "--version").CombinedOutput()
+			// A /proc of its own: the native binaries read /proc/self/exe (bun aborts without).
+			out, err := exec.Command(unshare, "--mount", "--pid", "--fork", "--mount-proc="+filepath.Join(x, "proc"),
+				"chroot", x, "/usr/local/bin/"+agents[name], "--version").CombinedOutput()
 			if err != nil || len(strings.TrimSpace(string(out))) == 0 {
 				t.Errorf("%s --version in the image: %v: %q", agents[name], err, out)
 			}
