@@ -41,11 +41,13 @@ func TestVMAgentImage(t *testing.T) {
 			t.Setenv("BROOD_VMTEST_MEMORY_MIB", "1024") // Node-based agents need more than the test VMs' 512
 			r := bootCfg(t, a, "", 5*time.Minute, nil, func(c *guestcfg.Config) { c.UID, c.GID = 123456, 123456 })
 			r.dial(t)
+			t0 := time.Now()
 			out, errOut, code := r.run(t, ag.cmd+` --version && mkdir -p "$HOME/`+ag.dir+`" && echo ok > "$HOME/`+ag.dir+`/x" && cat "$HOME/`+ag.dir+`/x"`)
 			if code != 0 || !strings.HasSuffix(out, "ok\n") || len(strings.TrimSpace(strings.TrimSuffix(out, "ok\n"))) == 0 {
 				t.Errorf("%s --version as uid 123456: status %d stdout %q stderr %q", ag.cmd, code, out, errOut)
 			}
-			t.Logf("%s --version in the VM: %s", ag.cmd, strings.TrimSpace(strings.TrimSuffix(out, "ok\n")))
+			t.Logf("%s --version in the VM: %s (%v; boot to SSH %v)", ag.cmd, strings.TrimSpace(strings.TrimSuffix(out, "ok\n")),
+				time.Since(t0).Round(time.Second), t0.Sub(r.start).Round(time.Second))
 			r.closeAndWait(t)
 		})
 	}
