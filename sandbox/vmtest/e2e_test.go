@@ -67,13 +67,19 @@ func bootB(t testing.TB, a *assets.Set, share string, timeout time.Duration, cmd
 // bootNet is bootB with a network: tap as the NIC and net as the guest's eth0 config.
 func bootNet(t testing.TB, a *assets.Set, share string, timeout time.Duration, tap *os.File, net *guestcfg.Net, cmdline ...string) *vmRun {
 	t.Helper()
+	return bootCfg(t, a, share, timeout, tap, func(c *guestcfg.Config) { c.Net = net }, cmdline...)
+}
+
+// bootCfg is bootNet with the session config changed by set.
+func bootCfg(t testing.TB, a *assets.Set, share string, timeout time.Duration, tap *os.File, set func(*guestcfg.Config), cmdline ...string) *vmRun {
+	t.Helper()
 	dir := t.TempDir()
 	keys, err := guestcfg.NewKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := keys.Config()
-	cfg.Net = net
+	set(&cfg)
 	spec, err := a.Spec(dir, cfg, share)
 	if err != nil {
 		t.Fatal(err)
@@ -288,6 +294,26 @@ func TestVMEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2.closeAndWait(t)
+}
+
+// TestVMHomeAnyUID runs the agent as uid 123456, which owns nothing in the image (its
+// /home/agent is uid 1000's): $HOME must be a tmpfs of its own, mode 0700, writable.
+func TestVMHomeAnyUID(t *testing.T) {
+	a := Get(t)
+	const uid = 123456
+	r := bootCfg(t, a, "", 3*time.Minute, nil, func(c *guestcfg.Config) { c.UID, c.GID = uid, uid })
+	r.dial(t)
+	out, errOut, code := r.run(t, `echo x > "$HOME/x" && mkdir -p "$HOME/.codex" && cat "$HOME/x" && id -u && stat -c '%u:%g %a' "$HOME" "$HOME/x" && awk '$2 == "/home/agent" {print $3}' /proc/mounts && ls -A "$HOME"`)
+	want := "x\n123456\n123456:123456 700\n123456:123456 644\ntmpfs\n"
+	if code != 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("as uid %d: status %d stdout %q stderr %q; want prefix %q", uid, code, out, errOut, want)
+	}
+	for _, f := range []string{".bashrc", ".profile", ".codex", "x"} { // the image's skeleton is there too
+		if !strings.Contains(out, "\n"+f+"\n") {
+			t.Errorf("home lacks %s: %q", f, out)
+		}
+	}
+	r.closeAndWait(t)
 }
 
 // TestVMWrongKeyRefused checks that the guest accepts only the session's client key
