@@ -46,6 +46,13 @@ type Config struct {
 	ReadTimeoutSeconds int `toml:"read_timeout_seconds"`
 	// MaxConns bounds concurrent connections; further ones are closed at once.
 	MaxConns int `toml:"max_conns"`
+	// MaxConnsPerUser bounds the connections one uid may hold (below MaxConns, so that
+	// max_conns - max_conns_per_user slots stay for other uids); further ones are closed
+	// at once.
+	MaxConnsPerUser int `toml:"max_conns_per_user"`
+	// MaxWaitsPerUser bounds one uid's wait_vm calls in flight (each holds a connection
+	// until its VM ends); further ones fail with the limit error.
+	MaxWaitsPerUser int `toml:"max_waits_per_user"`
 	// MaxSessionsPerUser bounds the sessions one uid may hold.
 	MaxSessionsPerUser int `toml:"max_sessions_per_user"`
 	// KernelRelease pins the guest kernel under <state_dir>/kernels (e.g.
@@ -71,6 +78,8 @@ func DefaultConfig() Config {
 		IdleSeconds:        300,
 		ReadTimeoutSeconds: 30,
 		MaxConns:           256,
+		MaxConnsPerUser:    64,
+		MaxWaitsPerUser:    32,
 		MaxSessionsPerUser: 16,
 		Egress:             egress.DefaultConfig(),
 	}
@@ -110,6 +119,14 @@ var configChecks = []func(*Config) error{
 	func(c *Config) error { return absDir("state_dir", c.StateDir) },
 	func(c *Config) error { return positive("read_timeout_seconds", c.ReadTimeoutSeconds) },
 	func(c *Config) error { return positive("max_conns", c.MaxConns) },
+	func(c *Config) error { return positive("max_conns_per_user", c.MaxConnsPerUser) },
+	func(c *Config) error { return positive("max_waits_per_user", c.MaxWaitsPerUser) },
+	func(c *Config) error {
+		if c.MaxConnsPerUser >= c.MaxConns {
+			return fmt.Errorf("max_conns_per_user %d must be below max_conns %d (slots kept for other users)", c.MaxConnsPerUser, c.MaxConns)
+		}
+		return nil
+	},
 	func(c *Config) error { return positive("max_sessions_per_user", c.MaxSessionsPerUser) },
 	func(c *Config) error {
 		if c.IdleSeconds < 0 {

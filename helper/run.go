@@ -328,6 +328,20 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 	defer host.Close()
 	rep, err := host.cleanup(log)
 	dirs, derr := vmhost.CleanupRunDirs(runtimeDir)
-	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs)
-	return errors.Join(err, derr)
+	uplinks, ferr := restoreForwarding(host, runtimeDir)
+	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs,
+		"uplink_forwarding_restored", uplinks)
+	return errors.Join(err, derr, ferr)
+}
+
+// restoreForwarding switches back the uplink forwarding a helper recorded under
+// runtimeDir/egress and did not restore (egress.RestoreForwarding), IPv6 too when the
+// kernel has per-interface IPv6 forwarding.
+func restoreForwarding(h *host, runtimeDir string) ([]string, error) {
+	var v6 egress.IPv6Forwarder
+	if c, err := egress.OpenIPv6Conf(); err == nil {
+		defer c.Close()
+		v6 = c
+	}
+	return egress.RestoreForwarding(filepath.Join(runtimeDir, "egress"), h.links, v6)
 }

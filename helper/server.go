@@ -43,6 +43,9 @@ type Server struct {
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
 	sem      chan struct{}
 	wg       sync.WaitGroup
+	// conns per uid (MaxConnsPerUser) and wait_vm calls in flight per uid
+	// (MaxWaitsPerUser): one uid never holds every connection slot.
+	uidConns, waits *uidQuota
 }
 
 // NewServer returns a server for a validated cfg; caps and doctor are the host facts
@@ -55,6 +58,8 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 		caps:     caps,
 		doctor:   doctor,
 		sem:      make(chan struct{}, cfg.MaxConns),
+		uidConns: newUIDQuota(cfg.MaxConnsPerUser),
+		waits:    newUIDQuota(cfg.MaxWaitsPerUser),
 	}
 	s.caps.Version = api.Version
 	s.lastBusy.Store(time.Now().UnixNano())
@@ -175,6 +180,13 @@ func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
 		s.log.Warn("audit: closing connection", "err", err)
 		return
 	}
+	// Each uid holds at most MaxConnsPerUser connections; the rest stay for other uids.
+	if !s.uidConns.acquire(cred.UID) {
+		s.log.Warn("audit: closing connection: per-user connection limit", "uid", cred.UID, "pid", cred.PID,
+			"max_conns_per_user", s.cfg.MaxConnsPerUser)
+		return
+	}
+	defer s.uidConns.release(cred.UID)
 	st := &connState{cred: cred, decision: Authorize(cred, s.cfg.AllowUIDs, s.cfg.allowGIDs), uc: uc}
 	s.log.Info("audit: accept", "uid", cred.UID, "gid", cred.GID, "pid", cred.PID,
 		"allowed", st.decision.Allowed, "reason", st.decision.Reason)
@@ -313,7 +325,7 @@ var handlers = map[api.Call]handler{
 	api.CallStartVM:        (*Server).vmCall,
 	api.CallAttach:         (*Server).vmCall,
 	api.CallStopVM:         (*Server).vmCall,
-	api.CallWaitVM:         (*Server).vmCall,
+	api.CallWaitVM:         (*Server).waitVMCall,
 	api.CallListSessions:   (*Server).callListSessions,
 	api.CallDestroySession: (*Server).callDestroySession,
 	api.CallResolvePolicy:  (*Server).callResolvePolicy,

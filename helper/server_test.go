@@ -234,7 +234,7 @@ func TestHostileFrames(t *testing.T) {
 // TestConnectionLimit: connections beyond max_conns are closed at once; capacity returns
 // when others leave.
 func TestConnectionLimit(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.MaxConns = 3 })
+	ts := startServer(t, func(c *Config) { c.MaxConns, c.MaxConnsPerUser = 4, 3 })
 	var held []*api.Client
 	for range 3 {
 		held = append(held, ts.dial(t))

@@ -26,6 +26,9 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 		if !api.ValidSessionID(a.ID) {
 			return nil, nil, fmt.Errorf("start VM of session %q: malformed id: %w", a.ID, api.ErrBadRequest)
 		}
+		if err := s.checkDirect(uid, a); err != nil { // direct.go
+			return nil, nil, err
+		}
 		sess, err := s.sessions.beginStart(a.ID, uid)
 		if err != nil {
 			return nil, nil, err

@@ -15,9 +15,9 @@ import (
 // DefaultMaxLines is how many diff lines a change shows before "v" (view all).
 const DefaultMaxLines = 200
 
-// Session is one interactive review over a terminal. In delivers key presses one byte at a
+// Interactive is one interactive review over a terminal. In delivers key presses one byte at a
 // time (a terminal in raw mode, see Terminal); Out receives the screen.
-type Session struct {
+type Interactive struct {
 	Changes   []diff.Change
 	Trees     Trees
 	In        io.Reader
@@ -49,7 +49,7 @@ var errQuit = errors.New("quit")
 // confirmation. It returns one decision per change (in order; changes left when the
 // developer quit are Skip) and whether the developer confirmed applying the accepted ones.
 // It returns ErrAborted on Ctrl-C, Ctrl-D or end of input: nothing is to be applied then.
-func (s *Session) Run() ([]Decision, bool, error) {
+func (s *Interactive) Run() ([]Decision, bool, error) {
 	p := &printer{w: s.Out, color: s.Color}
 	k := &keys{r: s.In, p: p}
 	ds := make([]Decision, len(s.Changes))
@@ -82,7 +82,7 @@ func (s *Session) Run() ([]Decision, bool, error) {
 }
 
 // load reads the sides of c the review shows.
-func (s *Session) load(c diff.Change) *entry {
+func (s *Interactive) load(c diff.Change) *entry {
 	e := &entry{c: c}
 	readOld := c.Kind == diff.KindModified || c.Kind == diff.KindDeleted || c.Kind == diff.KindConflict
 	readNew := c.Kind == diff.KindModified || c.Kind == diff.KindAdded || c.Kind == diff.KindConflict
@@ -126,7 +126,7 @@ func (s *Session) load(c diff.Change) *entry {
 }
 
 // show prints a change: header, then its diff (limited to maxLines lines; 0 = all).
-func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
+func (s *Interactive) show(p *printer, e *entry, i int, maxLines int) {
 	c := e.c
 	stat := ""
 	if e.hunks != nil {
@@ -177,18 +177,18 @@ func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
 	}
 }
 
-func (s *Session) oldLabel(c diff.Change) string {
+func (s *Interactive) oldLabel(c diff.Change) string {
 	if c.Kind == diff.KindConflict {
 		return "W (yours, now) " + EscapeName(c.Path)
 	}
 	return "W " + EscapeName(c.Path)
 }
 
-func (s *Session) newLabel(c diff.Change) string { return "S (agent) " + EscapeName(c.Path) }
+func (s *Interactive) newLabel(c diff.Change) string { return "S (agent) " + EscapeName(c.Path) }
 
 // describe says what path is in the tree dir, for symlink and type changes: the kind of
 // entry and, for a symlink, its escaped target (read with readlink, never followed).
-func (s *Session) describe(dir, path string) string {
+func (s *Interactive) describe(dir, path string) string {
 	fi, err := s.Trees.Lstat(dir, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "(absent)"
@@ -212,7 +212,7 @@ func (s *Session) describe(dir, path string) string {
 	}
 }
 
-func (s *Session) maxLines() int {
+func (s *Interactive) maxLines() int {
 	if s.MaxLines > 0 {
 		return s.MaxLines
 	}
@@ -224,7 +224,7 @@ func (s *Session) maxLines() int {
 // shows the change again in full, s skips it; the other keys depend on the kind (see
 // refusedKey, conflictKey and changeKey). It returns the error of reading a key, of a
 // confirmation prompt, or of the merge or hunk selection.
-func (s *Session) decide(p *printer, k *keys, e *entry, i int) (Decision, error) {
+func (s *Interactive) decide(p *printer, k *keys, e *entry, i int) (Decision, error) {
 	c := e.c
 	s.show(p, e, i, s.maxLines())
 	canHunks := c.Kind == diff.KindModified && !e.binary && !e.becameBinary && len(e.hunks) > 0
@@ -293,7 +293,7 @@ func refusedKey(p *printer, c diff.Change, key byte) (d Decision, done bool) {
 // read), unless takeable says it cannot be taken; m runs the three-way merge. done is
 // true once a decision is made; a declined confirmation or an abandoned merge, a, and
 // unknown keys repeat the prompt. err is the confirmation's or the merge's error.
-func (s *Session) conflictKey(p *printer, k *keys, e *entry, key byte) (d Decision, done bool, err error) {
+func (s *Interactive) conflictKey(p *printer, k *keys, e *entry, key byte) (d Decision, done bool, err error) {
 	c := e.c
 	switch key {
 	case 'w', 'r':
@@ -331,7 +331,7 @@ func (s *Session) conflictKey(p *printer, k *keys, e *entry, key byte) (d Decisi
 // rejects, h (when canHunks) selects hunks. done is true once a decision is made; a
 // declined confirmation, an abandoned hunk selection and unknown keys repeat the prompt.
 // err is the confirmation's or the hunk selection's error.
-func (s *Session) changeKey(p *printer, k *keys, e *entry, key byte, canHunks bool) (d Decision, done bool, err error) {
+func (s *Interactive) changeKey(p *printer, k *keys, e *entry, key byte, canHunks bool) (d Decision, done bool, err error) {
 	c := e.c
 	switch {
 	case key == 'a':
@@ -367,7 +367,7 @@ func promptFor(k diff.Kind) string {
 
 // view prints the change again without the line limit; for a conflict with a base copy it
 // also prints each side's own changes since the snapshot.
-func (s *Session) view(p *printer, e *entry, i int) {
+func (s *Interactive) view(p *printer, e *entry, i int) {
 	s.show(p, e, i, 0)
 	if e.c.Kind != diff.KindConflict || e.binary || e.becameBinary {
 		return
@@ -393,7 +393,7 @@ func (s *Session) view(p *printer, e *entry, i int) {
 
 // confirmRisk asks a second, explicit confirmation for a high-risk change; it returns true
 // at once for others.
-func (s *Session) confirmRisk(p *printer, k *keys, c diff.Change) (bool, error) {
+func (s *Interactive) confirmRisk(p *printer, k *keys, c diff.Change) (bool, error) {
 	if c.Risk == "" {
 		return true, nil
 	}
@@ -411,7 +411,7 @@ func (s *Session) confirmRisk(p *printer, k *keys, c diff.Change) (bool, error) 
 // selectHunks asks y/n for each hunk and returns an Accept with exactly W plus the chosen
 // hunks, a Reject when none was chosen, or ok=false when a high-risk selection was not
 // confirmed.
-func (s *Session) selectHunks(p *printer, k *keys, e *entry) (Decision, bool, error) {
+func (s *Interactive) selectHunks(p *printer, k *keys, e *entry) (Decision, bool, error) {
 	chosen := make([]bool, len(e.hunks))
 	var picked []string
 	for j := range e.hunks {
@@ -469,7 +469,7 @@ func baseHint(err error) string {
 
 // merge runs the three-way merge of a conflict. A clean result can be accepted after it
 // was shown; a conflicted one is shown with markers and never accepted.
-func (s *Session) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
+func (s *Interactive) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
 	base, err := s.Trees.BaseCopy(e.c.Path, e.c.OldHash)
 	if err != nil {
 		p.printf("  three-way merge unavailable: %s\n%s  Pick w (keep yours) or t (take the agent's); v shows both sides.\n", EscapeLine(err.Error()), baseHint(err))
@@ -540,7 +540,7 @@ func sha(s string) []byte {
 }
 
 // confirm prints the summary and asks whether to apply the accepted changes.
-func (s *Session) confirm(p *printer, k *keys, ds []Decision) (bool, error) {
+func (s *Interactive) confirm(p *printer, k *keys, ds []Decision) (bool, error) {
 	na, nr, ns := Count(ds, Accept), Count(ds, Reject), Count(ds, Skip)
 	p.printf("\n%s %d to apply, %d rejected, %d skipped\n", p.paint(sgrBold, "Summary:"), na, nr, ns)
 	for _, d := range ds {

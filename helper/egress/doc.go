@@ -7,7 +7,9 @@
 // use, and which the pin gate applies again to every pin the egress process asks for.
 //
 // Files: config.go (the [egress] table), pool.go (addresses), policy.go (the policy
-// decision), links.go (the Links seam and its netlink implementation), egress.go
+// decision), links.go (the Links seam and its netlink implementation), forwarding.go
+// (uplink forwarding recorded and restored), networks.go (the host's own networks a
+// permissive session refuses), egress.go
 // (Manager and Session: set-up and teardown of one session's network), proxy.go (the
 // DNS sockets, bound by root and confined to their tap by tapfilter.go), limits.go (the
 // per-session connection and in-flight caps), procserve.go (the daemon's side of the

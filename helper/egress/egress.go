@@ -18,9 +18,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// IPv6Forwarder enables IPv6 forwarding on one interface (IPv6Conf; a stand-in in tests).
+// IPv6Forwarder reads and sets IPv6 forwarding of one interface (IPv6Conf; a stand-in in
+// tests): force_forwarding, and the global switch it never sets.
 type IPv6Forwarder interface {
 	EnableForwarding(name string) error
+	SetForwarding(name string, on bool) error
+	Forwarding(name string) (bool, error)
+	GlobalForwarding() (bool, error)
 }
 
 // proxyCloseTimeout bounds the wait for in-flight queries when a session's proxy stops.
@@ -52,6 +56,11 @@ type Manager struct {
 	upstreamAddr string
 
 	closers []func() // Open's handles
+
+	// fwdMu serializes switching uplink forwarding on (session start) and back (the last
+	// session's end); prior holds what each uplink had before (see ForwardingRecord).
+	fwdMu sync.Mutex
+	prior map[string]priorForwarding
 
 	mu       sync.Mutex
 	sessions map[string]*Session
@@ -100,7 +109,7 @@ func New(cfg Config, logDir string, links Links, fw nftrules.Firewall, ct *nftru
 		}
 	}
 	e := &Manager{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
-		upstreamAddr: up, logDir: logDir, log: log, sessions: map[string]*Session{}}
+		upstreamAddr: up, logDir: logDir, log: log, sessions: map[string]*Session{}, prior: map[string]priorForwarding{}}
 	if err := fw.EnsureTable(); err != nil {
 		return nil, err
 	}
@@ -114,24 +123,42 @@ func New(cfg Config, logDir string, links Links, fw nftrules.Firewall, ct *nftru
 // uplinkForwarding enables forwarding on the uplinks (egress.uplinks, else the interfaces
 // of the default routes now): replies enter by the uplink, and IPv4 forwards by the input
 // interface's flag. It runs at every session start (idempotent), so an uplink that came up
-// after the helper is used.
+// after the helper is used. With ForwardingLinks, each uplink's previous forwarding is
+// recorded first (holdUplink) and the uplinks it was off on are held in the nft table,
+// which then drops what they would forward to anything but a tap.
 func (e *Manager) uplinkForwarding() error {
-	uplinks := e.cfg.Uplinks
-	if len(uplinks) == 0 {
-		var err error
-		if uplinks, err = e.links.DefaultRouteLinks(); err != nil {
-			return err
-		}
+	uplinks, err := e.uplinks()
+	if err != nil {
+		return err
 	}
 	if len(uplinks) == 0 {
 		e.log.Warn("egress: no default route and no egress.uplinks; guests reach only their DNS proxy")
 	}
+	e.fwdMu.Lock()
+	defer e.fwdMu.Unlock()
+	fl, ok := e.links.(ForwardingLinks)
 	for _, u := range uplinks {
-		if err := e.forwarding(u); err != nil {
+		if err := nftrules.ValidateIfName(u); err != nil {
+			return err
+		}
+		if ok {
+			err = e.holdUplink(fl, u)
+		} else {
+			err = e.forwarding(u)
+		}
+		if err != nil {
 			return err
 		}
 	}
-	return nil
+	return e.fw.HoldUplinks(e.heldLists())
+}
+
+// uplinks returns egress.uplinks, else the interfaces of the default routes now.
+func (e *Manager) uplinks() ([]string, error) {
+	if len(e.cfg.Uplinks) > 0 {
+		return e.cfg.Uplinks, nil
+	}
+	return e.links.DefaultRouteLinks()
 }
 
 // forwarding enables forwarding on interface name only: IPv4 over rtnetlink (see
@@ -218,7 +245,14 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 		return err
 	}
 	s.V6 = e.IPv6 != nil
-	if err := e.fw.AddSession(nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6, AnyPort: eff.AnyPort()}); err != nil {
+	ns := nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6,
+		GuestV4: ad.Guest4, GuestV6: ad.Guest6, GuestLL: ad.GuestLL, AnyPort: eff.AnyPort()}
+	if ns.AnyPort {
+		if ns.Refused, err = e.hostNetworks(); err != nil {
+			return err
+		}
+	}
+	if err := e.fw.AddSession(ns); err != nil {
 		return err
 	}
 	s.logPath = filepath.Join(e.logDir, s.id+".jsonl")
@@ -286,6 +320,9 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 		os.Remove(s.logPath)
 	}
 	e.pool.release(s.slot)
+	e.fwdMu.Lock()
+	errs = append(errs, e.releaseUplinks())
+	e.fwdMu.Unlock()
 	err := errors.Join(errs...)
 	e.log.Info("audit: egress down", "session", id, "tap", s.tap, "err", err)
 	return sum, err
@@ -341,6 +378,13 @@ func Open(cfg Config, logDir string, links Links, fw nftrules.Firewall, log *slo
 	} else {
 		e.IPv6 = v6
 		e.closers = append(e.closers, func() { v6.Close() })
+	}
+	// Uplinks a previous helper switched on and did not switch back.
+	fl, _ := links.(ForwardingLinks)
+	if names, err := RestoreForwarding(logDir, fl, e.IPv6); err != nil {
+		log.Warn("egress: restore uplink forwarding", "err", err)
+	} else if names != nil {
+		log.Info("audit: uplink forwarding restored from the record", "uplinks", names)
 	}
 	e.Discover = func() []netpolicy.Discovered {
 		ctx, cancel := context.WithTimeout(context.Background(), discoverTimeout)

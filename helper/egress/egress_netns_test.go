@@ -26,6 +26,7 @@ import (
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/dnsproxy"
 	"brood.dev/brood/netpolicy/nftrules"
+	"brood.dev/brood/sandbox"
 )
 
 // egressNetnsEnv carries "host,internet,guest1,guest2" netns names to the re-executed
@@ -131,7 +132,9 @@ func (v *vethTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix)
 		return nil, err
 	}
 	defer gns.Close()
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(gns)}
+	mac, _ := net.ParseMAC(sandbox.DefaultMAC) // the guest NIC's, as QEMU gives it
+	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(gns),
+		PeerHardwareAddr: mac}
 	if err := v.h.LinkAdd(veth); err != nil {
 		return nil, fmt.Errorf("create veth %q: %w", name, err)
 	}

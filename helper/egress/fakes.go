@@ -11,14 +11,27 @@ import (
 
 // FakeLinks is an in-memory Links for tests: Taps are the existing tap names (CreateTap
 // adds one and returns a nil file); Deleted records every DeleteLink call; Uplinks is
-// what DefaultRouteLinks returns; Forwarding records EnableForwarding calls.
+// what DefaultRouteLinks returns; Enabled records EnableForwarding calls; IPv4Forwarding
+// is each interface's forwarding as Forwarding and SetForwarding see it (missing: off).
 type FakeLinks struct {
-	mu         sync.Mutex
-	Taps       []string
-	Deleted    []string
-	Uplinks    []string
-	Forwarding []string
+	mu             sync.Mutex
+	Taps           []string
+	Deleted        []string
+	Uplinks        []string
+	Enabled        []string
+	IPv4Forwarding map[string]bool
+	// Networks is what HostNetworks returns.
+	Networks []netip.Prefix
 }
+
+// HostNetworks returns Networks.
+func (f *FakeLinks) HostNetworks([]string) ([]netip.Prefix, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.Networks), nil
+}
+
+var _ NetworkLinks = (*FakeLinks)(nil)
 
 // CreateTap adds name to Taps; it fails when a link of that name exists.
 func (f *FakeLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
@@ -38,15 +51,37 @@ func (f *FakeLinks) DefaultRouteLinks() ([]string, error) {
 	return slices.Clone(f.Uplinks), nil
 }
 
-// EnableForwarding records name.
+// EnableForwarding records name and sets its forwarding on.
 func (f *FakeLinks) EnableForwarding(name string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.Forwarding = append(f.Forwarding, name)
+	f.Enabled = append(f.Enabled, name)
+	if f.IPv4Forwarding == nil {
+		f.IPv4Forwarding = map[string]bool{}
+	}
+	f.IPv4Forwarding[name] = true
 	return nil
 }
 
-var _ Links = (*FakeLinks)(nil)
+// Forwarding returns IPv4Forwarding[name].
+func (f *FakeLinks) Forwarding(name string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.IPv4Forwarding[name], nil
+}
+
+// SetForwarding sets IPv4Forwarding[name].
+func (f *FakeLinks) SetForwarding(name string, on bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.IPv4Forwarding == nil {
+		f.IPv4Forwarding = map[string]bool{}
+	}
+	f.IPv4Forwarding[name] = on
+	return nil
+}
+
+var _ ForwardingLinks = (*FakeLinks)(nil)
 
 // ListTaps returns the fake taps with prefix.
 func (f *FakeLinks) ListTaps(prefix string) ([]string, error) {

@@ -167,16 +167,23 @@ func (l *NetlinkLinks) DefaultRouteLinks() ([]string, error) {
 // net.ipv4.conf.<if>.forwarding in IFLA_INET_CONF.
 const ipv4DevconfForwarding = 1
 
-// EnableForwarding implements Links: it sets net.ipv4.conf.<name>.forwarding = 1 over
+// EnableForwarding implements Links: SetForwarding(name, true).
+func (l *NetlinkLinks) EnableForwarding(name string) error { return l.SetForwarding(name, true) }
+
+// SetForwarding implements ForwardingLinks: it sets net.ipv4.conf.<name>.forwarding over
 // rtnetlink (RTM_SETLINK, IFLA_AF_SPEC → AF_INET → IFLA_INET_CONF; net/ipv4/devinet.c
 // inet_set_link_af), not through /proc/sys: the confined helper cannot write procfs
 // sysctl files of interfaces that appear after confinement (Landlock rules hold inodes,
 // and procfs makes new ones per lookup). The global switch is never touched. The request
 // goes out in the caller's network namespace.
-func (l *NetlinkLinks) EnableForwarding(name string) error {
+func (l *NetlinkLinks) SetForwarding(name string, on bool) error {
 	link, err := l.h.LinkByName(name)
 	if err != nil {
-		return fmt.Errorf("enable forwarding on %q: %w", name, err)
+		return fmt.Errorf("set forwarding on %q: %w: %w", name, errNoLink, err)
+	}
+	v := uint32(0)
+	if on {
+		v = 1
 	}
 	req := nl.NewNetlinkRequest(unix.RTM_SETLINK, unix.NLM_F_ACK)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
@@ -184,10 +191,10 @@ func (l *NetlinkLinks) EnableForwarding(name string) error {
 	req.AddData(msg)
 	spec := nl.NewRtAttr(unix.IFLA_AF_SPEC, nil)
 	conf := spec.AddRtAttr(unix.AF_INET, nil).AddRtAttr(unix.IFLA_INET_CONF, nil)
-	conf.AddRtAttr(ipv4DevconfForwarding, nl.Uint32Attr(1))
+	conf.AddRtAttr(ipv4DevconfForwarding, nl.Uint32Attr(v))
 	req.AddData(spec)
 	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
-		return fmt.Errorf("enable forwarding on %q: %w", name, err)
+		return fmt.Errorf("set forwarding on %q to %v: %w", name, on, err)
 	}
 	return nil
 }
@@ -229,20 +236,28 @@ func OpenIPv6Conf() (*IPv6Conf, error) {
 // Close releases the directory descriptor.
 func (c *IPv6Conf) Close() error { return c.dir.Close() }
 
-// EnableForwarding sets net.ipv6.conf.<name>.force_forwarding = 1, for interface name
-// only: "all" and "default" are refused (never the global switch), as is any name the
-// kernel would not accept for an interface.
-func (c *IPv6Conf) EnableForwarding(name string) error {
+// EnableForwarding sets net.ipv6.conf.<name>.force_forwarding = 1: SetForwarding(name,
+// true).
+func (c *IPv6Conf) EnableForwarding(name string) error { return c.SetForwarding(name, true) }
+
+// SetForwarding sets net.ipv6.conf.<name>.force_forwarding, for interface name only: "all"
+// and "default" are refused (never the global switch), as is any name the kernel would
+// not accept for an interface. A missing interface's error wraps os.ErrNotExist.
+func (c *IPv6Conf) SetForwarding(name string, on bool) error {
 	if err := nftrules.ValidateIfName(name); err != nil || name == "all" || name == "default" {
-		return fmt.Errorf("enable IPv6 forwarding on %q: not a single interface: %w", name, ErrConfig)
+		return fmt.Errorf("set IPv6 forwarding on %q: not a single interface: %w", name, ErrConfig)
 	}
 	fd, err := unix.Openat(int(c.dir.Fd()), name+"/"+forceForwarding, unix.O_WRONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, &os.PathError{Op: "openat", Path: IPv6ConfDir + "/" + name + "/" + forceForwarding, Err: err})
+		return fmt.Errorf("set IPv6 forwarding on %q: %w", name, &os.PathError{Op: "openat", Path: IPv6ConfDir + "/" + name + "/" + forceForwarding, Err: err})
 	}
 	defer unix.Close(fd)
-	if _, err := unix.Write(fd, []byte("1\n")); err != nil {
-		return fmt.Errorf("enable IPv6 forwarding on %q: %w", name, os.NewSyscallError("write", err))
+	v := "0\n"
+	if on {
+		v = "1\n"
+	}
+	if _, err := unix.Write(fd, []byte(v)); err != nil {
+		return fmt.Errorf("set IPv6 forwarding on %q: %w", name, os.NewSyscallError("write", err))
 	}
 	return nil
 }

@@ -5,11 +5,17 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+
+	"brood.dev/brood/netpolicy"
 )
 
-// TestMain runs the egress process when a Manager under test starts this binary as
-// ProxySubcommand (its ProxyExe is publicTestBinary).
+// TestMain switches the refusal of documentation ranges off (the test knob): these tests
+// use 192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24 and 2001:db8::/32 as their internet,
+// inside namespaces they make or in memory. It runs the egress process when a Manager
+// under test starts this binary as ProxySubcommand (its ProxyExe is publicTestBinary);
+// TestMain sets the knob for the process too.
 func TestMain(m *testing.M) {
+	netpolicy.AllowDocumentationRanges(true)
 	if len(os.Args) > 1 && os.Args[1] == ProxySubcommand {
 		os.Exit(ProxyMain(os.Args[2:]))
 	}

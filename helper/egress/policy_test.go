@@ -40,6 +40,7 @@ func TestAddrPool(t *testing.T) {
 	want := Addrs{
 		Host4: netip.MustParseAddr("10.213.0.13"), Guest4: netip.MustParseAddr("10.213.0.14"), Net4: netip.MustParsePrefix("10.213.0.12/30"),
 		Host6: netip.MustParseAddr("fd62:726f:6f64::d"), Guest6: netip.MustParseAddr("fd62:726f:6f64::e"), Net6: netip.MustParsePrefix("fd62:726f:6f64::c/126"),
+		GuestLL: netip.MustParseAddr("fe80::5054:ff:fe62:7264"),
 	}
 	if a != want {
 		t.Errorf("addrs(3) = %+v, want %+v", a, want)

@@ -2,10 +2,12 @@ package egress
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox"
 )
 
 // addrPool hands out slot i of the pools: the IPv4 /30 PoolV4+4i (host .1, guest .2)
@@ -39,6 +41,25 @@ type Addrs struct {
 	Host4, Guest4 netip.Addr // .1 and .2 of the /30
 	Host6, Guest6 netip.Addr // ::1 and ::2 of the /126
 	Net4, Net6    netip.Prefix
+	// GuestLL is the guest's IPv6 link-local address, which its kernel derives from the
+	// NIC's MAC (sandbox.DefaultMAC; every guest has it, each on its own tap).
+	GuestLL netip.Addr
+}
+
+// guestLL is the link-local address of a NIC with sandbox.DefaultMAC.
+var guestLL = linkLocalEUI64(sandbox.DefaultMAC)
+
+// linkLocalEUI64 returns fe80::/64 with the modified EUI-64 interface identifier of a
+// 48-bit MAC (RFC 4291 appendix A: ff:fe in the middle, the universal/local bit flipped),
+// the address Linux gives an interface with addr_gen_mode 0 (eui64, the default). A
+// string that is not a 48-bit MAC gives the zero Addr.
+func linkLocalEUI64(mac string) netip.Addr {
+	hw, err := net.ParseMAC(mac)
+	if err != nil || len(hw) != 6 {
+		return netip.Addr{}
+	}
+	a := [16]byte{0: 0xfe, 1: 0x80, 8: hw[0] ^ 0x02, 9: hw[1], 10: hw[2], 11: 0xff, 12: 0xfe, 13: hw[3], 14: hw[4], 15: hw[5]}
+	return netip.AddrFrom16(a)
 }
 
 func (p *addrPool) addrs(slot int) Addrs {
@@ -60,6 +81,7 @@ func (p *addrPool) addrs(slot int) Addrs {
 	return Addrs{
 		Host4: at4(1), Guest4: at4(2), Net4: netip.PrefixFrom(at4(0), 30),
 		Host6: at6(1), Guest6: at6(2), Net6: netip.PrefixFrom(at6(0), 126),
+		GuestLL: guestLL,
 	}
 }
 

@@ -14,7 +14,8 @@
 //  6. once virtio_blk, erofs and overlay are in, mount the rootfs disk /dev/vda
 //     read-only under a tmpfs overlay (writes outside /workspace live in RAM and die
 //     with the VM); once 9p is in, the share at /workspace; then /tmp, /dev/pts,
-//     /dev/shm; then switch root into it;
+//     /dev/shm; then switch root into it and mount the agent's home: a tmpfs owned by
+//     the session's uid, mode 0700, seeded from the image's home or /etc/skel;
 //  7. configure lo, and eth0 only when the config has a network;
 //  8. serve SSH on the virtio-serial port guestcfg/sandbox call "brood.ssh": one
 //     connection, authenticated by the session's client key only, each session channel
@@ -293,7 +294,8 @@ func waitFor(path string, d time.Duration) bool {
 
 // mountRoot builds the agent's root: rootfs read-only + tmpfs upper as an overlay at
 // /newroot, the share at /newroot/workspace, kernel filesystems moved in; then
-// switches root to it and creates the agent's home if the image lacks one. It returns
+// switches root to it, names the session's uid in /etc/passwd (setUser; a failure is
+// logged, not fatal) and mounts the agent's home (makeHome). It returns
 // the first error of a module wait, a mount or the switch (ErrNoRootfs when no root
 // disk appears).
 func (g *guest) mountRoot() error {
@@ -318,7 +320,11 @@ func (g *guest) mountRoot() error {
 	if err := switchRoot(nr); err != nil {
 		return err
 	}
-	return g.ensureHome()
+	home := homeDir(g.cfg)
+	if err := setUser("/etc", g.cfg.User, g.cfg.UID, g.cfg.GID, home); err != nil {
+		g.logf("%v (the agent runs without an account entry)", err) // an image without /etc
+	}
+	return makeHome(home, g.cfg.UID, g.cfg.GID, skelDirs(home))
 }
 
 // mountOverlay mounts the root disk /dev/vda (erofs, read-only) at /lower and a tmpfs
@@ -425,18 +431,7 @@ func hasShare() bool {
 	return false
 }
 
-// ensureHome creates the agent's home directory in the overlay when the image lacks it.
-func (g *guest) ensureHome() error {
-	home := homeDir(g.cfg)
-	if _, err := os.Stat(home); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return fmt.Errorf("create home: %w", err)
-	}
-	return os.Chown(home, g.cfg.UID, g.cfg.GID)
-}
-
+// homeDir is the agent's home, /home/USER.
 func homeDir(c guestcfg.Config) string { return "/home/" + c.User }
 
 // shutdown ends the VM: TERM, up to 50 ms for everything else to exit, then KILL,
