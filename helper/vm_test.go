@@ -24,6 +24,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/helper/vmhost"
@@ -36,7 +37,8 @@ import (
 // so only argv tells), and the tests start VM clients.
 func vmChild(env string) (int, bool) {
 	switch {
-	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == spawner.Subcommand):
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == spawner.Subcommand ||
+		os.Args[1] == egress.ProxySubcommand):
 		return Main(os.Args[1:]), true
 	case env == "vmclient":
 		return childVMClient(), true
