@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"syscall"
 	"time"
 
@@ -127,7 +126,7 @@ func (p *proxyProc) stop() error {
 		err = <-exited
 	}
 	p.ctl.Close()
-	var ee *exec.ExitError
+	var ee *hostexec.ExitError
 	if err != nil && !errors.As(err, &ee) {
 		return fmt.Errorf("reap egress process %d: %w", p.cmd.Process.Pid, err)
 	}
