@@ -13,6 +13,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"brood.dev/brood/internal/version"
 )
 
 // Exit codes of the brood command (documented in README.md).
@@ -51,6 +53,7 @@ func NewRootCommand() *cobra.Command {
 		Short:         "Run an AI coding agent in a disposable microVM and review its changes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.String(),
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/version"
 	"brood.dev/brood/sandbox"
 )
 
@@ -19,8 +20,9 @@ type VMHost struct {
 	KVMGID  int           // gid of group "kvm" (-1: none); added to runners only under KVM
 }
 
-// Version is the helper build version reported by Hello (set with -ldflags -X).
-var Version = "dev"
+// Version is the helper build version reported by Hello and `--version`
+// (internal/version: set with -ldflags -X, else from the binary's build information).
+var Version = version.String()
 
 // probeTimeout bounds the VM backend probe (qemu -version, the KVM ioctls).
 const probeTimeout = 15 * time.Second
