@@ -40,7 +40,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := strings.ReplaceAll(string(data), "/usr/local/bin/broodd-helper", bin)
+		s := strings.ReplaceAll(string(data), "/usr/sbin/broodd-helper", bin)
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
