@@ -23,6 +23,8 @@ const (
 	configDir   = "/etc/brood"
 	docDir      = "/usr/share/doc/brood"
 	lintianFile = "/usr/share/lintian/overrides/brood"
+	// selinuxModule is where the rpm puts brood.pp (Fedora's layout for policy modules).
+	selinuxModule = "/usr/share/selinux/packages/brood/brood.pp"
 )
 
 // contents lists every file of the package (both formats unless Packager is set): the
@@ -67,5 +69,14 @@ func contents(root, bin string, docs generated) files.Contents {
 	changelog.Packager = "deb"
 	lintian := file(src("packaging/files/lintian-overrides"), lintianFile, 0o644)
 	lintian.Packager = "deb"
-	return append(c, zshDeb, zshRPM, changelog, lintian)
+	c = append(c, zshDeb, zshRPM, changelog, lintian)
+	// The SELinux module: the rpm's postinstall loads it where SELinux is enabled.
+	if docs.SELinux != "" {
+		pp := file(docs.SELinux, selinuxModule, 0o644)
+		pp.Packager = "rpm"
+		iface := file(src("selinux/brood.if"), "/usr/share/selinux/devel/include/contrib/brood.if", 0o644)
+		iface.Packager = "rpm"
+		c = append(c, pp, iface)
+	}
+	return c
 }

@@ -22,6 +22,7 @@ type generated struct {
 	Changelog string   // Debian changelog.gz
 	RPMLog    string   // the same entry as a chglog YAML file, for nfpm's rpm changelog
 	HelperMan string   // broodd-helper.8.gz (from packaging/files)
+	SELinux   string   // brood.pp (rpm only; buildSELinux)
 }
 
 // genDocs writes man pages (section 1, one per command, cobra/doc) and the bash, zsh and

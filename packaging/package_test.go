@@ -169,6 +169,9 @@ func TestRPMPackage(t *testing.T) {
 			t.Errorf("rpm lacks its %s", want)
 		}
 	}
+	if !strings.Contains(list, " "+selinuxModule+"\n") {
+		t.Errorf("the rpm lacks the SELinux module %s", selinuxModule)
+	}
 	if v := output(t, "rpm", "-qp", "--qf", "%{VERSION}-%{RELEASE} %{ARCH}", rpm); v != "1.2.3+4.gabcdef1-1 x86_64" {
 		t.Errorf("rpm version and arch = %q", v)
 	}

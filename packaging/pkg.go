@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/goreleaser/nfpm/v2"
@@ -50,6 +51,11 @@ func run(o options) ([]string, error) {
 	docs, err := genDocs(o.Root, work, version, mtime)
 	if err != nil {
 		return nil, err
+	}
+	if slices.Contains(o.Formats, "rpm") {
+		if docs.SELinux, err = buildSELinux(o.Root, filepath.Join(work, "selinux")); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.MkdirAll(o.Out, 0o755); err != nil {
 		return nil, err

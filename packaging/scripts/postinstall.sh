@@ -14,6 +14,12 @@ fi
 # The artifact store (helper.toml state_dir): kernels, initramfs, images.
 install -d -m 0755 -o root -g root /var/lib/brood
 
+# The SELinux module (rpm only), where SELinux is enabled: the helper's own domain.
+if [ -f /usr/share/selinux/packages/brood/brood.pp ] && command -v selinuxenabled >/dev/null && selinuxenabled; then
+	semodule -i /usr/share/selinux/packages/brood/brood.pp
+	restorecon -R /usr/sbin/broodd-helper /etc/brood /var/lib/brood || true
+fi
+
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true
 	systemctl enable broodd-helper.socket

@@ -12,6 +12,12 @@ case "$1" in
 	purge)
 		rm -rf /var/lib/brood
 		;;
+	0)
+		# rpm erase: unload the SELinux module the postinstall loaded.
+		if command -v semodule >/dev/null && semodule -l 2>/dev/null | grep -qx 'brood'; then
+			semodule -r brood || true
+		fi
+		;;
 esac
 if [ -d /run/systemd/system ]; then
 	systemctl daemon-reload || true
