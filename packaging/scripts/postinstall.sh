@@ -35,7 +35,7 @@ fi
 
 if [ ! -d /var/lib/brood/images ] || [ -z "$(ls -A /var/lib/brood/images 2>/dev/null)" ]; then
 	artifacts="  - build the guest kernel and the default image (downloads Debian packages
-    through apt, ~300 MB, a few minutes):  broodd-helper image build test"
+    through apt, about 600 MB, some minutes):  broodd-helper image build test"
 else
 	artifacts="  - images present in /var/lib/brood/images (rebuild: broodd-helper image build NAME)"
 fi
