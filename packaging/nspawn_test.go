@@ -341,6 +341,7 @@ func TestInstalledUnderSystemd(t *testing.T) {
 
 	firstSession(t, c, start)
 	egressSession(t, c, up)
+	upgradeKeepsHelper(t, c)
 	removeAndPurge(t, c)
 }
 
@@ -424,6 +425,24 @@ func egressSession(t *testing.T, c *container, up *dnsproxy.FakeUpstream) {
 	}
 	if up.Asked("evil.pkg.test") {
 		t.Error("the refused name reached the upstream")
+	}
+}
+
+// upgradeKeepsHelper: reinstalling the package (dpkg runs the upgrade paths of the
+// maintainer scripts) leaves the running helper, and so its sessions, alone.
+func upgradeKeepsHelper(t *testing.T, c *container) {
+	t.Helper()
+	pid := func() string {
+		out := c.must("", "systemctl", "show", "--property=MainPID", "--value", "broodd-helper.service")
+		return strings.TrimSpace(out)
+	}
+	before := pid()
+	if before == "0" {
+		t.Fatal("the helper is not running before the upgrade (idle exit too early?)")
+	}
+	c.must("", "apt-get", "install", "-y", "--reinstall", "/root/brood.deb")
+	if after := pid(); after != before {
+		t.Errorf("the upgrade restarted the helper (pid %s -> %s): running sessions would end", before, after)
 	}
 }
 
