@@ -8,8 +8,8 @@
 // A plain `go build` leaves it empty; String then falls back to the module version or
 // the VCS revision the Go toolchain records in the binary (runtime/debug.ReadBuildInfo).
 //
-// Privilege: none. Linked into every binary; it reads only the running binary's build
-// information.
+// Privilege: none. Linked into brood and broodd-helper; it reads only the running
+// binary's build information.
 package version
 
 import "runtime/debug"
