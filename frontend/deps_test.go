@@ -86,3 +86,34 @@ func TestDepsCheckCanFail(t *testing.T) {
 		}
 	}
 }
+
+// libraryPackages are the session workflow and its helper client: a library that the
+// command line drives, so they must link no privileged code and no command line.
+var libraryPackages = []string{
+	"brood.dev/brood/frontend",
+	"brood.dev/brood/frontend/helperclient",
+	"brood.dev/brood/frontend/fakehelper",
+}
+
+// TestWorkflowLinksNoCLIOrPrivilegedCode: the workflow packages link neither privileged
+// code nor cobra/pflag, and cmd/brood links the workflow (so the check of cmd/brood above
+// covers it too).
+func TestWorkflowLinksNoCLIOrPrivilegedCode(t *testing.T) {
+	for _, pkg := range libraryPackages {
+		deps := goListDeps(t, pkg)
+		if bad := privilegedDeps(deps); len(bad) > 0 {
+			t.Errorf("%s links privileged code: %v", pkg, bad)
+		}
+		for _, d := range deps {
+			if strings.HasPrefix(d, "github.com/spf13/") {
+				t.Errorf("%s links the command-line library %s", pkg, d)
+			}
+		}
+	}
+	deps := " " + strings.Join(goListDeps(t, "brood.dev/brood/cmd/brood"), " ") + " "
+	for _, pkg := range libraryPackages[:2] {
+		if !strings.Contains(deps, " "+pkg+" ") {
+			t.Errorf("cmd/brood does not link %s", pkg)
+		}
+	}
+}

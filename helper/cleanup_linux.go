@@ -11,74 +11,17 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/egress"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/netpolicy/nftrules"
 )
-
-// NetlinkLinks implements Links with a vishvananda/netlink handle bound to one network
-// namespace.
-type NetlinkLinks struct{ h *netlink.Handle }
-
-var _ Links = (*NetlinkLinks)(nil)
-
-// NewNetlinkLinks opens a netlink handle in the network namespace nsFD (-1: the current
-// one). Close it with Close.
-func NewNetlinkLinks(nsFD int) (*NetlinkLinks, error) {
-	var h *netlink.Handle
-	var err error
-	if nsFD < 0 {
-		h, err = netlink.NewHandle()
-	} else {
-		h, err = netlink.NewHandleAt(netns.NsHandle(nsFD))
-	}
-	if err != nil {
-		return nil, fmt.Errorf("open netlink handle: %w", err)
-	}
-	return &NetlinkLinks{h: h}, nil
-}
-
-// Close releases the netlink sockets.
-func (l *NetlinkLinks) Close() { l.h.Close() }
-
-// ListTaps returns tap (tuntap) links whose name starts with prefix.
-func (l *NetlinkLinks) ListTaps(prefix string) ([]string, error) {
-	links, err := l.h.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("list links: %w", err)
-	}
-	var names []string
-	for _, link := range links {
-		a := link.Attrs()
-		if link.Type() == "tuntap" && strings.HasPrefix(a.Name, prefix) {
-			names = append(names, a.Name)
-		}
-	}
-	return names, nil
-}
-
-// DeleteLink deletes link name; a missing link is not an error.
-func (l *NetlinkLinks) DeleteLink(name string) error {
-	link, err := l.h.LinkByName(name)
-	var nf netlink.LinkNotFoundError
-	if errors.As(err, &nf) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("find link %q: %w", name, err)
-	}
-	if err := l.h.LinkDel(link); err != nil && !errors.Is(err, unix.ENODEV) {
-		return fmt.Errorf("delete link %q: %w", name, err)
-	}
-	return nil
-}
 
 // Cleanup removes what a crashed predecessor left behind: orphaned runners first (they
 // hold the taps), then taps named nftrules.TapPrefix*, then the nft table (Firewall.Cleanup). It is idempotent: on a
 // clean host it does nothing and returns no error. Every failure is returned, joined.
-func Cleanup(log *slog.Logger, links Links, fw nftrules.Firewall, runners Runners) (CleanupReport, error) {
+func Cleanup(log *slog.Logger, links egress.Links, fw nftrules.Firewall, runners Runners) (CleanupReport, error) {
 	var rep CleanupReport
 	var errs []error
 	if runners != nil {
@@ -119,11 +62,8 @@ func Cleanup(log *slog.Logger, links Links, fw nftrules.Firewall, runners Runner
 	return rep, errors.Join(errs...)
 }
 
-// RunnerSubcommand is the hidden subcommand of broodd-helper that runs one VM.
-const RunnerSubcommand = "vm-run"
-
 // ProcRunners implements Runners by scanning /proc: a runner is a process whose argv[1] is
-// RunnerSubcommand (or SpawnerSubcommand, the runners' parent) and whose executable is Exe (or, when its exe link is unreadable,
+// spawner.RunnerSubcommand (or spawner.Subcommand, the runners' parent) and whose executable is Exe (or, when its exe link is unreadable,
 // whose argv[0] has Exe's base name). Self (this process) and its
 // children are never orphans.
 type ProcRunners struct {
@@ -161,7 +101,7 @@ func (r *ProcRunners) ListOrphans() ([]int, error) {
 			continue // gone
 		}
 		argv := bytes.Split(cmdline, []byte{0})
-		if len(argv) < 2 || (string(argv[1]) != RunnerSubcommand && string(argv[1]) != SpawnerSubcommand) {
+		if len(argv) < 2 || (string(argv[1]) != spawner.RunnerSubcommand && string(argv[1]) != spawner.Subcommand) {
 			continue
 		}
 		exe, err := os.Readlink(filepath.Join(dir, "exe"))

@@ -18,11 +18,13 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"brood.dev/brood/helper/egress"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
 func TestCleanupFakes(t *testing.T) {
-	links := &FakeLinks{Taps: []string{"brd0001", "eth0", "brd0002", "tap0"}}
+	links := &egress.FakeLinks{Taps: []string{"brd0001", "eth0", "brd0002", "tap0"}}
 	fw := &nftrules.Fake{}
 	if err := fw.EnsureTable(); err != nil {
 		t.Fatal(err)
@@ -83,7 +85,7 @@ func TestCleanupNetns(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	links, err := NewNetlinkLinks(int(ns))
+	links, err := egress.NewNetlinkLinks(int(ns))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +178,7 @@ func TestProcRunnersOrphans(t *testing.T) {
 	}
 	t.Cleanup(func() { syscall.Kill(orphan, syscall.SIGKILL) })
 	// Our own runner child.
-	own := exec.Command(self, RunnerSubcommand)
+	own := exec.Command(self, spawner.RunnerSubcommand)
 	own.Env = env
 	if err := own.Start(); err != nil {
 		t.Fatal(err)

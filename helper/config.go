@@ -12,6 +12,7 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -45,6 +46,13 @@ type Config struct {
 	ReadTimeoutSeconds int `toml:"read_timeout_seconds"`
 	// MaxConns bounds concurrent connections; further ones are closed at once.
 	MaxConns int `toml:"max_conns"`
+	// MaxConnsPerUser bounds the connections one uid may hold (below MaxConns, so that
+	// max_conns - max_conns_per_user slots stay for other uids); further ones are closed
+	// at once.
+	MaxConnsPerUser int `toml:"max_conns_per_user"`
+	// MaxWaitsPerUser bounds one uid's wait_vm calls in flight (each holds a connection
+	// until its VM ends); further ones fail with the limit error.
+	MaxWaitsPerUser int `toml:"max_waits_per_user"`
 	// MaxSessionsPerUser bounds the sessions one uid may hold.
 	MaxSessionsPerUser int `toml:"max_sessions_per_user"`
 	// KernelRelease pins the guest kernel under <state_dir>/kernels (e.g.
@@ -55,7 +63,7 @@ type Config struct {
 	// the newest.
 	Initramfs string `toml:"initramfs"`
 	// Egress configures sessions' network egress (egress.go).
-	Egress EgressConfig `toml:"egress"`
+	Egress egress.Config `toml:"egress"`
 
 	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
 	allowGIDs []uint32
@@ -70,8 +78,10 @@ func DefaultConfig() Config {
 		IdleSeconds:        300,
 		ReadTimeoutSeconds: 30,
 		MaxConns:           256,
+		MaxConnsPerUser:    64,
+		MaxWaitsPerUser:    32,
 		MaxSessionsPerUser: 16,
-		Egress:             DefaultEgressConfig(),
+		Egress:             egress.DefaultConfig(),
 	}
 }
 
@@ -109,6 +119,14 @@ var configChecks = []func(*Config) error{
 	func(c *Config) error { return absDir("state_dir", c.StateDir) },
 	func(c *Config) error { return positive("read_timeout_seconds", c.ReadTimeoutSeconds) },
 	func(c *Config) error { return positive("max_conns", c.MaxConns) },
+	func(c *Config) error { return positive("max_conns_per_user", c.MaxConnsPerUser) },
+	func(c *Config) error { return positive("max_waits_per_user", c.MaxWaitsPerUser) },
+	func(c *Config) error {
+		if c.MaxConnsPerUser >= c.MaxConns {
+			return fmt.Errorf("max_conns_per_user %d must be below max_conns %d (slots kept for other users)", c.MaxConnsPerUser, c.MaxConns)
+		}
+		return nil
+	},
 	func(c *Config) error { return positive("max_sessions_per_user", c.MaxSessionsPerUser) },
 	func(c *Config) error {
 		if c.IdleSeconds < 0 {
@@ -128,7 +146,7 @@ var configChecks = []func(*Config) error{
 		}
 		return nil
 	},
-	func(c *Config) error { return c.Egress.validate() },
+	func(c *Config) error { return c.Egress.Validate() },
 	func(c *Config) error {
 		if c.RuntimeDir == c.StateDir {
 			return fmt.Errorf("runtime_dir and state_dir are both %q", c.RuntimeDir)

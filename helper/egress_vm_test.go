@@ -33,12 +33,12 @@ import (
 func TestVMEgress(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip")
-	inet := newTestNetns(t, "i")
+	inet := testenv.NewNetns(t, "i")
 	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32"} {
-		ipRun(t, "-n", inet, "addr", "add", a, "dev", "lo")
+		testenv.IP(t, "-n", inet, "addr", "add", a, "dev", "lo")
 	}
 	for _, a := range []string{"2001:db8::10/128", "2001:db8::50/128"} {
-		ipRun(t, "-n", inet, "addr", "add", a, "dev", "lo", "nodad")
+		testenv.IP(t, "-n", inet, "addr", "add", a, "dev", "lo", "nodad")
 	}
 	up, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 192.0.2.10", "ok.pkg.test. 60 IN AAAA 2001:db8::10",
 		"evil.pkg.test. 60 IN A 192.0.2.20"})
@@ -46,7 +46,7 @@ func TestVMEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	var upSrv *dnsproxy.Server
-	if err := inNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
+	if err := testenv.InNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { upSrv.Close(t.Context()) })
@@ -57,13 +57,13 @@ func TestVMEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	var otherSrv *dnsproxy.Server
-	if err := inNetns(inet, func() (err error) { otherSrv, err = dnsproxy.Listen(other, "192.0.2.53:5353"); return err }); err != nil {
+	if err := testenv.InNetns(inet, func() (err error) { otherSrv, err = dnsproxy.Listen(other, "192.0.2.53:5353"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { otherSrv.Close(t.Context()) })
 	for _, a := range []string{"192.0.2.10:443", "192.0.2.20:443", "[2001:db8::10]:443", "[2001:db8::50]:443", "192.0.2.53:853"} {
 		var l net.Listener
-		if err := inNetns(inet, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
+		if err := testenv.InNetns(inet, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { l.Close() })
@@ -91,7 +91,7 @@ func TestVMEgress(t *testing.T) {
 		t.Errorf("hello policy_digest = %q, want the policy file's sha256", hello.Caps.Policy)
 	}
 	// The helper is confined: IPv6 forwarding on the tap (created later) is written under
-	// Landlock (IPv6Conf's held directory), as in production.
+	// Landlock (egress.IPv6Conf's held directory), as in production.
 	if !hello.Caps.Landlock.Enforced {
 		t.Errorf("helper not confined by Landlock: %+v", hello.Caps.Landlock)
 	}
@@ -99,17 +99,17 @@ func TestVMEgress(t *testing.T) {
 
 	// The helper's uplink: a veth from its netns to the internet, with the default route.
 	hns := "broodegvm" + strconv.Itoa(h.hc.cmd.Process.Pid)
-	ipRun(t, "netns", "attach", hns, strconv.Itoa(h.hc.cmd.Process.Pid))
+	testenv.IP(t, "netns", "attach", hns, strconv.Itoa(h.hc.cmd.Process.Pid))
 	t.Cleanup(func() { exec.Command("ip", "netns", "del", hns).Run() })
-	ipRun(t, "link", "add", "up0", "netns", hns, "type", "veth", "peer", "name", "up0", "netns", inet)
-	ipRun(t, "-n", hns, "addr", "add", "172.31.255.1/30", "dev", "up0")
-	ipRun(t, "-n", hns, "link", "set", "up0", "up")
-	ipRun(t, "-n", hns, "route", "add", "default", "via", "172.31.255.2")
-	ipRun(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
-	ipRun(t, "-n", inet, "link", "set", "up0", "up")
-	ipRun(t, "-n", hns, "addr", "add", "2001:db8:ffff::1/64", "dev", "up0", "nodad")
-	ipRun(t, "-n", hns, "-6", "route", "add", "default", "via", "2001:db8:ffff::2")
-	ipRun(t, "-n", inet, "addr", "add", "2001:db8:ffff::2/64", "dev", "up0", "nodad")
+	testenv.IP(t, "link", "add", "up0", "netns", hns, "type", "veth", "peer", "name", "up0", "netns", inet)
+	testenv.IP(t, "-n", hns, "addr", "add", "172.31.255.1/30", "dev", "up0")
+	testenv.IP(t, "-n", hns, "link", "set", "up0", "up")
+	testenv.IP(t, "-n", hns, "route", "add", "default", "via", "172.31.255.2")
+	testenv.IP(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
+	testenv.IP(t, "-n", inet, "link", "set", "up0", "up")
+	testenv.IP(t, "-n", hns, "addr", "add", "2001:db8:ffff::1/64", "dev", "up0", "nodad")
+	testenv.IP(t, "-n", hns, "-6", "route", "add", "default", "via", "2001:db8:ffff::2")
+	testenv.IP(t, "-n", inet, "addr", "add", "2001:db8:ffff::2/64", "dev", "up0", "nodad")
 
 	work := publicTempDir(t)
 	share := ownedDir(t, ownedDir(t, work, "w", 4242, 4242), "snapshot", 4242, 4242)

@@ -3,6 +3,7 @@ package helper
 import (
 	"errors"
 
+	"brood.dev/brood/helper/runner"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -31,10 +32,6 @@ var (
 	// ErrUnknownImage reports an image name with no recipe to build it from.
 	ErrUnknownImage = errors.New("no such image recipe")
 	// ErrRunner reports a VM runner that failed to start, broke the control protocol or
-	// died without reporting how its VM ended.
-	ErrRunner = errors.New("VM runner failed")
-	// ErrNoIPv6Forwarding reports a kernel without per-interface IPv6 forwarding
-	// (net.ipv6.conf.<if>.force_forwarding, Linux >= 6.17) or without IPv6: guests then
-	// get no IPv6 address or route, never the global forwarding switch.
-	ErrNoIPv6Forwarding = errors.New("no per-interface IPv6 forwarding")
+	// died without reporting how its VM ended (runner.ErrRunner).
+	ErrRunner = runner.ErrRunner
 )

@@ -1,81 +1,9 @@
 package helper
 
 import (
-	"fmt"
-	"net/netip"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 )
-
-// FakeLinks is an in-memory Links for tests: Taps are the existing tap names (CreateTap
-// adds one and returns a nil file); Deleted records every DeleteLink call; Uplinks is
-// what DefaultRouteLinks returns; Forwarding records EnableForwarding calls.
-type FakeLinks struct {
-	mu         sync.Mutex
-	Taps       []string
-	Deleted    []string
-	Uplinks    []string
-	Forwarding []string
-}
-
-// CreateTap adds name to Taps; it fails when a link of that name exists.
-func (f *FakeLinks) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if slices.Contains(f.Taps, name) {
-		return nil, fmt.Errorf("create tap %q: %w", name, os.ErrExist)
-	}
-	f.Taps = append(f.Taps, name)
-	return nil, nil
-}
-
-// DefaultRouteLinks returns Uplinks.
-func (f *FakeLinks) DefaultRouteLinks() ([]string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.Uplinks), nil
-}
-
-// EnableForwarding records name.
-func (f *FakeLinks) EnableForwarding(name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.Forwarding = append(f.Forwarding, name)
-	return nil
-}
-
-var _ Links = (*FakeLinks)(nil)
-
-// ListTaps returns the fake taps with prefix.
-func (f *FakeLinks) ListTaps(prefix string) ([]string, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []string
-	for _, t := range f.Taps {
-		if strings.HasPrefix(t, prefix) {
-			out = append(out, t)
-		}
-	}
-	return out, nil
-}
-
-// DeleteLink removes name from Taps and records the call.
-func (f *FakeLinks) DeleteLink(name string) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.Deleted = append(f.Deleted, name)
-	f.Taps = slices.DeleteFunc(f.Taps, func(t string) bool { return t == name })
-	return nil
-}
-
-// Calls returns a copy of Deleted.
-func (f *FakeLinks) Calls() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.Deleted)
-}
 
 // FakeRunners is an in-memory Runners: Orphans are the live orphan pids; Killed records
 // Kill calls.

@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
@@ -13,7 +14,7 @@ import (
 // handle for links and the one nftables connection, shared by the startup cleanup and
 // the egress layer, and the /proc runner scanner.
 type host struct {
-	links   *NetlinkLinks
+	links   *egress.NetlinkLinks
 	fw      *nftrules.NFT
 	runners *ProcRunners
 }
@@ -21,7 +22,7 @@ type host struct {
 // openHost opens netlink and nftables in the current network namespace and the /proc
 // runner scanner.
 func openHost() (*host, error) {
-	links, err := NewNetlinkLinks(-1)
+	links, err := egress.NewNetlinkLinks(-1)
 	if err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ func TestListImagesCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l.Store != state || len(l.Images) != 1 || l.Images[0].Name != "test" || l.Images[0].Digest != "0123456789abcdef0123456789abcdef" ||
-		l.Images[0].Size != int64(len("image")) || !slices.Equal(l.Recipes, []string{"codex", "test"}) {
+		l.Images[0].Size != int64(len("image")) || !slices.Equal(l.Recipes, []string{"claude-code", "codex", "gemini", "hermes", "opencode", "test"}) {
 		t.Errorf("list_images = %+v", l)
 	}
 	// The same names Hello reports (builtImages) and openArtifacts opens.
@@ -35,7 +35,7 @@ func TestListImagesCall(t *testing.T) {
 func TestImageBuildRefusals(t *testing.T) {
 	cfg := artifactCfg(t.TempDir())
 	var out, log bytes.Buffer
-	if err := buildImage(context.Background(), cfg, "nosuch", &out, &log); !errors.Is(err, ErrUnknownImage) || !strings.Contains(err.Error(), "codex, test") {
+	if err := buildImage(context.Background(), cfg, "nosuch", &out, &log); !errors.Is(err, ErrUnknownImage) || !strings.Contains(err.Error(), "claude-code, codex, gemini, hermes, opencode, test") {
 		t.Errorf("build nosuch = %v", err)
 	}
 	if out.Len()+log.Len() != 0 {

@@ -3,29 +3,25 @@ package helper
 import (
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
+	"brood.dev/brood/helper/landlockabi"
 )
 
-// PinnedABI is the Landlock ABI the helper's ruleset is written and tested for (ABI 7:
-// filesystem, TCP bind/connect, IPC scopes; tested on kernel 6.18). On a
-// newer kernel the helper still enforces exactly the ABI 7 rights.
-const PinnedABI = 7
+// PinnedABI is the Landlock ABI the helper's ruleset is written and tested for
+// (landlockabi.Pinned, shared with the VM runner).
+const PinnedABI = landlockabi.Pinned
 
 // landlockABI reports the kernel's Landlock ABI (a variable so tests can simulate old
 // kernels).
-var landlockABI = llsys.LandlockGetABIVersion
-
-// pinnedConfig is the Landlock configuration of PinnedABI.
-var pinnedConfig = landlock.V7
+var landlockABI = landlockabi.Kernel
 
 // systemRODirs are the system paths the helper may read and execute after confinement:
 // binaries and libraries (runner re-exec, qemu), /etc for resolv.conf and NSS, /proc and
@@ -43,7 +39,7 @@ var deviceFiles = []string{"/dev/null", "/dev/net/tun", "/dev/kvm"}
 // helper uses only Unix and netlink sockets). Caveat: MPTCP sockets bypass
 // Landlock TCP rules (the helper opens none) and UDP is not restrictable before ABI 10.
 //
-// Egress (egress_linux.go) adds: reading the system policy file's directory, binding TCP
+// Egress (package egress) adds: reading the system policy file's directory, binding TCP
 // DNSPort (each session's DNS proxy) and connecting to the upstream resolver's TCP port
 // (answers truncated over UDP), and writing files under /proc/sys/net/ipv6/conf (IPv6
 // force_forwarding of taps, see IPv6Conf). The proxies' UDP sockets are not restricted at
@@ -53,28 +49,17 @@ func ConfinementRules(cfg *Config) []landlock.Rule {
 		landlock.RODirs(systemRODirs...).IgnoreIfMissing(),
 		landlock.RWDirs(cfg.RuntimeDir, cfg.StateDir).WithRefer(),
 		landlock.RWFiles(deviceFiles...).WithIoctlDev().IgnoreIfMissing(),
-		landlock.BindTCP(DNSPort),
-		landlock.ConnectTCP(upstreamTCPPort(cfg.Egress.Upstream)),
+		landlock.BindTCP(egress.DNSPort),
+		landlock.ConnectTCP(egress.UpstreamTCPPort(cfg.Egress.Upstream)),
 		// Per-interface IPv6 forwarding of taps created later: IPv6Conf holds this
 		// directory open from before confinement, which keeps the rule's inode in use.
-		landlock.PathAccess(llsys.AccessFSWriteFile, ipv6ConfDir).IgnoreIfMissing(),
+		landlock.PathAccess(llsys.AccessFSWriteFile, egress.IPv6ConfDir).IgnoreIfMissing(),
 	}
 	if cfg.Egress.PolicyPath != "" {
 		// netpolicy.LoadSystemPolicy opens the directory too (its owner and mode are checked).
 		rules = append(rules, landlock.RODirs(filepath.Dir(cfg.Egress.PolicyPath)).IgnoreIfMissing())
 	}
 	return rules
-}
-
-// upstreamTCPPort is the TCP port of the configured upstream resolver ("host:port"), or
-// 53 (DNS, RFC 1035) for resolv.conf nameservers and unparsable values.
-func upstreamTCPPort(up string) uint16 {
-	if _, p, err := net.SplitHostPort(up); err == nil {
-		if n, err := strconv.ParseUint(p, 10, 16); err == nil && n > 0 {
-			return uint16(n)
-		}
-	}
-	return DNSPort
 }
 
 // Confine restricts the helper (all its threads, irreversibly) with ConfinementRules.
@@ -92,7 +77,7 @@ func Confine(cfg *Config, log *slog.Logger) (api.Landlock, error) {
 		abi = 0
 	}
 	st := api.Landlock{ABI: abi, PinnedABI: PinnedABI}
-	llcfg := pinnedConfig
+	llcfg := landlockabi.Config
 	if strings.HasPrefix(os.Getenv("NOTIFY_SOCKET"), "@") {
 		llcfg.Scoped &^= llsys.ScopeAbstractUnixSocket
 		log.Warn("landlock: abstract NOTIFY_SOCKET, abstract unix socket scope not restricted")

@@ -20,6 +20,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/sandbox"
 )
 
@@ -27,6 +28,9 @@ import (
 const childEnv = "BROOD_HELPER_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	// The test knob: these tests and their re-executed helpers use documentation ranges as
+	// the internet, inside namespaces they make.
+	netpolicy.AllowDocumentationRanges(true)
 	if code, ok := vmChild(os.Getenv(childEnv)); ok {
 		os.Exit(code)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
@@ -31,14 +33,14 @@ const policyNetnsEnv = "BROOD_POLICY_NETNS"
 // ([egress.agents]) and points at a non-default system policy answers resolve_policy,
 // through the typed client, with exactly the hosts and ports a session started with the
 // same inputs pins, and with the digest that session reports (EgressInfo.Digest, what
-// `brood run` prints). The session is real (Egress.Start: its DNS proxy on the session's
+// `brood run` prints). The session is real (egress.Manager.Start: its DNS proxy on the session's
 // address, pins into a fake firewall); it runs in a network namespace of its own, with a
 // fake upstream resolver, so nothing leaves it.
 func TestResolvePolicyIsEnforced(t *testing.T) {
 	if os.Getenv(policyNetnsEnv) == "" {
 		testenv.RequireRoot(t)
 		testenv.RequireCommand(t, "ip")
-		ns := newTestNetns(t, "p")
+		ns := testenv.NewNetns(t, "p")
 		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestResolvePolicyIsEnforced$", "-test.v")
 		cmd.Env = append(os.Environ(), policyNetnsEnv+"=1")
 		out, err := cmd.CombinedOutput()
@@ -50,14 +52,14 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 	}
 	policy := writeRootPolicy(t, "deny_hosts = [\"*.bad.test\"]\n[[host]]\nname = \"sys.corp.test\"\nports = [\"443\", \"8443\"]\n")
 	fw := &nftrules.Fake{}
-	var eg *Egress
+	var eg *egress.Manager
 	ts := startServerWith(t, func(c *Config) {
 		c.Egress.PolicyPath = policy
 		c.Egress.Agents = map[string][]string{"claude-code": {"llm.corp.test"}}
 		c.Egress.Upstream = "127.0.0.53:53"
 	}, func(s *Server) {
 		var err error
-		if eg, err = NewEgress(s.cfg.Egress, t.TempDir(), loTaps{t}, fw, nil, discardLog()); err != nil {
+		if eg, err = egress.New(s.cfg.Egress, t.TempDir(), loTaps{t}, fw, nil, discardLog()); err != nil {
 			t.Fatal(err)
 		}
 		eg.Discover = func() []netpolicy.Discovered {
@@ -110,18 +112,18 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sess.info.Digest != pol.Digest || sess.info.SystemDigest != pol.SystemDigest {
-		t.Errorf("session digests %q, %q; resolve_policy %q, %q", sess.info.Digest, sess.info.SystemDigest, pol.Digest, pol.SystemDigest)
+	if sess.Info.Digest != pol.Digest || sess.Info.SystemDigest != pol.SystemDigest {
+		t.Errorf("session digests %q, %q; resolve_policy %q, %q", sess.Info.Digest, sess.Info.SystemDigest, pol.Digest, pol.SystemDigest)
 	}
 	var shown []string
 	for _, h := range pol.Hosts {
 		shown = append(shown, h.Name+" ("+strings.Join(h.Ports, ", ")+")")
 	}
 	slices.Sort(shown)
-	if !slices.Equal(shown, sess.info.Hosts) {
-		t.Errorf("resolve_policy hosts %v, session hosts %v", shown, sess.info.Hosts)
+	if !slices.Equal(shown, sess.Info.Hosts) {
+		t.Errorf("resolve_policy hosts %v, session hosts %v", shown, sess.Info.Hosts)
 	}
-	proxy := net.JoinHostPort(sess.info.DNS, "53")
+	proxy := net.JoinHostPort(sess.Info.DNS, "53")
 	for i, h := range pol.Hosts {
 		addr := netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})
 		if r, err := query(proxy, h.Name); err != nil || r.Rcode != dns.RcodeSuccess {
@@ -160,7 +162,7 @@ type loTaps struct{ t *testing.T }
 func (l loTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
 	for _, a := range addrs {
 		if a.Addr().Is4() {
-			ipRun(l.t, "addr", "add", netip.PrefixFrom(a.Addr(), 32).String(), "dev", "lo")
+			testenv.IP(l.t, "addr", "add", netip.PrefixFrom(a.Addr(), 32).String(), "dev", "lo")
 		}
 	}
 	return nil, nil
@@ -169,3 +171,22 @@ func (loTaps) DeleteLink(string) error              { return nil }
 func (loTaps) ListTaps(string) ([]string, error)    { return nil, nil }
 func (loTaps) DefaultRouteLinks() ([]string, error) { return nil, nil }
 func (loTaps) EnableForwarding(name string) error   { return nil }
+
+// writeRootPolicy writes a system policy file content into a new temporary directory
+// (root-owned when the test runs as root) and returns its path.
+func writeRootPolicy(t *testing.T, content string) string {
+	p := filepath.Join(t.TempDir(), "policy.toml")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func mustEntry(t *testing.T, name string, ports ...string) netpolicy.Entry {
+	t.Helper()
+	e, err := netpolicy.ParseEntry(name, ports...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}

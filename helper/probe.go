@@ -7,18 +7,12 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/internal/version"
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/qemu"
 )
-
-// VMHost is what the helper needs to run VMs, found by ProbeHost.
-type VMHost struct {
-	QEMU    string        // absolute path of qemu-system-x86_64 ("" : no VM backend)
-	Accel   sandbox.Accel // the probed accelerator
-	Warning string        // non-empty under TCG
-	Exe     string        // the helper executable (re-executed as spawner and runners)
-	KVMGID  int           // gid of group "kvm" (-1: none); added to runners only under KVM
-}
 
 // Version is the helper build version reported by Hello and `--version`
 // (internal/version: set with -ldflags -X, else from the binary's build information).
@@ -30,15 +24,15 @@ const probeTimeout = 15 * time.Second
 // ProbeHost reports the host facts Hello and Doctor return and what the helper needs to
 // run VMs. The accelerator and its reason come from the QEMU backend's probe
 // (sandbox/qemu: KVM only when it can really run a stock guest kernel, else TCG with a
-// warning). A host without QEMU gets a VMHost with an empty QEMU path: StartVM then
+// warning). A host without QEMU gets a vmhost.Host with an empty QEMU path: StartVM then
 // answers api.ErrUnavailable.
-func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMHost) {
+func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, vmhost.Host) {
 	caps := api.Capabilities{Version: api.Version, Helper: Version, Accel: sandbox.AccelTCG, Backends: []string{}, Landlock: ll, Policy: "none"}
 	var checks []api.Check
 	add := func(name string, ok bool, detail string) {
 		checks = append(checks, api.Check{Name: name, OK: ok, Detail: detail})
 	}
-	vmh := VMHost{Accel: sandbox.AccelTCG, KVMGID: lookupKVMGID()}
+	vmh := vmhost.Host{Accel: sandbox.AccelTCG, KVMGID: spawner.KVMGID()}
 	if exe, err := os.Executable(); err == nil {
 		vmh.Exe = exe
 	}
@@ -50,7 +44,7 @@ func ProbeHost(cfg *Config, ll api.Landlock) (api.Capabilities, []api.Check, VMH
 		add("accel", false, "no VM backend")
 	} else {
 		path, _ := lookQEMU()
-		vmh.QEMU, vmh.Accel, vmh.Warning = path, qc.Accel, qc.Warning
+		vmh.Backend, vmh.VMM, vmh.Accel, vmh.Warning = &qemu.Backend{Path: path}, path, qc.Accel, qc.Warning
 		caps.Backends = append(caps.Backends, qc.Backend)
 		caps.Accel = qc.Accel
 		add("backend qemu", true, fmt.Sprintf("%s (%s)", path, qc.Version))

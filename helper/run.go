@@ -1,21 +1,21 @@
-// Package helper is broodd-helper, brood's privileged binary: a socket-activated
+// Package helper is broodd-helper's daemon, brood's privileged service: a socket-activated
 // RPC server (protocol in package api) that authorizes peers by SO_PEERCRED, keeps a
 // session table with owners, confines itself with Landlock, and cleans up what a crashed
 // predecessor left (taps, the nft table, orphaned VM runners, per-session run dirs). See
-// docs/ARCHITECTURE.md "Processes and trust boundaries" and "Helper protocol".
+// docs/ARCHITECTURE.md "Processes and trust boundaries" and "Helper protocol", and
+// docs/helper-processes.md.
 //
 // VMs: StartVM opens the boot artifacts from root-owned locations (artifacts_linux.go),
 // writes the session initramfs with a fresh guest host key, and asks the runner spawner
-// (`broodd-helper vm-spawn`, started before confinement because Landlock domains are
-// inherited) to start `broodd-helper vm-run` as the session owner with descriptors 3..8
-// (vmproto.go). The runner confines itself and runs QEMU through sandbox/qemu; it reports
-// to the helper on a control socket and hands Attach the connected SSH channel.
+// (package spawner, started before confinement because Landlock domains are inherited)
+// to start `broodd-helper vm-run` (package runner) as the session owner with descriptors
+// 3..8. The runner confines itself and drives the vmhost.Host's sandbox.Backend; it reports to
+// the helper on a control socket and hands Attach the connected SSH channel.
 //
-// Privilege: root. This package holds three processes: the helper daemon (root,
-// Landlock-confined after startup step 9), the runner spawner (root, started unconfined
-// before step 9; it only forks runners and kills them) and the VM runner (the session
-// owner's uid and gid plus the kvm group, no_new_privs, not dumpable, Landlock).
-// Splitting them into one package each is planned.
+// Privilege: root, Landlock-confined after startup step 9 (Run). The same binary also
+// runs the runner spawner (package spawner: root, unconfined) and the VM runners (package
+// runner: the session owner's uid, no_new_privs, Landlock); they dispatch from Main's
+// subcommand table.
 package helper
 
 import (
@@ -34,6 +34,10 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
+	"brood.dev/brood/helper/runner"
+	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/internal/hostexec"
 )
 
@@ -47,10 +51,12 @@ type Options struct {
 	IdleTimeout time.Duration // --idle-timeout overrides idle_seconds when >= 0
 }
 
-// subcommands are the subcommands of broodd-helper: `image` (image.go) and, registered by
-// the Linux files, the hidden vm-spawn and vm-run.
+// subcommands are the subcommands of broodd-helper, the one table of them: `image`
+// (image.go) and the hidden vm-spawn (package spawner) and vm-run (the VM runner).
 var subcommands = map[string]func(args []string) int{
-	ImageSubcommand: imageMain,
+	ImageSubcommand:          imageMain,
+	spawner.Subcommand:       spawner.Main,
+	spawner.RunnerSubcommand: runner.Main,
 }
 
 // Main runs broodd-helper with args (without the program name) and returns the exit code:
@@ -117,10 +123,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 
 	// 4. Runtime and state directories: create, then lstat-check (never follow).
-	for _, d := range []string{cfg.RuntimeDir, cfg.StateDir} {
-		if err := EnsureDir(d); err != nil {
-			return err
-		}
+	if err := ensureDirs(cfg.RuntimeDir, cfg.StateDir); err != nil {
+		return err
 	}
 
 	// 5. Take the socket: strictly from socket activation, or --listen in development.
@@ -144,26 +148,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
-	egress, err := OpenEgress(&cfg, host, log)
-	if err != nil {
-		log.Warn("egress unavailable: VMs get no network", "err", err)
-		egress = nil
-	} else {
-		defer egress.Close()
-		defer egress.StopAll()
+	eg := openEgress(&cfg, host, log)
+	if eg != nil {
+		defer eg.Close()
+		defer eg.StopAll()
 	}
 
 	// 8. Start the runner spawner while unconfined: runners must reach the users'
 	// shares, which the helper's own Landlock domain (inherited by children) excludes.
-	exe, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find own executable: %w", err)
-	}
-	spawner, err := StartSpawner(exe)
+	sp, err := startSpawner()
 	if err != nil {
 		return err
 	}
-	defer spawner.Close()
+	defer sp.Close()
 
 	// 9. Confine with Landlock (irreversible; never discard errors), then probe the host.
 	ll, err := Confine(&cfg, log)
@@ -174,20 +171,57 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	checks = append(checks, activationCheck(o.Listen))
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
+	if err := notifyReady(ln, ll, log); err != nil {
+		return err
+	}
+
+	// 11. Serve until stopped or idle; then release every session.
+	srv := NewServer(&cfg, log, caps, checks)
+	srv.EnableVMs(vmh, sp)
+	srv.EnableEgress(eg) // nil: VMs get no network device
+	err = srv.Serve(ctx, ln)
+	srv.Sessions().DestroyAll()
+	return err
+}
+
+// notifyReady tells the service manager the helper is ready (sd_notify READY=1; nothing
+// without NOTIFY_SOCKET) and logs it.
+func notifyReady(ln *net.UnixListener, ll api.Landlock, log *slog.Logger) error {
 	if _, err := daemon.SdNotify(true, daemon.SdNotifyReady); err != nil {
 		return fmt.Errorf("sd_notify READY: %w", err)
 	}
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
+	return nil
+}
 
-	// 11. Serve until stopped or idle; then release every session.
-	srv := NewServer(&cfg, log, caps, checks)
-	srv.EnableVMs(vmh, spawner)
-	if egress != nil {
-		srv.EnableEgress(egress)
+// ensureDirs creates each of dirs (mode 0755) if missing and checks it (EnsureDir).
+func ensureDirs(dirs ...string) error {
+	for _, d := range dirs {
+		if err := EnsureDir(d); err != nil {
+			return err
+		}
 	}
-	err = srv.Serve(ctx, ln)
-	srv.Sessions().DestroyAll()
-	return err
+	return nil
+}
+
+// openEgress opens the egress layer on host's links and nft connection, with decision
+// logs under <runtime dir>/egress; nil (logged) when it cannot, e.g. without a resolver.
+func openEgress(cfg *Config, h *host, log *slog.Logger) *egress.Manager {
+	eg, err := egress.Open(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), h.links, h.fw, log)
+	if err != nil {
+		log.Warn("egress unavailable: VMs get no network", "err", err)
+		return nil
+	}
+	return eg
+}
+
+// startSpawner starts the runner spawner from this process's own executable.
+func startSpawner() (*spawner.Client, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find own executable: %w", err)
+	}
+	return spawner.Start(exe)
 }
 
 // loadRunConfig loads the helper config at o.ConfigPath, applies the flags that override
@@ -223,7 +257,7 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dirs, err := CleanupRunDirs(runtimeDir)
+	dirs, err := vmhost.CleanupRunDirs(runtimeDir)
 	if err != nil {
 		return err
 	}
@@ -234,16 +268,16 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 // probeHost probes the confined helper's capabilities (ProbeHost) and, when QEMU was
 // found, makes the execute-only copy of it that runners exec so that it stays
 // non-dumpable; the "vmm not dumpable" check says whether that worked.
-func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, VMHost) {
+func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
 	caps, checks, vmh := ProbeHost(cfg, ll)
-	if vmh.QEMU != "" {
+	if vmh.VMM != "" {
 		// QEMU runs from an execute-only copy so that it stays non-dumpable.
 		check := api.Check{Name: "vmm not dumpable", OK: true}
-		if p, err := ExecOnlyCopy(vmh.QEMU, filepath.Join(cfg.RuntimeDir, vmmDir)); err != nil {
+		if p, err := ExecOnlyCopy(vmh.VMM, filepath.Join(cfg.RuntimeDir, vmmDir)); err != nil {
 			log.Warn("VMM runs dumpable (the user could ptrace it)", "err", err)
 			check.OK, check.Detail = false, err.Error()
 		} else {
-			vmh.QEMU, check.Detail = p, "QEMU runs from the execute-only copy "+p
+			vmh.VMM, check.Detail = p, "QEMU runs from the execute-only copy "+p
 		}
 		checks = append(checks, check)
 	}
@@ -296,7 +330,21 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 	}
 	defer host.Close()
 	rep, err := host.cleanup(log)
-	dirs, derr := CleanupRunDirs(runtimeDir)
-	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs)
-	return errors.Join(err, derr)
+	dirs, derr := vmhost.CleanupRunDirs(runtimeDir)
+	uplinks, ferr := restoreForwarding(host, runtimeDir)
+	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs,
+		"uplink_forwarding_restored", uplinks)
+	return errors.Join(err, derr, ferr)
+}
+
+// restoreForwarding switches back the uplink forwarding a helper recorded under
+// runtimeDir/egress and did not restore (egress.RestoreForwarding), IPv6 too when the
+// kernel has per-interface IPv6 forwarding.
+func restoreForwarding(h *host, runtimeDir string) ([]string, error) {
+	var v6 egress.IPv6Forwarder
+	if c, err := egress.OpenIPv6Conf(); err == nil {
+		defer c.Close()
+		v6 = c
+	}
+	return egress.RestoreForwarding(filepath.Join(runtimeDir, "egress"), h.links, v6)
 }

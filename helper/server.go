@@ -16,6 +16,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
+	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/netpolicy/policywire"
 )
 
@@ -30,14 +33,17 @@ type Server struct {
 	sessions *Table
 	caps     api.Capabilities // template; Peer is filled per connection
 	doctor   []api.Check
-	vmHost   *VMHost  // nil: this helper runs no VMs
-	spawner  *Spawner // starts runners outside the helper's Landlock domain
-	egress   *Egress  // nil: VMs get no network device
+	vmHost   *vmhost.Host    // nil: this helper runs no VMs
+	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
+	egress   *egress.Manager // nil: VMs get no network device
 
 	conns    atomic.Int64
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
 	sem      chan struct{}
 	wg       sync.WaitGroup
+	// conns per uid (MaxConnsPerUser) and wait_vm calls in flight per uid
+	// (MaxWaitsPerUser): one uid never holds every connection slot.
+	uidConns, waits *uidQuota
 }
 
 // NewServer returns a server for a validated cfg; caps and doctor are the host facts
@@ -50,6 +56,8 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 		caps:     caps,
 		doctor:   doctor,
 		sem:      make(chan struct{}, cfg.MaxConns),
+		uidConns: newUIDQuota(cfg.MaxConnsPerUser),
+		waits:    newUIDQuota(cfg.MaxWaitsPerUser),
 	}
 	s.caps.Version = api.Version
 	s.lastBusy.Store(time.Now().UnixNano())
@@ -58,10 +66,10 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 
 // EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without).
 // Call it before Serve.
-func (s *Server) EnableVMs(h VMHost, sp *Spawner) { s.vmHost, s.spawner = &h, sp }
+func (s *Server) EnableVMs(h vmhost.Host, sp *spawner.Client) { s.vmHost, s.spawner = &h, sp }
 
-// EnableEgress lets StartVM give VMs a network under an egress profile.
-func (s *Server) EnableEgress(e *Egress) { s.egress = e }
+// EnableEgress lets StartVM give VMs a network under an egress profile (nil: none).
+func (s *Server) EnableEgress(e *egress.Manager) { s.egress = e }
 
 // Sessions returns the session table (for shutdown and tests).
 func (s *Server) Sessions() *Table { return s.sessions }
@@ -157,6 +165,13 @@ func (s *Server) handleConn(ctx context.Context, uc *net.UnixConn) {
 		s.log.Warn("audit: closing connection", "err", err)
 		return
 	}
+	// Each uid holds at most MaxConnsPerUser connections; the rest stay for other uids.
+	if !s.uidConns.acquire(cred.UID) {
+		s.log.Warn("audit: closing connection: per-user connection limit", "uid", cred.UID, "pid", cred.PID,
+			"max_conns_per_user", s.cfg.MaxConnsPerUser)
+		return
+	}
+	defer s.uidConns.release(cred.UID)
 	st := &connState{cred: cred, decision: Authorize(cred, s.cfg.AllowUIDs, s.cfg.allowGIDs), uc: uc}
 	s.log.Info("audit: accept", "uid", cred.UID, "gid", cred.GID, "pid", cred.PID,
 		"allowed", st.decision.Allowed, "reason", st.decision.Reason)
@@ -259,7 +274,7 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 	}
 	call = string(req.Call)
 	want, ok := api.CallFDs[req.Call]
-	if !ok {
+	if _, handled := handlers[req.Call]; !ok || !handled {
 		closeFiles(files)
 		return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
 	}
@@ -271,50 +286,80 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		closeFiles(files)
 		return nil, nil, fmt.Errorf("call %q before hello: %w", req.Call, api.ErrHelloRequired)
 	}
-	switch req.Call {
-	case api.CallHello:
-		r, err := s.hello(st, req)
-		return r, nil, err
-	case api.CallCreateSession:
-		r, err := s.createSession(st, req, files[0])
-		return r, nil, err
-	case api.CallStartVM, api.CallAttach, api.CallStopVM, api.CallWaitVM:
-		return s.vmCall(ctx, st, req)
-	case api.CallListSessions:
-		var a api.ListSessionsArgs
-		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, nil, err
-		}
-		return api.SessionList{Sessions: s.sessions.List(uid)}, nil, nil
-	case api.CallDestroySession:
-		var a api.SessionArgs
-		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, nil, err
-		}
-		if !api.ValidSessionID(a.ID) {
-			return nil, nil, fmt.Errorf("destroy session %q: malformed id: %w", a.ID, api.ErrBadRequest)
-		}
-		if err := s.sessions.Destroy(a.ID, uid); err != nil {
-			return nil, nil, err
-		}
-		s.lastBusy.Store(time.Now().UnixNano())
-		s.log.Info("audit: session destroyed", "uid", uid, "session", a.ID)
-		return api.Empty{}, nil, nil
-	case api.CallResolvePolicy:
-		r, err := s.resolvePolicy(req)
-		return r, nil, err
-	case api.CallDoctor:
-		var a api.DoctorArgs
-		if err := api.DecodeArgs(req.Args, &a); err != nil {
-			return nil, nil, err
-		}
-		return api.DoctorReport{Checks: s.doctor}, nil, nil
-	case api.CallListImages:
-		r, err := s.listImages(req)
-		return r, nil, err
+	return handlers[req.Call](s, ctx, st, req, files)
+}
+
+// handler answers one call for the peer of st: its result and the descriptors to send,
+// or an error. files are the descriptors the request carried (exactly api.CallFDs of the
+// call); the handler owns them.
+type handler func(s *Server, ctx context.Context, st *connState, req *api.Request, files []*os.File) (any, []*os.File, error)
+
+// handlers is the server's one table of calls: every api.Call has its row (a test checks
+// it against api.CallFDs), and nothing is added elsewhere.
+var handlers = map[api.Call]handler{
+	api.CallHello:          (*Server).callHello,
+	api.CallCreateSession:  (*Server).callCreateSession,
+	api.CallStartVM:        (*Server).vmCall,
+	api.CallAttach:         (*Server).vmCall,
+	api.CallStopVM:         (*Server).vmCall,
+	api.CallWaitVM:         (*Server).waitVMCall,
+	api.CallListSessions:   (*Server).callListSessions,
+	api.CallDestroySession: (*Server).callDestroySession,
+	api.CallResolvePolicy:  (*Server).callResolvePolicy,
+	api.CallDoctor:         (*Server).callDoctor,
+	api.CallListImages:     (*Server).callListImages,
+}
+
+func (s *Server) callHello(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	r, err := s.hello(st, req)
+	return r, nil, err
+}
+
+func (s *Server) callCreateSession(_ context.Context, st *connState, req *api.Request, files []*os.File) (any, []*os.File, error) {
+	r, err := s.createSession(st, req, files[0])
+	return r, nil, err
+}
+
+func (s *Server) callListSessions(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	var a api.ListSessionsArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
 	}
-	closeFiles(files)
-	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+	return api.SessionList{Sessions: s.sessions.List(st.cred.UID)}, nil, nil
+}
+
+func (s *Server) callDestroySession(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	var a api.SessionArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
+	}
+	if !api.ValidSessionID(a.ID) {
+		return nil, nil, fmt.Errorf("destroy session %q: malformed id: %w", a.ID, api.ErrBadRequest)
+	}
+	if err := s.sessions.Destroy(a.ID, st.cred.UID); err != nil {
+		return nil, nil, err
+	}
+	s.lastBusy.Store(time.Now().UnixNano())
+	s.log.Info("audit: session destroyed", "uid", st.cred.UID, "session", a.ID)
+	return api.Empty{}, nil, nil
+}
+
+func (s *Server) callResolvePolicy(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	r, err := s.resolvePolicy(req)
+	return r, nil, err
+}
+
+func (s *Server) callDoctor(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	var a api.DoctorArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
+	}
+	return api.DoctorReport{Checks: s.doctor}, nil, nil
+}
+
+func (s *Server) callListImages(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	r, err := s.listImages(req)
+	return r, nil, err
 }
 
 func (s *Server) hello(st *connState, req *api.Request) (any, error) {
@@ -330,13 +375,13 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 	caps.Peer = st.cred.Peer
 	s.vmCaps(&caps)
 	if s.egress != nil {
-		caps.Policy = PolicyDigest(s.cfg.Egress.PolicyPath)
+		caps.Policy = egress.PolicyDigest(s.cfg.Egress.PolicyPath)
 	}
 	return caps, nil
 }
 
 // resolvePolicy answers the effective egress policy of the request's inputs, from the
-// function whose result Egress.Start enforces (Egress.Resolve).
+// function whose result egress.Manager.Start enforces (egress.Manager.Resolve).
 func (s *Server) resolvePolicy(req *api.Request) (any, error) {
 	var a api.ResolvePolicyArgs
 	if err := api.DecodeArgs(req.Args, &a); err != nil {

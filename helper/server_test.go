@@ -234,7 +234,7 @@ func TestHostileFrames(t *testing.T) {
 // TestConnectionLimit: connections beyond max_conns are closed at once; capacity returns
 // when others leave.
 func TestConnectionLimit(t *testing.T) {
-	ts := startServer(t, func(c *Config) { c.MaxConns = 3 })
+	ts := startServer(t, func(c *Config) { c.MaxConns, c.MaxConnsPerUser = 4, 3 })
 	var held []*api.Client
 	for range 3 {
 		held = append(held, ts.dial(t))
@@ -297,4 +297,19 @@ func FuzzDispatch(f *testing.F) {
 			t.Fatalf("session created without a descriptor by %q", body)
 		}
 	})
+}
+
+// TestHandlerTable: every call of the protocol has a row in the server's one handler
+// table, and the table has no row for a call the protocol does not define.
+func TestHandlerTable(t *testing.T) {
+	for c := range api.CallFDs {
+		if handlers[c] == nil {
+			t.Errorf("call %q has no handler", c)
+		}
+	}
+	for c := range handlers {
+		if _, ok := api.CallFDs[c]; !ok {
+			t.Errorf("handler for %q, which api.CallFDs does not list", c)
+		}
+	}
 }

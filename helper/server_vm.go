@@ -11,11 +11,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/vmhost"
 )
 
 // vmCall runs start_vm, attach, stop_vm and wait_vm for the caller, after the owner
 // check every session call makes (Table.lookup).
-func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (any, []*os.File, error) {
+func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
 	uid := st.cred.UID
 	if req.Call == api.CallStartVM {
 		var a api.StartVMArgs
@@ -24,6 +25,9 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (a
 		}
 		if !api.ValidSessionID(a.ID) {
 			return nil, nil, fmt.Errorf("start VM of session %q: malformed id: %w", a.ID, api.ErrBadRequest)
+		}
+		if err := s.checkDirect(uid, a); err != nil { // direct.go
+			return nil, nil, err
 		}
 		sess, err := s.sessions.beginStart(a.ID, uid)
 		if err != nil {
@@ -53,20 +57,20 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request) (a
 	}
 	switch req.Call {
 	case api.CallAttach:
-		f, err := vm.attach(ctx)
+		f, err := vm.Attach(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
 		s.log.Info("audit: attached", "uid", uid, "session", a.ID)
 		return api.Empty{}, []*os.File{f}, nil
 	case api.CallStopVM:
-		vm.stop()
+		vm.Stop()
 		s.log.Info("audit: VM stopped", "uid", uid, "session", a.ID)
 		return api.Empty{}, nil, nil
 	case api.CallWaitVM:
 		ctx, stop := hangupContext(ctx, st.uc)
 		defer stop()
-		exit, err := vm.wait(ctx)
+		exit, err := vm.Wait(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -150,6 +154,6 @@ func (s *Server) vmCaps(c *api.Capabilities) {
 		return
 	}
 	c.Images = builtImages(s.cfg)
-	h := hostLimits()
+	h := vmhost.HostResources()
 	c.HostCPUs, c.HostMemoryMiB = h.CPUs, h.MemoryMiB
 }

@@ -11,32 +11,34 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
-// session is one row of the session table: the public description plus the resources
-// the helper holds for it.
-type session struct {
+// sessionRecord is the daemon's record of one session, a row of its Table: the wire view
+// (api.Session) plus the resources the helper holds for it. (A session's network is an
+// egress.Session, its VM a vmhost.Handle.)
+type sessionRecord struct {
 	api.Session
 	gid      uint32   // the owner's primary gid at CreateSession (the runner's gid)
 	share    *os.File // workspace share descriptor passed by the owner
 	starting bool     // StartVM is preparing the VM (state still "created")
-	vm       *vmHandle
+	vm       *vmhost.Handle
 }
 
 // Table is the helper's session table. Every operation takes the caller's uid and checks
 // ownership: a session is visible and destroyable only by its owner and by root.
 type Table struct {
 	mu      sync.Mutex
-	byID    map[string]*session
+	byID    map[string]*sessionRecord
 	perUser int
 }
 
 // NewTable returns an empty table allowing perUser sessions per uid. The table names a
 // session's tap (api.Session.Tap) but never creates or deletes it: the egress layer does,
-// for the VM's lifetime (Egress.Start, Egress.Stop).
+// for the VM's lifetime (egress.Manager.Start, egress.Manager.Stop).
 func NewTable(perUser int) *Table {
-	return &Table{byID: map[string]*session{}, perUser: perUser}
+	return &Table{byID: map[string]*sessionRecord{}, perUser: perUser}
 }
 
 // newSessionID returns 8 random lower-case hex digits (api.ValidSessionID).
@@ -76,7 +78,7 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 	if err != nil {
 		return api.Session{}, fmt.Errorf("create session for uid %d: %w", owner, err)
 	}
-	s := &session{
+	s := &sessionRecord{
 		Session: api.Session{ID: id, Owner: owner, State: api.SessionCreated, Tap: tap, Created: time.Now().Unix()},
 		gid:     gid,
 		share:   share,
@@ -88,7 +90,7 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 // lookup returns the session id if uid may act on it: api.ErrNotFound when it does not
 // exist, api.ErrPermissionDenied when it belongs to someone else (and uid is not root).
 // The caller holds t.mu.
-func (t *Table) lookup(id string, uid uint32) (*session, error) {
+func (t *Table) lookup(id string, uid uint32) (*sessionRecord, error) {
 	s, ok := t.byID[id]
 	if !ok {
 		return nil, fmt.Errorf("session %q: %w", id, api.ErrNotFound)
@@ -126,7 +128,7 @@ func (t *Table) List(uid uint32) []api.Session {
 
 // Destroy removes session id on behalf of uid and releases its resources: a running VM
 // is stopped (its runner reaped and its network, tap included, removed by the VM's
-// supervisor through Egress.Stop) first, then the share descriptor goes.
+// supervisor through egress.Manager.Stop) first, then the share descriptor goes.
 // Errors of lookup are returned before anything is touched; a session whose VM is being
 // started cannot be destroyed (api.ErrState).
 func (t *Table) Destroy(id string, uid uint32) error {
@@ -148,9 +150,9 @@ func (t *Table) Destroy(id string, uid uint32) error {
 
 // release stops s's VM (stop returns once the supervisor has torn its network down) and
 // closes the share descriptor.
-func (t *Table) release(s *session) {
+func (t *Table) release(s *sessionRecord) {
 	if s.vm != nil {
-		s.vm.stop()
+		s.vm.Stop()
 	}
 	if s.share != nil {
 		s.share.Close()
@@ -168,7 +170,7 @@ func (t *Table) Len() int {
 func (t *Table) DestroyAll() {
 	t.mu.Lock()
 	all := t.byID
-	t.byID = map[string]*session{}
+	t.byID = map[string]*sessionRecord{}
 	t.mu.Unlock()
 	for _, s := range all {
 		t.release(s)
@@ -177,7 +179,7 @@ func (t *Table) DestroyAll() {
 
 // beginStart marks session id (owned by uid, state created, no start under way) as
 // starting and returns it. The caller must call endStart.
-func (t *Table) beginStart(id string, uid uint32) (*session, error) {
+func (t *Table) beginStart(id string, uid uint32) (*sessionRecord, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, err := t.lookup(id, uid)
@@ -193,7 +195,7 @@ func (t *Table) beginStart(id string, uid uint32) (*session, error) {
 
 // endStart records the outcome of a start begun with beginStart: vm is nil when the
 // start failed (the session stays "created").
-func (t *Table) endStart(s *session, vm *vmHandle) {
+func (t *Table) endStart(s *sessionRecord, vm *vmhost.Handle) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.starting = false
@@ -207,7 +209,7 @@ func (t *Table) endStart(s *session, vm *vmHandle) {
 }
 
 // vmExited marks s stopped (its VMM is gone).
-func (t *Table) vmExited(s *session) {
+func (t *Table) vmExited(s *sessionRecord) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s.State = api.SessionStopped
@@ -215,7 +217,7 @@ func (t *Table) vmExited(s *session) {
 
 // vmOf returns the VM of session id as seen by uid (lookup's errors), api.ErrState when
 // no VM was ever started.
-func (t *Table) vmOf(id string, uid uint32) (*vmHandle, error) {
+func (t *Table) vmOf(id string, uid uint32) (*vmhost.Handle, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s, err := t.lookup(id, uid)

@@ -15,47 +15,16 @@ import (
 // VMs run only on Linux for now (the krun backend for macOS is not written yet): these
 // stubs keep the helper building elsewhere and answer api.ErrUnavailable.
 
-type vmHandle struct{}
-
-func (*vmHandle) stop() {}
-
-func (*vmHandle) attach(context.Context) (*os.File, error) { return nil, errNoVMs }
-
-func (*vmHandle) wait(context.Context) (api.VMExit, error) { return api.VMExit{}, errNoVMs }
-
-// hostResources: no VMs, no caps to report.
-type hostResources struct{ CPUs, MemoryMiB int }
-
-func hostLimits() hostResources { return hostResources{} }
-
 // builtImages: no VMs, so no bootable image (nil: "cannot tell").
 func builtImages(*Config) []string { return nil }
 
 var errNoVMs = fmt.Errorf("VMs are not supported on this OS: %w", api.ErrUnavailable)
-
-func (srv *Server) startVM(*session, api.StartVMArgs, func(api.VMExit)) (*vmHandle, api.VMInfo, error) {
-	return nil, api.VMInfo{}, errNoVMs
-}
-
-// Spawner is not available on this OS.
-type Spawner struct{}
-
-// StartSpawner returns a nil spawner: no runners here.
-func StartSpawner(string) (*Spawner, error) { return nil, nil }
-
-// Close does nothing.
-func (*Spawner) Close() {}
-
-// CleanupRunDirs has nothing to clean on this OS.
-func CleanupRunDirs(string) ([]string, error) { return nil, nil }
 
 func probeVMBackend(context.Context) (sandbox.Capabilities, error) {
 	return sandbox.Capabilities{}, fmt.Errorf("no VM backend on this OS: %w", sandbox.ErrUnavailable)
 }
 
 func lookQEMU() (string, error) { return "", errNoVMs }
-
-func lookupKVMGID() int { return -1 }
 
 func artifactsCheck(*Config) api.Check {
 	return api.Check{Name: "guest artifacts", Detail: "VMs are not supported on this OS"}

@@ -24,21 +24,22 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/runner"
+	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/helper/vmhost"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/vmtest"
 )
 
 // vmChild runs the re-executed children of the VM tests: the helper under test
 // re-executes this binary as its runner spawner and runners (with a scrubbed environment,
-// so only argv tells), and the tests start VM clients and a runner-confinement probe.
+// so only argv tells), and the tests start VM clients.
 func vmChild(env string) (int, bool) {
 	switch {
-	case env == "" && len(os.Args) > 1 && (os.Args[1] == RunnerSubcommand || os.Args[1] == SpawnerSubcommand):
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == spawner.Subcommand):
 		return Main(os.Args[1:]), true
 	case env == "vmclient":
 		return childVMClient(), true
-	case env == "runner-landlock":
-		return childRunnerLandlock(), true
 	}
 	return 0, false
 }
@@ -319,30 +320,30 @@ func readProc(t *testing.T, pid int) proc {
 
 // findVMM returns the runner and QEMU pids of session id: the processes whose fd 5 is
 // the session's run directory.
-func findVMM(t *testing.T, runtime, id string) (runner, vmm int) {
+func findVMM(t *testing.T, runtime, id string) (runnerPid, vmm int) {
 	t.Helper()
-	want := filepath.Join(runtime, vmRunParent, id)
+	want := filepath.Join(runtime, vmhost.RunParent, id)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, runnerFDRunDir)); l != want {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%d", pid, runner.FDRunDir)); l != want {
 			continue
 		}
 		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		switch argv := strings.Split(string(cl), "\x00"); {
-		case len(argv) > 1 && argv[1] == RunnerSubcommand:
-			runner = pid
+		case len(argv) > 1 && argv[1] == spawner.RunnerSubcommand:
+			runnerPid = pid
 		case strings.Contains(argv[0], "qemu-system"):
 			vmm = pid
 		}
 	}
-	if runner == 0 || vmm == 0 {
-		t.Fatalf("session %s: runner pid %d, VMM pid %d (want both)", id, runner, vmm)
+	if runnerPid == 0 || vmm == 0 {
+		t.Fatalf("session %s: runner pid %d, VMM pid %d (want both)", id, runnerPid, vmm)
 	}
-	return runner, vmm
+	return runnerPid, vmm
 }
 
 // socketInodes returns the "socket:[N]" targets among pid's descriptors.
@@ -407,10 +408,10 @@ func TestVMSessionEndToEnd(t *testing.T) {
 	}
 
 	// The runner and the VMM: uid, capabilities, no_new_privs, descriptors.
-	runner, vmm := findVMM(t, h.runtime, id)
-	runDir := filepath.Join(h.runtime, vmRunParent, id)
+	runnerPid, vmm := findVMM(t, h.runtime, id)
+	runDir := filepath.Join(h.runtime, vmhost.RunParent, id)
 	helperSockets := socketInodes(t, h.hc.cmd.Process.Pid)
-	for _, pid := range []int{runner, vmm} {
+	for _, pid := range []int{runnerPid, vmm} {
 		p := readProc(t, pid)
 		if p.status["Uid"] != "4242 4242 4242 4242" || p.status["Gid"] != "4242 4242 4242 4242" || p.status["Groups"] != "" {
 			t.Errorf("pid %d: Uid %q Gid %q Groups %q, want 4242 and no groups", pid, p.status["Uid"], p.status["Gid"], p.status["Groups"])
@@ -434,8 +435,8 @@ func TestVMSessionEndToEnd(t *testing.T) {
 				}
 			}
 		}
-		if p.fds[runnerFDShare] != share || p.fds[runnerFDRunDir] != runDir {
-			t.Errorf("pid %d: fd 4 %q fd 5 %q, want the share and the run dir", pid, p.fds[runnerFDShare], p.fds[runnerFDRunDir])
+		if p.fds[runner.FDShare] != share || p.fds[runner.FDRunDir] != runDir {
+			t.Errorf("pid %d: fd 4 %q fd 5 %q, want the share and the run dir", pid, p.fds[runner.FDShare], p.fds[runner.FDRunDir])
 		}
 	}
 	if readProc(t, vmm).status["Seccomp"] != "2" {
@@ -468,8 +469,8 @@ func TestVMSessionEndToEnd(t *testing.T) {
 	if fi, err := os.Stat(filepath.Join(share, "out.txt")); err == nil && fi.Sys().(*syscall.Stat_t).Uid != 4242 {
 		t.Errorf("out.txt owned by uid %d, want 4242", fi.Sys().(*syscall.Stat_t).Uid)
 	}
-	if alive(vmm) || alive(runner) {
-		t.Errorf("VMM %d or runner %d alive after wait_vm", vmm, runner)
+	if alive(vmm) || alive(runnerPid) {
+		t.Errorf("VMM %d or runner %d alive after wait_vm", vmm, runnerPid)
 	}
 	if _, err := os.Lstat(runDir); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("run dir %s left behind: %v", runDir, err)
@@ -547,7 +548,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	if len(l) != 2 || states[ids["hang"]] != api.SessionStopped || states[ids["stop"]] != api.SessionStopped {
 		t.Errorf("sessions = %+v, want hang and stop listed as stopped, destroy gone", l)
 	}
-	ents, _ := os.ReadDir(filepath.Join(h.runtime, vmRunParent))
+	ents, _ := os.ReadDir(filepath.Join(h.runtime, vmhost.RunParent))
 	if len(ents) != 0 {
 		t.Errorf("run dirs left: %v", ents)
 	}
@@ -593,7 +594,7 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	if alive(crashVMM) || alive(crashRunner) {
 		t.Fatalf("VMM %d / runner %d survive the helper's crash", crashVMM, crashRunner)
 	}
-	left := filepath.Join(h.runtime, vmRunParent, crash)
+	left := filepath.Join(h.runtime, vmhost.RunParent, crash)
 	if _, err := os.Lstat(left); err != nil {
 		t.Fatalf("expected the crashed session's run dir %s: %v", left, err)
 	}

@@ -3,22 +3,13 @@
 package helper
 
 import (
-	"encoding/json"
 	"errors"
-	"fmt"
-	"log/slog"
-	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 
 	"brood.dev/brood/helper/api"
-	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/store"
 )
@@ -109,123 +100,18 @@ func TestOpenArtifacts(t *testing.T) {
 	}
 }
 
-func TestParseClientKey(t *testing.T) {
-	const key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBcjnV6TRq0Wd4bS3BT9fxoRVa0CxpWIy5mQwGDC5vIm"
-	if got, err := parseClientKey(key + " user@host\n"); err != nil || got != key {
-		t.Errorf("parseClientKey = %q, %v", got, err)
-	}
-	for _, bad := range []string{"", "ssh-ed25519", "not a key", `command="sh" ` + key, key + "\n" + key} {
-		if _, err := parseClientKey(bad); !errors.Is(err, api.ErrBadRequest) {
-			t.Errorf("parseClientKey(%q) = %v, want bad_request", bad, err)
-		}
-	}
-}
-
-func TestVMLimits(t *testing.T) {
-	cpus, mem, timeout, err := vmLimits(api.StartVMArgs{}, hostResources{})
-	if err != nil || cpus != sandbox.DefaultCPUs || mem != sandbox.DefaultMemoryMiB || timeout != sandbox.DefaultTimeout {
-		t.Errorf("defaults = %d %d %v %v", cpus, mem, timeout, err)
-	}
-	for _, a := range []api.StartVMArgs{
-		{CPUs: -1}, {CPUs: sandbox.MaxCPUs + 1}, {MemoryMiB: 64}, {TimeoutSec: -1},
-		{TimeoutSec: int(sandbox.DefaultTimeout.Seconds()) + 1},
-	} {
-		if _, _, _, err := vmLimits(a, hostResources{CPUs: 2, MemoryMiB: 4096}); !errors.Is(err, api.ErrBadRequest) {
-			t.Errorf("vmLimits(%+v) = %v, want bad_request", a, err)
-		}
-	}
-	// Within the sandbox limits but above the host's: a typed host_resources error.
-	host := hostResources{CPUs: 2, MemoryMiB: 4096}
-	for _, a := range []api.StartVMArgs{{CPUs: 3}, {CPUs: sandbox.MaxCPUs}, {MemoryMiB: 4097}} {
-		if _, _, _, err := vmLimits(a, host); !errors.Is(err, api.ErrHostResources) {
-			t.Errorf("vmLimits(%+v, %+v) = %v, want host_resources", a, host, err)
-		}
-	}
-	if cpus, mem, _, err := vmLimits(api.StartVMArgs{CPUs: 2, MemoryMiB: 4096}, host); err != nil || cpus != 2 || mem != 4096 {
-		t.Errorf("at the host's limits: %d %d %v", cpus, mem, err)
-	}
-	// The default never asks for more vCPUs than the host has.
-	if cpus, _, _, err := vmLimits(api.StartVMArgs{}, hostResources{CPUs: 1}); err != nil || cpus != min(sandbox.DefaultCPUs, 1) {
-		t.Errorf("default on a 1-CPU host: %d %v", cpus, err)
-	}
-	if h := hostLimits(); h.CPUs < 1 || h.MemoryMiB < 64 {
-		t.Errorf("hostLimits() = %+v", h)
-	}
-}
-
-// TestCheckSpawn: the spawner never starts a runner as root and adds no group but kvm.
-func TestCheckSpawn(t *testing.T) {
-	for _, tc := range []struct {
-		req spawnRequest
-		ok  bool
-	}{
-		{spawnRequest{UID: 4242, GID: 4242}, true},
-		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108}}, true},
-		{spawnRequest{UID: 0, GID: 4242}, false},
-		{spawnRequest{UID: 4242, GID: 0}, false},
-		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{0}}, false},
-		{spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108, 108}}, false},
-	} {
-		if err := checkSpawn(tc.req, 108); (err == nil) != tc.ok {
-			t.Errorf("checkSpawn(%+v) = %v, want ok=%v", tc.req, err, tc.ok)
-		}
-	}
-	if err := checkSpawn(spawnRequest{UID: 4242, GID: 4242, Groups: []uint32{108}}, -1); err == nil {
-		t.Errorf("a group accepted on a host without kvm group")
-	}
-}
-
-// TestCleanupRunDirs: run dirs a crashed helper left, owned by their users and holding
-// sockets, files and subdirectories, are removed; a symlink inside is not followed.
-func TestCleanupRunDirs(t *testing.T) {
-	requireRoot(t)
-	runtime := t.TempDir()
-	outside := filepath.Join(t.TempDir(), "keep")
-	if err := os.WriteFile(outside, []byte("keep"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	d := filepath.Join(runtime, vmRunParent, "0badc0de")
-	if err := os.MkdirAll(filepath.Join(d, "sub", "deeper"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("unix", filepath.Join(d, sshSocketName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln.Close()
-	os.WriteFile(filepath.Join(d, "sub", "f"), []byte("x"), 0o400)
-	os.Symlink(filepath.Dir(outside), filepath.Join(d, "sub", "link"))
-	for _, p := range []string{filepath.Join(d, "sub", "deeper"), filepath.Join(d, "sub"), d} {
-		os.Chown(p, 4242, 4242)
-		os.Chmod(p, 0o700)
-	}
-	got, err := CleanupRunDirs(runtime)
-	if err != nil || len(got) != 1 || got[0] != "0badc0de" {
-		t.Errorf("CleanupRunDirs = %v, %v", got, err)
-	}
-	if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
-		t.Errorf("run dir still there: %v", err)
-	}
-	if b, err := os.ReadFile(outside); string(b) != "keep" {
-		t.Errorf("file behind a symlink: %q, %v", b, err)
-	}
-	if got, err := CleanupRunDirs(filepath.Join(runtime, "none")); err != nil || len(got) != 0 {
-		t.Errorf("CleanupRunDirs without run dirs = %v, %v", got, err)
-	}
-}
-
 // TestProbeHostQEMU: with QEMU installed, Hello and Doctor report the backend's real
 // accelerator and its reason, and the runner gets an absolute QEMU path.
 func TestProbeHostQEMU(t *testing.T) {
 	cfg := DefaultConfig()
 	caps, checks, vmh := ProbeHost(&cfg, api.Landlock{Mode: api.LandlockOff})
 	if _, err := lookQEMU(); err != nil {
-		if vmh.QEMU != "" || len(caps.Backends) != 0 {
+		if vmh.VMM != "" || len(caps.Backends) != 0 {
 			t.Errorf("no QEMU but caps %+v vmhost %+v", caps, vmh)
 		}
 		return
 	}
-	if !filepath.IsAbs(vmh.QEMU) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != vmh.Accel {
+	if !filepath.IsAbs(vmh.VMM) || len(caps.Backends) != 1 || caps.Backends[0] != "qemu" || caps.Accel != vmh.Accel {
 		t.Errorf("caps %+v vmhost %+v", caps, vmh)
 	}
 	var accel *api.Check
@@ -239,125 +125,5 @@ func TestProbeHostQEMU(t *testing.T) {
 	}
 	if caps.Accel == sandbox.AccelTCG && (vmh.Warning == "" || !strings.Contains(accel.Detail, "WARNING")) {
 		t.Errorf("TCG without a warning: %+v %+v", vmh, accel)
-	}
-}
-
-// runnerLLSpec is the input of the runner-confinement child.
-type runnerLLSpec struct {
-	Outside string // a directory the runner must not reach (stands for $HOME)
-}
-
-// runnerLLProbes are the accesses the runner-confinement test checks.
-func runnerLLProbes(s runnerLLSpec) map[string]string {
-	res := func(err error) string {
-		if err != nil {
-			return err.Error()
-		}
-		return "ok"
-	}
-	r := map[string]string{}
-	r["write share"] = res(os.WriteFile(fdPath(runnerFDShare)+"/new", []byte("x"), 0o644))
-	r["rename in share"] = res(os.Rename(fdPath(runnerFDShare)+"/new", fdPath(runnerFDShare)+"/sub/moved"))
-	l, err := net.Listen("unix", fdPath(runnerFDRunDir)+"/s.sock")
-	if err == nil {
-		l.Close()
-	}
-	r["socket in run dir"] = res(err)
-	_, err = os.ReadFile(fdPath(runnerFDKernel))
-	r["read kernel"] = res(err)
-	f, err := os.OpenFile(fdPath(runnerFDImage), os.O_WRONLY, 0)
-	if err == nil {
-		f.Close()
-	}
-	r["write image"] = res(err)
-	_, err = os.ReadFile(filepath.Join(s.Outside, "secret"))
-	r["read outside"] = res(err)
-	r["write outside"] = res(os.WriteFile(filepath.Join(s.Outside, "x"), []byte("x"), 0o600))
-	r["exec /bin/true"] = res(exec.Command("/bin/true").Run())
-	d := net.Dialer{Timeout: time.Second}
-	d.SetMultipathTCP(false)
-	c, err := d.Dial("tcp4", "127.0.0.1:9")
-	if err == nil {
-		c.Close()
-	}
-	r["tcp connect"] = res(err)
-	return r
-}
-
-func childRunnerLandlock() int {
-	var s runnerLLSpec
-	if err := json.Unmarshal([]byte(os.Getenv("BROOD_TEST_LL")), &s); err != nil {
-		return 3
-	}
-	if err := confineRunner(slog.New(slog.NewTextHandler(os.Stderr, nil)), runnerConfig{Accel: sandbox.AccelTCG, QEMU: "/bin/true"}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 4
-	}
-	json.NewEncoder(os.Stdout).Encode(runnerLLProbes(s))
-	return 0
-}
-
-// TestRunnerLandlock confines a re-executed child with the runner's ruleset on the
-// runner's descriptor layout: the share and run dir stay writable, the artifacts
-// readable only, everything else (a directory standing for $HOME, TCP) is denied.
-func TestRunnerLandlock(t *testing.T) {
-	if abi, _ := llsys.LandlockGetABIVersion(); abi < PinnedABI {
-		testenv.Skip(t, fmt.Sprintf("Landlock ABI %d < %d", abi, PinnedABI))
-	}
-	base := t.TempDir()
-	dirs := map[string]string{}
-	for _, d := range []string{"share", "share/sub", "run", "outside"} {
-		dirs[d] = filepath.Join(base, d)
-		if err := os.Mkdir(dirs[d], 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.WriteFile(filepath.Join(dirs["outside"], "secret"), []byte("s"), 0o644)
-	var files []*os.File
-	a, b, err := socketpair()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	files = append(files, b)
-	for _, p := range []string{dirs["share"], dirs["run"]} {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	for _, n := range []string{"vmlinux", "initrd", "image"} {
-		p := filepath.Join(base, n)
-		os.WriteFile(p, []byte(n), 0o644)
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	defer closeFiles(files)
-	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"]})
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"=runner-landlock", "BROOD_TEST_LL="+string(js))
-	cmd.ExtraFiles = files
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("child: %v\n%s", err, stderr.String())
-	}
-	var got map[string]string
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("child output %q: %v", out, err)
-	}
-	for probe, want := range map[string]string{
-		"write share": "ok", "rename in share": "ok", "socket in run dir": "ok", "read kernel": "ok",
-		"exec /bin/true": "ok", "write image": "permission denied", "read outside": "permission denied",
-		"write outside": "permission denied", "tcp connect": "permission denied",
-	} {
-		if !strings.Contains(got[probe], want) {
-			t.Errorf("%s: %q, want %q", probe, got[probe], want)
-		}
 	}
 }

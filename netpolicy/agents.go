@@ -3,7 +3,7 @@ package netpolicy
 import "slices"
 
 // agentHosts are the LLM provider API hosts of the agents brood knows (the built-in
-// agents of `brood run`, frontend/agents.go). The helper takes an agent's hosts from this
+// agents of `brood run`, frontend/cli/agents.go). The helper takes an agent's hosts from this
 // table or its own configuration, never from the client, which could otherwise name any
 // host as its "provider".
 var agentHosts = map[string][]string{

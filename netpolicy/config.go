@@ -48,6 +48,7 @@ type ConfigFile struct {
 //
 //	max_profile       = "standard"   # cap; default: no cap
 //	forbid_allow_host = true         # refuse --allow-host and user allow_hosts
+//	forbid_direct     = true         # refuse brood run --workspace-mode direct
 //	allow_hosts       = ["llm-gw.corp.example"]
 //	deny_hosts        = ["*.paste.example"]
 //	code_hosts        = ["git.corp.example"]   # replaces the default code hosts of Standard
@@ -55,6 +56,7 @@ type ConfigFile struct {
 type SystemPolicyFile struct {
 	MaxProfile      string     `toml:"max_profile"`
 	ForbidAllowHost bool       `toml:"forbid_allow_host"`
+	ForbidDirect    bool       `toml:"forbid_direct"`
 	AllowHosts      []string   `toml:"allow_hosts"`
 	DenyHosts       []string   `toml:"deny_hosts"`
 	CodeHosts       []string   `toml:"code_hosts"`
@@ -65,8 +67,11 @@ type SystemPolicyFile struct {
 type SystemPolicy struct {
 	MaxProfile      *Profile
 	ForbidAllowHost bool
-	Allow           []Entry
-	Deny            []Pattern
+	// ForbidDirect refuses sessions that mount the workspace itself (no snapshot, no
+	// review); the helper enforces it at StartVM.
+	ForbidDirect bool
+	Allow        []Entry
+	Deny         []Pattern
 	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
 	CodeHosts []Entry
 	// Digest is "sha256:<hex>" of the file's bytes as parsed (set by LoadSystemPolicy,
@@ -96,7 +101,7 @@ func (f ConfigFile) Parse() (LayerConfig, error) {
 
 // Parse validates the file's values.
 func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
-	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost}
+	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect}
 	if f.MaxProfile != "" {
 		p, err := ParseProfile(f.MaxProfile)
 		if err != nil {

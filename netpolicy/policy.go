@@ -115,6 +115,8 @@ type Effective struct {
 	// Denied names are refused even when an entry (or Permissive) would allow them.
 	Denied             []Denial
 	AllowHostForbidden bool
+	// DirectForbidden: the system policy forbids direct mode (SystemPolicy.ForbidDirect).
+	DirectForbidden bool
 	// Dropped lists entries left out (covered by a denial, user-controlled discoveries when
 	// the system forbids adding hosts).
 	Dropped []Note
@@ -192,7 +194,7 @@ func Resolve(in Inputs) (*Effective, error) {
 	if sys == nil {
 		sys = &SystemPolicy{}
 	}
-	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost}
+	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost, DirectForbidden: sys.ForbidDirect}
 	if err := eff.resolveProfile(sys, in); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 )
 
 // Range is one destination range that is always refused: the DNS proxy strips such
@@ -16,11 +17,9 @@ type Range struct {
 	Why string
 }
 
-// Documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24 of RFC 5737;
-// 2001:db8::/32 of RFC 3849 and 3fff::/20 of RFC 9637) are deliberately NOT refused: they are
-// never routed on the public internet, so pinning one grants nothing there, and brood's
-// namespace tests use them as the stand-in "internet". Everything else that is not globally
-// reachable is refused.
+// The refused ranges below cover everything that is not globally reachable. The
+// documentation ranges (documentationRanges) are refused too, unless a test switched
+// them off with AllowDocumentationRanges.
 var refusedV4 = []Range{
 	{mustPrefix("0.0.0.0/8"), "this network (RFC 791)"},
 	{mustPrefix("10.0.0.0/8"), "private (RFC 1918)"},
@@ -50,6 +49,66 @@ var refusedV6 = []Range{
 	{mustPrefix("ff00::/8"), "multicast (RFC 4291)"},
 }
 
+// documentationRanges are never routed on the public internet (RFC 5737, RFC 3849,
+// RFC 9637). brood's namespace and VM tests use them as their stand-in internet, and
+// only they switch their refusal off (AllowDocumentationRanges).
+var documentationRanges = []Range{
+	{mustPrefix("192.0.2.0/24"), "documentation TEST-NET-1 (RFC 5737)"},
+	{mustPrefix("198.51.100.0/24"), "documentation TEST-NET-2 (RFC 5737)"},
+	{mustPrefix("203.0.113.0/24"), "documentation TEST-NET-3 (RFC 5737)"},
+	{mustPrefix("2001:db8::/32"), "documentation (RFC 3849)"},
+	{mustPrefix("3fff::/20"), "documentation (RFC 9637)"},
+}
+
+// allowDocumentation is the test knob of AllowDocumentationRanges.
+var allowDocumentation atomic.Bool
+
+// AllowDocumentationRanges is a test knob: with on, the documentation ranges are not
+// refused (RefusedReason, RefusedRanges, RefusedPrefixes), so that tests can use them as
+// the internet in namespaces they make. brood itself never calls it; a test binary calls
+// it from TestMain, before anything reads the ranges. Safe for concurrent use.
+func AllowDocumentationRanges(on bool) { allowDocumentation.Store(on) }
+
+// refused returns the refused ranges of one family (v6 false: IPv4) with the
+// documentation ranges unless they are allowed.
+func refused(v6 bool) []Range {
+	rs := refusedV4
+	if v6 {
+		rs = refusedV6
+	}
+	rs = slices.Clone(rs)
+	if !allowDocumentation.Load() {
+		for _, r := range documentationRanges {
+			if r.Prefix.Addr().Is6() == v6 {
+				rs = append(rs, r)
+			}
+		}
+	}
+	return rs
+}
+
+// matchRange returns the reason of the refused range (of a's family, the documentation
+// ranges unless allowed) that contains a, without allocating.
+func matchRange(a netip.Addr) (string, bool) {
+	rs := refusedV4
+	if a.Is6() {
+		rs = refusedV6
+	}
+	for _, r := range rs {
+		if r.Prefix.Contains(a) {
+			return r.Why, true
+		}
+	}
+	if !allowDocumentation.Load() {
+		for _, r := range documentationRanges {
+			if r.Prefix.Contains(a) {
+				return r.Why, true
+			}
+		}
+	}
+	return "", false
+}
+
 // Embedding prefixes: an IPv6 address under these carries an IPv4 address that is checked
 // against the IPv4 ranges (RFC 6052 NAT64 well-known prefix: bits 96–127; RFC 3056 6to4:
 // bits 16–47).
@@ -62,7 +121,7 @@ func mustPrefix(s string) netip.Prefix { return netip.MustParsePrefix(s) }
 
 // RefusedRanges returns the refused IPv4 and IPv6 ranges as documented above (copies).
 func RefusedRanges() (v4, v6 []Range) {
-	return slices.Clone(refusedV4), slices.Clone(refusedV6)
+	return refused(false), refused(true)
 }
 
 // RefusedReason reports whether a is in an always-refused range, and which. IPv6 addresses
@@ -75,18 +134,11 @@ func RefusedReason(a netip.Addr) (string, bool) {
 	if a.Zone() != "" {
 		return "scoped (zoned) address", true
 	}
-	if a.Is4() {
-		for _, r := range refusedV4 {
-			if r.Prefix.Contains(a) {
-				return r.Why, true
-			}
-		}
-		return "", false
+	if why, bad := matchRange(a); bad {
+		return why, true
 	}
-	for _, r := range refusedV6 {
-		if r.Prefix.Contains(a) {
-			return r.Why, true
-		}
+	if a.Is4() {
+		return "", false
 	}
 	b := a.As16()
 	var embedded netip.Addr
@@ -109,7 +161,7 @@ func RefusedReason(a netip.Addr) (string, bool) {
 // separately, including the NAT64 and 6to4 images of each refused IPv4 range — the static
 // deny sets of the nft ruleset.
 func RefusedPrefixes() (v4, v6 []netip.Prefix) {
-	for _, r := range refusedV4 {
+	for _, r := range refused(false) {
 		v4 = append(v4, r.Prefix)
 		pb := r.Prefix.Addr().As4()
 		var n [16]byte
@@ -121,7 +173,7 @@ func RefusedPrefixes() (v4, v6 []netip.Prefix) {
 		copy(s[2:], pb[:])
 		v6 = append(v6, netip.PrefixFrom(netip.AddrFrom16(s), 16+r.Prefix.Bits()))
 	}
-	for _, r := range refusedV6 {
+	for _, r := range refused(true) {
 		v6 = append(v6, r.Prefix)
 	}
 	return disjoint(v4), disjoint(v6)

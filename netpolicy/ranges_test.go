@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -20,14 +21,28 @@ func TestRefusedReason(t *testing.T) {
 		}
 	}
 	allowed := []string{
-		"140.82.112.3", "192.0.2.10", "198.51.100.7", "203.0.113.9", "2001:db8::50",
-		"2606:4700::6810:84e5", "64:ff9b::8c52:7003", "2002:8c52:7003::1", "1.1.1.1",
+		"140.82.112.3", "2606:4700::6810:84e5", "64:ff9b::8c52:7003", "2002:8c52:7003::1", "1.1.1.1",
 	}
 	for _, s := range allowed {
 		if why, bad := RefusedReason(netip.MustParseAddr(s)); bad {
 			t.Errorf("RefusedReason(%s) = refused (%s), want allowed", s, why)
 		}
 	}
+	// Documentation ranges: refused, unless the test knob allows them.
+	docs := []string{"192.0.2.10", "198.51.100.7", "203.0.113.9", "2001:db8::50", "3fff::1", "64:ff9b::c000:20a", "2002:c000:20a::1"}
+	for _, on := range []bool{false, true} {
+		AllowDocumentationRanges(on)
+		for _, s := range docs {
+			if why, bad := RefusedReason(netip.MustParseAddr(s)); bad == on {
+				t.Errorf("knob %v: RefusedReason(%s) = %q, %v", on, s, why, bad)
+			}
+		}
+		v4, _ := RefusedPrefixes()
+		if got := slices.Contains(v4, netip.MustParsePrefix("192.0.2.0/24")); got == on {
+			t.Errorf("knob %v: RefusedPrefixes has 192.0.2.0/24: %v", on, got)
+		}
+	}
+	AllowDocumentationRanges(false)
 	if _, bad := RefusedReason(netip.Addr{}); !bad {
 		t.Error("zero address not refused")
 	}
@@ -65,8 +80,8 @@ func TestRefusedPrefixesAgree(t *testing.T) {
 			}
 		}
 	}
-	if len(v4) != len(refusedV4) {
-		t.Errorf("v4 prefixes: %d, want %d", len(v4), len(refusedV4))
+	if r4, _ := RefusedRanges(); len(v4) != len(r4) {
+		t.Errorf("v4 prefixes: %d, want %d", len(v4), len(r4))
 	}
 }
 

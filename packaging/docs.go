@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/cobra/doc"
 
-	"brood.dev/brood/frontend"
+	"brood.dev/brood/frontend/cli"
 )
 
 // generated are the paths of the files genDocs wrote.
@@ -30,7 +30,7 @@ type generated struct {
 // a one-entry Debian changelog for version dated at mtime.
 func genDocs(root, dir, version string, mtime time.Time) (generated, error) {
 	var g generated
-	cmd := frontend.NewRootCommand()
+	cmd := cli.NewRootCommand()
 	cmd.DisableAutoGenTag = true // no generation date in the pages: reproducible packages
 	manDir := filepath.Join(dir, "man")
 	if err := os.MkdirAll(manDir, 0o755); err != nil {

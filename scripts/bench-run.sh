@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 export PATH="/usr/local/go/bin:$PATH"
 runs="${RUNS:-3}"
 base=$(BROOD_VMTEST_CPUS=2 BROOD_VMTEST_MEMORY_MIB=1024 go test -count=1 -run '^$' -bench 'VMBareBoot|VMSession' -benchtime "${runs}x" ./sandbox/vmtest 2>&1) || { echo "$base" >&2; exit 1; }
-brood=$(go test -count=1 -run '^$' -bench 'RunImage' -benchtime "${runs}x" ./frontend 2>&1) || { echo "$brood" >&2; exit 1; }
+brood=$(go test -count=1 -run '^$' -bench 'RunImage' -benchtime "${runs}x" ./frontend/cli 2>&1) || { echo "$brood" >&2; exit 1; }
 metric() { echo "$1" | grep -oE "[0-9.]+ $2" | head -1 | cut -d' ' -f1; }
 bare=$(metric "$base" bare-ms)
 first=$(metric "$base" first-cmd-ms)

@@ -101,8 +101,19 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 	if opts.Stats != nil {
 		opts.Stats.Manifest, opts.Stats.WalkedW, opts.Stats.WalkedS = len(m.Entries), len(wn), len(sn)
 	}
-	p := &planner{
-		src:       &treeContents{w: rw, s: rs, opts: &opts},
+	p := newPlanner(w, rw, rs, &opts, caseFold, wn, sDeep, workers)
+	changes, err := p.plan(sortedEntries(m.Entries), wn, sn)
+	if err != nil {
+		return nil, fmt.Errorf("diff %q against %q: %w", s, w, err)
+	}
+	return changes, nil
+}
+
+// newPlanner returns the planner of one diff of W (root rw, walk wn) and S (root rs,
+// deepS the directories its walk did not fully list).
+func newPlanner(w string, rw, rs *root, opts *Options, caseFold bool, wn []node, sDeep []string, workers int) *planner {
+	return &planner{
+		src:       &treeContents{w: rw, s: rs, opts: opts},
 		maxSize:   opts.maxSize(),
 		protected: opts.Protected,
 		caseFold:  caseFold,
@@ -113,12 +124,9 @@ func ComputeLoad(ctx context.Context, w, s string, load func() (*manifest.Manife
 		allowUnsafeNames: opts.AllowUnsafeNames,
 		prefetch:         prefetchDigests(workers),
 		deepS:            sDeep,
+		// git's derived files are reviewed as commits (package gitreview).
+		gitDerivedOn: rootGitDir(wn),
 	}
-	changes, err := p.plan(sortedEntries(m.Entries), wn, sn)
-	if err != nil {
-		return nil, fmt.Errorf("diff %q against %q: %w", s, w, err)
-	}
-	return changes, nil
 }
 
 // sortedEntries returns entries sorted by Path with duplicates dropped (first kept),

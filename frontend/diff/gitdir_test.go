@@ -82,8 +82,13 @@ func TestGitReadFilesRefused(t *testing.T) {
 	got, err := Compute(context.Background(), w, s, m, Options{})
 	must(t, err)
 	gm := byPath(got)
-	allowed := map[string]bool{"src/hooks/useThing.ts": true, "lib/config": true, ".git/refs/heads/feature": true, ".git/info/exclude": true,
-		".git/refs/remotes/up/main": true, "src/remotes/x": true}
+	allowed := map[string]bool{"src/hooks/useThing.ts": true, "lib/config": true, ".git/info/exclude": true, "src/remotes/x": true}
+	// Refs are reviewed as commits (package gitreview), not listed (gitDerived).
+	for _, p := range []string{".git/refs/heads/feature", ".git/refs/remotes/up/main"} {
+		if c, ok := gm[p]; ok {
+			t.Errorf("%s listed as %s", p, c.Kind)
+		}
+	}
 	for _, p := range []string{
 		".git/config.worktree", ".git/worktrees/wt/config.worktree", ".git/worktrees/wt/gitdir",
 		".git/worktrees/wt/commondir", ".git/commondir", ".git/objects/info/alternates",
@@ -92,11 +97,11 @@ func TestGitReadFilesRefused(t *testing.T) {
 		"nested/.git/config.worktree", "nested/.git/objects/info/alternates", "sub/.git", "other/.git",
 		"bare.git/config", "bare.git/hooks/pre-commit", "deploy/HEAD",
 		"Bare.GIT/CONFIG", "bare.git/Hooks/post-merge", "cfg/Head",
-		"src/hooks/useThing.ts", "lib/config", ".git/refs/heads/feature", ".git/info/exclude",
+		"src/hooks/useThing.ts", "lib/config", ".git/info/exclude",
 		".git/remotes/old", ".git/branches/old", ".git/remotes/new", ".git/branches/new",
 		".git/modules/sub/remotes/origin", ".git/worktrees/wt/branches/x", "nested/.git/Remotes/x",
 		".GIT/BRANCHES/y", "bare.git/remotes/x", "bare.git/Branches/x",
-		".git/refs/remotes/up/main", "src/remotes/x", "mirror/HEAD",
+		"src/remotes/x", "mirror/HEAD",
 	} {
 		c, ok := gm[p]
 		if !ok {

@@ -44,6 +44,8 @@ type planner struct {
 	sn []node
 	// sFold holds foldPath of every path of sn, built on first use (sHolds).
 	sFold map[string]bool
+	// gitDerivedOn: W's root holds a .git directory, so gitDerived paths are no changes.
+	gitDerivedOn bool
 	// prefetch, if set, may fill memo before classification (parallel hashing).
 	prefetch func(p *planner, candidates []item)
 }
@@ -197,8 +199,8 @@ func (p *planner) classify(it item) (*Change, error) {
 	if !statChanged(baseS, sNow) && !p.isDeep(it.path) {
 		return nil, nil // S untouched here: nothing to flush, whatever W did
 	}
-	if sNow.Type == manifest.TypeNone && wNow.Type == manifest.TypeNone {
-		return nil, nil // deleted in both: nothing left to do
+	if sNow.Type == manifest.TypeNone && wNow.Type == manifest.TypeNone || p.gitDerivedOn && gitDerived(it.path, p.caseFold) {
+		return nil, nil // deleted in both, or a file git derives (reviewed as commits by package gitreview)
 	}
 	c := &Change{Path: it.path}
 	if baseW.Type != manifest.TypeNone {
@@ -389,30 +391,11 @@ func nameReason(err error) string {
 // the same bytes, a symlink recreated with the same target).
 func (p *planner) sChange(it item, c *Change, baseS, baseW, sNow, wNow manifest.Stat) (bool, error) {
 	switch {
-	case baseS.Type == manifest.TypeNone: // added
-		switch sNow.Type {
-		case manifest.TypeRegular:
-			d, err := p.digestS(it.path, sNow)
-			if err != nil {
-				return false, err
-			}
-			c.Kind, c.NewHash, c.Binary = KindAdded, d.Sum, d.Binary
-		case manifest.TypeSymlink:
-			c.Kind, c.Reason = KindSymlink, "added"
-		default:
-			c.Kind = KindAdded
-		}
-	case sNow.Type == manifest.TypeNone: // deleted
-		if it.me != nil && it.me.Hash != nil && baseS.Type == manifest.TypeRegular {
-			c.OldHash = it.me.Hash
-		}
-		c.Kind = KindDeleted
-		if c.OldHash == nil && baseS.Type == manifest.TypeRegular && baseW.Type == manifest.TypeRegular && !statChanged(baseW, wNow) {
-			p.unhashed[it.path] = wNow // hashed by findRenames only if an added file has its size
-		}
-		if baseS.Type == manifest.TypeSymlink {
-			c.Kind, c.Reason = KindSymlink, "removed"
-		}
+	case baseS.Type == manifest.TypeNone:
+		return true, p.sAdded(it, c, sNow)
+	case sNow.Type == manifest.TypeNone:
+		p.sDeleted(it, c, baseS, baseW, wNow)
+		return true, nil
 	case baseS.Type != sNow.Type:
 		c.Kind = KindType
 		c.Reason = typeName(baseS.Type) + " became " + typeName(sNow.Type)
@@ -424,54 +407,103 @@ func (p *planner) sChange(it item, c *Change, baseS, baseW, sNow, wNow manifest.
 			c.NewHash, c.Binary = d.Sum, d.Binary
 		}
 	case sNow.Type == manifest.TypeRegular:
-		d, err := p.digestS(it.path, sNow)
-		if err != nil {
-			return false, err
-		}
-		c.NewHash, c.Binary = d.Sum, d.Binary
-		base, baseBinary, known, err := p.base(it, baseW, wNow)
-		if err != nil {
-			return false, err
-		}
-		c.OldHash = base
-		if known && bytes.Equal(base, d.Sum) {
-			if baseS.Mode == sNow.Mode {
-				return false, nil
-			}
-			c.Kind = KindMode
-			return true, nil
-		}
-		c.Kind = KindModified
-		c.BecameBinary = d.Binary && baseBinary == 0
+		return p.sRegular(it, c, baseS, baseW, sNow, wNow)
 	case sNow.Type == manifest.TypeDir:
 		c.Kind = KindMode // statChanged on a directory means its mode changed
 	case sNow.Type == manifest.TypeSymlink:
-		if len(it.me.LinkHash) == sha256.Size {
-			// The agent recreated the link with the text it had: no change.
-			ts, err := p.src.readlink(TreeS, it.path)
-			if err != nil {
-				return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
-			}
-			if sum := sha256.Sum256([]byte(ts)); bytes.Equal(sum[:], it.me.LinkHash) {
-				return false, nil
-			}
-		} else if baseW.Type == manifest.TypeSymlink && !statChanged(baseW, wNow) {
-			ts, err := p.src.readlink(TreeS, it.path)
-			if err != nil {
-				return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
-			}
-			tw, err := p.src.readlink(TreeW, it.path)
-			if err != nil {
-				return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
-			}
-			if ts == tw {
-				return false, nil
-			}
-		}
-		c.Kind, c.Reason = KindSymlink, "retargeted"
+		return p.sSymlink(it, c, baseW, wNow)
 	default:
 		c.Kind = KindModified
 	}
+	return true, nil
+}
+
+// sAdded fills c for a path S holds now and did not hold at snapshot time: an added file
+// (hashed), symlink or other entry. It returns the error of reading S.
+func (p *planner) sAdded(it item, c *Change, sNow manifest.Stat) error {
+	switch sNow.Type {
+	case manifest.TypeRegular:
+		d, err := p.digestS(it.path, sNow)
+		if err != nil {
+			return err
+		}
+		c.Kind, c.NewHash, c.Binary = KindAdded, d.Sum, d.Binary
+	case manifest.TypeSymlink:
+		c.Kind, c.Reason = KindSymlink, "added"
+	default:
+		c.Kind = KindAdded
+	}
+	return nil
+}
+
+// sDeleted fills c for a path S no longer holds. A deleted regular file whose hash the
+// manifest lacks is remembered in p.unhashed while W still matches the manifest, so
+// findRenames can hash it if an added file has its size.
+func (p *planner) sDeleted(it item, c *Change, baseS, baseW, wNow manifest.Stat) {
+	if it.me != nil && it.me.Hash != nil && baseS.Type == manifest.TypeRegular {
+		c.OldHash = it.me.Hash
+	}
+	c.Kind = KindDeleted
+	if c.OldHash == nil && baseS.Type == manifest.TypeRegular && baseW.Type == manifest.TypeRegular && !statChanged(baseW, wNow) {
+		p.unhashed[it.path] = wNow
+	}
+	if baseS.Type == manifest.TypeSymlink {
+		c.Kind, c.Reason = KindSymlink, "removed"
+	}
+}
+
+// sRegular fills c for a regular file in both the snapshot and S: modified, a mode
+// change only, or no change (false) when content and mode are what they were.
+func (p *planner) sRegular(it item, c *Change, baseS, baseW, sNow, wNow manifest.Stat) (bool, error) {
+	d, err := p.digestS(it.path, sNow)
+	if err != nil {
+		return false, err
+	}
+	c.NewHash, c.Binary = d.Sum, d.Binary
+	base, baseBinary, known, err := p.base(it, baseW, wNow)
+	if err != nil {
+		return false, err
+	}
+	c.OldHash = base
+	if known && bytes.Equal(base, d.Sum) {
+		if baseS.Mode == sNow.Mode {
+			return false, nil
+		}
+		c.Kind = KindMode
+		return true, nil
+	}
+	c.Kind = KindModified
+	c.BecameBinary = d.Binary && baseBinary == 0
+	return true, nil
+}
+
+// sSymlink fills c for a symlink in both the snapshot and S: retargeted, or no change
+// (false) when the agent recreated it with the target it had (by the manifest's link
+// hash, else by W's link while W still matches the manifest). It returns the error of
+// reading a link.
+func (p *planner) sSymlink(it item, c *Change, baseW, wNow manifest.Stat) (bool, error) {
+	if len(it.me.LinkHash) == sha256.Size {
+		ts, err := p.src.readlink(TreeS, it.path)
+		if err != nil {
+			return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
+		}
+		if sum := sha256.Sum256([]byte(ts)); bytes.Equal(sum[:], it.me.LinkHash) {
+			return false, nil
+		}
+	} else if baseW.Type == manifest.TypeSymlink && !statChanged(baseW, wNow) {
+		ts, err := p.src.readlink(TreeS, it.path)
+		if err != nil {
+			return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
+		}
+		tw, err := p.src.readlink(TreeW, it.path)
+		if err != nil {
+			return false, fmt.Errorf("classify %s: %w", Escape(it.path), err)
+		}
+		if ts == tw {
+			return false, nil
+		}
+	}
+	c.Kind, c.Reason = KindSymlink, "retargeted"
 	return true, nil
 }
 

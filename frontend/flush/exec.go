@@ -185,6 +185,39 @@ func (a *applier) write(ops []*op) ([]int, error) {
 		}
 	}
 	// 3. Temp files in their target directories, written in parallel and made durable.
+	a.stageAll(ops)
+	// 4. Renames and mode changes, in order.
+	for i, o := range ops {
+		switch o.Action {
+		case actCreate, actReplace:
+			if o.err == nil {
+				o.err = a.rename(o)
+			}
+			if o.err != nil {
+				a.removeTemp(o)
+				continue
+			}
+			mark(i)
+			hook("renamed", i)
+		}
+	}
+	// 5. Modes of new directories and mode changes, children first (a directory made
+	// read-only last).
+	a.setModes(ops, mark)
+	// 6. One fsync per touched directory.
+	if err := a.syncDirs(dirty); err != nil {
+		return nil, err
+	}
+	sort.Ints(done)
+	return done, nil
+}
+
+// stageAll is write's step 3: it stages the new content of every create and replace in
+// ops that has not failed yet (see stage), a.workers at a time. With fewer than
+// syncfsThreshold files each temp file is fsync'd on its own; with more, one syncfs of
+// W's filesystem makes them durable, and its failure fails every staged op. Failures are
+// recorded in op.err.
+func (a *applier) stageAll(ops []*op) {
 	var staged []*op
 	for _, o := range ops {
 		if o.err == nil && (o.Action == actCreate || o.Action == actReplace) {
@@ -203,23 +236,13 @@ func (a *applier) write(ops []*op) ([]int, error) {
 		}
 	}
 	hook("staged", len(staged))
-	// 4. Renames and mode changes, in order.
-	for i, o := range ops {
-		switch o.Action {
-		case actCreate, actReplace:
-			if o.err == nil {
-				o.err = a.rename(o)
-			}
-			if o.err != nil {
-				a.removeTemp(o)
-				continue
-			}
-			mark(i)
-			hook("renamed", i)
-		}
-	}
-	// 5. Modes of new directories and mode changes, children first (a directory made
-	// read-only last).
+}
+
+// setModes is write's step 5: walking ops backwards (children before their parents, so a
+// directory made read-only comes last), it performs every mode change, passing its index
+// to mark when it succeeds, and gives each directory step 2 created its planned mode
+// (mkdir made it 0700). Failures are recorded in op.err.
+func (a *applier) setModes(ops []*op, mark func(int)) {
 	for i := len(ops) - 1; i >= 0; i-- {
 		o := ops[i]
 		if o.err != nil {
@@ -238,18 +261,22 @@ func (a *applier) write(ops []*op) ([]int, error) {
 			o.err = err
 		}
 	}
-	// 6. One fsync per touched directory.
+}
+
+// syncDirs is write's step 6: it fsyncs every workspace directory in dirty
+// ('/'-separated, relative to W), making the renames, removals and new entries in them
+// durable. It returns the first directory that cannot be opened or fsync'd.
+func (a *applier) syncDirs(dirty map[string]bool) error {
 	for d := range dirty {
 		fd, err := a.w.dir(d)
 		if err == nil {
 			err = unix.Fsync(fd)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("fsync workspace directory %q: %w", d, err)
+			return fmt.Errorf("fsync workspace directory %q: %w", d, err)
 		}
 	}
-	sort.Ints(done)
-	return done, nil
+	return nil
 }
 
 // parallel runs f on every op with a.workers goroutines, each with its own buffer.
@@ -377,22 +404,9 @@ func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 			return fail(fmt.Errorf("write %q: %w", o.Path, err))
 		}
 	}
-	var got []byte
-	if o.content != nil {
-		if err := sparse.PwriteAll(fd, o.content, 0); err != nil {
-			return fail(fmt.Errorf("write %q: %w", o.Path, err))
-		}
-		got = digest.Bytes(o.content)
-	} else {
-		src, st, err := a.s.openFile(o.Path)
-		if err != nil {
-			return fail(fmt.Errorf("write %q: %w", o.Path, err))
-		}
-		got, err = a.cl.copyFile(int(src.Fd()), fd, st.Size, buf)
-		src.Close()
-		if err != nil {
-			return fail(fmt.Errorf("write %q: copy from snapshot: %w", o.Path, err))
-		}
+	got, err := a.fillTemp(o, fd, buf)
+	if err != nil {
+		return fail(err)
 	}
 	if !bytes.Equal(got, o.New.Hash) {
 		return fail(fmt.Errorf("write %q: %w", o.Path, ErrHashMismatch))
@@ -423,6 +437,29 @@ func (a *applier) stage(o *op, perFile bool, buf []byte) error {
 		return fmt.Errorf("write %q: close: %w", o.Path, err)
 	}
 	return nil
+}
+
+// fillTemp writes o's new content to the empty temp file fd: the exact bytes the review
+// gave (Item.Content: a hunk selection or a merge result) when there are any, else S's
+// file, reflinked or copied with its holes (cloner.copyFile, with buf as its copy
+// buffer). It returns the content digest of what was written, or an error naming o.Path.
+func (a *applier) fillTemp(o *op, fd int, buf []byte) ([]byte, error) {
+	if o.content != nil {
+		if err := sparse.PwriteAll(fd, o.content, 0); err != nil {
+			return nil, fmt.Errorf("write %q: %w", o.Path, err)
+		}
+		return digest.Bytes(o.content), nil
+	}
+	src, st, err := a.s.openFile(o.Path)
+	if err != nil {
+		return nil, fmt.Errorf("write %q: %w", o.Path, err)
+	}
+	got, err := a.cl.copyFile(int(src.Fd()), fd, st.Size, buf)
+	src.Close()
+	if err != nil {
+		return nil, fmt.Errorf("write %q: copy from snapshot: %w", o.Path, err)
+	}
+	return got, nil
 }
 
 // rename moves o's temp file into place: RENAME_NOREPLACE for a path that was absent,

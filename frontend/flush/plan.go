@@ -174,28 +174,13 @@ func (a *applier) planParents(ops []*op, res *Result) []*op {
 }
 
 // planItem checks one item and returns its operations (two for a type change that
-// involves a directory: remove, then create).
+// involves a directory: remove, then create), or none when W already has the new state's
+// type, content and mode. Errors name the path: ErrRefused for a change flush does not
+// apply, ErrConflict when W changed since the snapshot, ErrNoReviewedHash for a mode
+// change without content of W's to keep.
 func (a *applier) planItem(it Item) ([]*op, error) {
 	c := it.Change
-	if err := ValidatePath(c.Path); err != nil {
-		return nil, err
-	}
-	switch c.Kind {
-	case diff.KindRefused:
-		return nil, fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrRefused)
-	}
-	if rule := diff.ProtectedPath(c.Path); rule != "" {
-		// The diff refuses these already; flush never trusts a Change to say so.
-		return nil, fmt.Errorf("apply %q: protected path (%s): %w", c.Path, rule, ErrRefused)
-	}
-	switch c.Kind {
-	case diff.KindConflict:
-		return nil, fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrConflict)
-	case diff.KindAdded, diff.KindModified, diff.KindDeleted, diff.KindMode, diff.KindSymlink, diff.KindType:
-	default:
-		return nil, fmt.Errorf("apply %q: unknown change kind %q: %w", c.Path, c.Kind, ErrRefused)
-	}
-	if err := a.excluded(c.Path); err != nil {
+	if err := a.admissible(c); err != nil {
 		return nil, err
 	}
 	nw, err := a.newState(it)
@@ -234,19 +219,7 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 		}
 		o.Action, o.New.Type = actChmod, manifest.TypeDir
 	case isDir(old.Type) || isDir(nw.Type):
-		// Not atomic: remove the old entry, then create the new one.
-		rm := &op{Path: c.Path, Kind: c.Kind, Old: old, Action: actDelete, seen: seen}
-		if isDir(old.Type) {
-			rm.Action = actRmdir
-		}
-		mk := &op{Path: c.Path, Kind: c.Kind, New: nw, Action: actCreate, content: it.Content}
-		if isDir(nw.Type) {
-			mk.Action = actMkdir
-		}
-		if err := a.planMeta(rm, nw.Type); err != nil {
-			return nil, err
-		}
-		return []*op{rm, mk}, nil
+		return a.planTypeChange(it, old, nw, seen)
 	case old.Type == manifest.TypeRegular && nw.Type == manifest.TypeRegular && bytes.Equal(old.Hash, nw.Hash):
 		if old.Mode == nw.Mode {
 			return nil, nil
@@ -262,6 +235,52 @@ func (a *applier) planItem(it Item) ([]*op, error) {
 		return nil, err
 	}
 	return []*op{o}, nil
+}
+
+// admissible refuses, before W or S is looked at, a change flush never applies: an
+// invalid path (ValidatePath's error), a change the diff refused or left in conflict
+// (ErrRefused, ErrConflict, with its reason), a protected path or an unknown change kind
+// (ErrRefused), or a path that was never copied into S (excluded).
+func (a *applier) admissible(c diff.Change) error {
+	if err := ValidatePath(c.Path); err != nil {
+		return err
+	}
+	switch c.Kind {
+	case diff.KindRefused:
+		return fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrRefused)
+	}
+	if rule := diff.ProtectedPath(c.Path); rule != "" {
+		// The diff refuses these already; flush never trusts a Change to say so.
+		return fmt.Errorf("apply %q: protected path (%s): %w", c.Path, rule, ErrRefused)
+	}
+	switch c.Kind {
+	case diff.KindConflict:
+		return fmt.Errorf("apply %q: %s: %w", c.Path, c.Reason, ErrConflict)
+	case diff.KindAdded, diff.KindModified, diff.KindDeleted, diff.KindMode, diff.KindSymlink, diff.KindType:
+	default:
+		return fmt.Errorf("apply %q: unknown change kind %q: %w", c.Path, c.Kind, ErrRefused)
+	}
+	return a.excluded(c.Path)
+}
+
+// planTypeChange returns the two operations of a type change that involves a directory
+// (old or nw is one), which cannot be one atomic rename: remove W's entry old (lstat
+// seen; rmdir for a directory, else unlink), then create nw (mkdir, or a temp file and a
+// rename). It returns planMeta's error for the removal.
+func (a *applier) planTypeChange(it Item, old, nw entryState, seen unix.Stat_t) ([]*op, error) {
+	c := it.Change
+	rm := &op{Path: c.Path, Kind: c.Kind, Old: old, Action: actDelete, seen: seen}
+	if old.Type == manifest.TypeDir {
+		rm.Action = actRmdir
+	}
+	mk := &op{Path: c.Path, Kind: c.Kind, New: nw, Action: actCreate, content: it.Content}
+	if nw.Type == manifest.TypeDir {
+		mk.Action = actMkdir
+	}
+	if err := a.planMeta(rm, nw.Type); err != nil {
+		return nil, err
+	}
+	return []*op{rm, mk}, nil
 }
 
 // excluded fails with ErrRefused when path, or a directory above it, was never copied
@@ -377,30 +396,17 @@ func (a *applier) newState(it Item) (entryState, error) {
 }
 
 // oldState checks that W's entry still matches the base recorded at snapshot time and
-// returns it with its current lstat.
+// returns it with its current lstat. A mismatch is ErrConflict naming what changed; a
+// special file in W is ErrRefused; errors name c.Path.
 func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
 	var old entryState
-	var base manifest.Stat
-	var baseHash, baseLink []byte
-	if a.m != nil {
-		if e := a.m.Lookup(c.Path); e != nil {
-			base, baseHash, baseLink = e.W, e.Hash, e.LinkHash
-		}
-	}
-	if c.OldHash != nil {
-		baseHash = c.OldHash
-	}
-	if c.Kind == diff.KindAdded {
-		// What was reviewed is an addition: W must not hold the path, whatever the
-		// manifest recorded (the review may hand a conflict resolved over a W deletion).
-		base, baseHash = manifest.Stat{}, nil
-	}
+	base, baseHash, baseLink := a.snapshotBase(c)
 	cur, ok, err := a.w.lstat(c.Path)
 	if err != nil {
 		return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
 	}
 	conflict := func(why string) (entryState, unix.Stat_t, error) {
-		return old, cur, fmt.Errorf("apply %q: %s: %w", c.Path, why, ErrConflict)
+		return old, cur, conflictErr(c.Path, why)
 	}
 	if base.Type == manifest.TypeNone {
 		if ok {
@@ -422,38 +428,87 @@ func (a *applier) oldState(c diff.Change) (entryState, unix.Stat_t, error) {
 	same := statMatches(&cur, &base)
 	switch typ {
 	case manifest.TypeRegular:
-		if same && len(baseHash) == digest.Size {
-			old.Hash = baseHash
-			break
+		if old.Hash, err = a.oldHash(c.Path, &cur, same, baseHash); err != nil {
+			return old, cur, err
 		}
-		h, st, err := hashFile(a.w, c.Path)
-		if err != nil {
-			return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
-		}
-		if !sameEntry(&st, &cur) {
-			return conflict("changing in the workspace")
-		}
-		if baseHash == nil && !same {
-			return conflict("changed in the workspace since the snapshot (no base hash)")
-		}
-		if baseHash != nil && !bytes.Equal(h, baseHash) {
-			return conflict("content changed in the workspace since the snapshot")
-		}
-		old.Hash = h
 	case manifest.TypeSymlink:
-		if !same && len(baseLink) != sha256.Size {
-			return conflict("symlink changed in the workspace since the snapshot")
-		}
-		if old.Link, err = a.w.readlink(c.Path); err != nil {
-			return old, cur, fmt.Errorf("apply %q: %w", c.Path, err)
-		}
-		// Recreated (new inode, ctime) but with the same link text: unchanged.
-		if sum := sha256.Sum256([]byte(old.Link)); !same && !bytes.Equal(sum[:], baseLink) {
-			return conflict("symlink changed in the workspace since the snapshot")
+		if old.Link, err = a.oldLink(c.Path, same, baseLink); err != nil {
+			return old, cur, err
 		}
 	case manifest.TypeDir:
 	default:
 		return old, cur, fmt.Errorf("apply %q: special file in the workspace: %w", c.Path, ErrRefused)
 	}
 	return old, cur, nil
+}
+
+// snapshotBase returns what W held at c.Path when the snapshot was taken, as the
+// manifest recorded it: its stat (type TypeNone when absent), content digest and link
+// hash (sha256 of the link text). The reviewed c.OldHash, when set, overrides the
+// content digest; for a reviewed addition the base is "absent" whatever the manifest
+// says.
+func (a *applier) snapshotBase(c diff.Change) (base manifest.Stat, baseHash, baseLink []byte) {
+	if a.m != nil {
+		if e := a.m.Lookup(c.Path); e != nil {
+			base, baseHash, baseLink = e.W, e.Hash, e.LinkHash
+		}
+	}
+	if c.OldHash != nil {
+		baseHash = c.OldHash
+	}
+	if c.Kind == diff.KindAdded {
+		// What was reviewed is an addition: W must not hold the path, whatever the
+		// manifest recorded (the review may hand a conflict resolved over a W deletion).
+		base, baseHash = manifest.Stat{}, nil
+	}
+	return base, baseHash, baseLink
+}
+
+// oldHash returns the content digest of W's regular file path, whose lstat is cur: the
+// base digest when the stat still matches the snapshot's (same) and the digest is
+// complete, else the digest of the file hashed now. The file is ErrConflict when it
+// changes while hashed, when its content differs from baseHash, or when there is no base
+// digest and its stat changed.
+func (a *applier) oldHash(path string, cur *unix.Stat_t, same bool, baseHash []byte) ([]byte, error) {
+	if same && len(baseHash) == digest.Size {
+		return baseHash, nil
+	}
+	h, st, err := hashFile(a.w, path)
+	if err != nil {
+		return nil, fmt.Errorf("apply %q: %w", path, err)
+	}
+	if !sameEntry(&st, cur) {
+		return nil, conflictErr(path, "changing in the workspace")
+	}
+	if baseHash == nil && !same {
+		return nil, conflictErr(path, "changed in the workspace since the snapshot (no base hash)")
+	}
+	if baseHash != nil && !bytes.Equal(h, baseHash) {
+		return nil, conflictErr(path, "content changed in the workspace since the snapshot")
+	}
+	return h, nil
+}
+
+// oldLink returns the target of W's symlink path. When its stat still matches the
+// snapshot's (same), the target is returned as read. When it does not, the snapshot must
+// have recorded a complete link hash (sha256) and the link text must hash to it (a
+// symlink recreated with the same text is unchanged); else it is ErrConflict.
+func (a *applier) oldLink(path string, same bool, baseLink []byte) (string, error) {
+	if !same && len(baseLink) != sha256.Size {
+		return "", conflictErr(path, "symlink changed in the workspace since the snapshot")
+	}
+	link, err := a.w.readlink(path)
+	if err != nil {
+		return "", fmt.Errorf("apply %q: %w", path, err)
+	}
+	// Recreated (new inode, ctime) but with the same link text: unchanged.
+	if sum := sha256.Sum256([]byte(link)); !same && !bytes.Equal(sum[:], baseLink) {
+		return "", conflictErr(path, "symlink changed in the workspace since the snapshot")
+	}
+	return link, nil
+}
+
+// conflictErr is the ErrConflict of applying path, saying why.
+func conflictErr(path, why string) error {
+	return fmt.Errorf("apply %q: %s: %w", path, why, ErrConflict)
 }

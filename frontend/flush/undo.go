@@ -52,16 +52,9 @@ func UndoExcept(ctx context.Context, sess *session.Session, except []string) (Re
 	if len(pend) > 0 {
 		return recoverTxs(ctx, j, sess, pend)
 	}
-	txs, err := j.txs()
+	tx, err := latestApplied(j)
 	if err != nil {
 		return res, err
-	}
-	tx := ""
-	for i := len(txs) - 1; i >= 0; i-- {
-		if done, undone := j.txStatus(txs[i]); done && !undone {
-			tx = txs[i]
-			break
-		}
 	}
 	if tx == "" {
 		return res, fmt.Errorf("undo session %s: %w", sess.ID, ErrNothingToUndo)
@@ -80,12 +73,59 @@ func UndoExcept(ctx context.Context, sess *session.Session, except []string) (Re
 		return res, err
 	}
 	defer a.close()
-	var idx []int
-	used := make([]bool, len(except))
+	idx, used, err := revertedOps(sess.ID, tx, rec, doneIdx, except, &res)
+	if err != nil {
+		return res, err
+	}
+	if err := exceptUsed(sess.ID, tx, except, used); err != nil {
+		return Result{Tx: tx}, err
+	}
+	// Refuse the whole undo if W changed after the apply.
+	a.changedSinceApply(rec, idx, &res)
+	if len(res.Problems) > 0 {
+		return res, res.err()
+	}
+	if err := ctx.Err(); err != nil {
+		return res, fmt.Errorf("undo session %s: %w", sess.ID, err)
+	}
+	if err := a.revert(j, rec, idx, &res, true); err != nil {
+		return res, err
+	}
+	if err := writeFileSync(j.txDir(tx), undoneName, nil); err != nil {
+		return res, err
+	}
+	if err := leaveApplied(j, sess); err != nil {
+		return res, err
+	}
+	return res, res.err()
+}
+
+// latestApplied returns the newest transaction in j that completed and is not undone,
+// or "" when there is none. It returns the error of listing the transactions.
+func latestApplied(j *journal) (string, error) {
+	txs, err := j.txs()
+	if err != nil {
+		return "", err
+	}
+	for i := len(txs) - 1; i >= 0; i-- {
+		if done, undone := j.txStatus(txs[i]); done && !undone {
+			return txs[i], nil
+		}
+	}
+	return "", nil
+}
+
+// revertedOps splits the operations that transaction tx of session id carried out
+// (doneIdx, indexes into rec.Ops, in the order done) into those undo reverts, returned in
+// that order, and those an entry of except covers, whose paths it appends once each to
+// res.Kept. used[n] reports whether except[n] covered any operation. An index outside
+// rec.Ops is ErrJournal.
+func revertedOps(id, tx string, rec *record, doneIdx []int, except []string, res *Result) (idx []int, used []bool, err error) {
+	used = make([]bool, len(except))
 	kept := map[string]bool{}
 	for _, i := range doneIdx {
 		if i < 0 || i >= len(rec.Ops) {
-			return res, fmt.Errorf("undo session %s: tx %s: operation %d: %w", sess.ID, tx, i, ErrJournal)
+			return nil, nil, fmt.Errorf("undo session %s: tx %s: operation %d: %w", id, tx, i, ErrJournal)
 		}
 		if n := exceptedBy(rec.Ops[i].Path, except); n >= 0 {
 			used[n] = true
@@ -97,13 +137,26 @@ func UndoExcept(ctx context.Context, sess *session.Session, except []string) (Re
 		}
 		idx = append(idx, i)
 	}
+	return idx, used, nil
+}
+
+// exceptUsed returns ErrNotInApply naming the first entry of except that covered no
+// operation of transaction tx (used as revertedOps returns it), or nil.
+func exceptUsed(id, tx string, except []string, used []bool) error {
 	for n, u := range used {
 		if !u {
-			return Result{Tx: tx}, fmt.Errorf("undo session %s: --except %q (apply %s): %w", sess.ID, except[n], tx, ErrNotInApply)
+			return fmt.Errorf("undo session %s: --except %q (apply %s): %w", id, except[n], tx, ErrNotInApply)
 		}
 	}
-	// Refuse the whole undo if W changed after the apply: check the state of each path
-	// after its last operation.
+	return nil
+}
+
+// changedSinceApply checks the state of each path of the operations idx (indexes into
+// rec.Ops) after its last operation: a path that is now neither what the apply wrote nor
+// what it replaced is a Problem wrapping ErrChangedSinceApply, and a path that cannot be
+// classified a Problem with that error. It appends the problems to res.Problems and
+// changes nothing in W.
+func (a *applier) changedSinceApply(rec *record, idx []int, res *Result) {
 	last := map[string]int{}
 	for _, i := range idx {
 		last[rec.Ops[i].Path] = i
@@ -121,22 +174,6 @@ func UndoExcept(ctx context.Context, sess *session.Session, except []string) (Re
 				Err: fmt.Errorf("undo %q: %w", o.Path, ErrChangedSinceApply)})
 		}
 	}
-	if len(res.Problems) > 0 {
-		return res, res.err()
-	}
-	if err := ctx.Err(); err != nil {
-		return res, fmt.Errorf("undo session %s: %w", sess.ID, err)
-	}
-	if err := a.revert(j, rec, idx, &res, true); err != nil {
-		return res, err
-	}
-	if err := writeFileSync(j.txDir(tx), undoneName, nil); err != nil {
-		return res, err
-	}
-	if err := leaveApplied(j, sess); err != nil {
-		return res, err
-	}
-	return res, res.err()
 }
 
 // exceptedBy returns the index of the entry of except that covers path (path is that

@@ -9,7 +9,7 @@
 // agent chose can drive the terminal (ESC, CSI, OSC 52 clipboard writes, CR overwrites, BEL).
 //
 // The pieces are usable on their own: Hunks/Select (hunk model and exact hunk selection),
-// Merge3 (diff3 on go-udiff line edits), Session (display and the interactive loop over a
+// Merge3 (diff3 on go-udiff line edits), Interactive (display and the interactive loop over a
 // key reader; Terminal puts a TTY in raw mode for it), Auto (the non-interactive --all /
 // PATH / --reject-all choices), Accepted (decisions to flush items) and WriteRecord (what
 // was decided, kept in the session directory).

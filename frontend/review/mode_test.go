@@ -50,7 +50,7 @@ func TestSessionShowsNotes(t *testing.T) {
 	c := f.modified("a.txt", "a\n", "b\n")
 	note := "metadata: security.capability not kept (file capabilities)"
 	var out strings.Builder
-	s := &Session{Changes: []diff.Change{c}, Trees: f.trees, In: strings.NewReader("a" + "y"), Out: &out,
+	s := &Interactive{Changes: []diff.Change{c}, Trees: f.trees, In: strings.NewReader("a" + "y"), Out: &out,
 		Notes: map[string]string{"a.txt": note}}
 	if _, ok, err := s.Run(); err != nil || !ok {
 		t.Fatalf("Run: %v %v\n%s", ok, err, out.String())

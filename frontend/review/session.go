@@ -15,9 +15,9 @@ import (
 // DefaultMaxLines is how many diff lines a change shows before "v" (view all).
 const DefaultMaxLines = 200
 
-// Session is one interactive review over a terminal. In delivers key presses one byte at a
+// Interactive is one interactive review over a terminal. In delivers key presses one byte at a
 // time (a terminal in raw mode, see Terminal); Out receives the screen.
-type Session struct {
+type Interactive struct {
 	Changes   []diff.Change
 	Trees     Trees
 	In        io.Reader
@@ -49,7 +49,7 @@ var errQuit = errors.New("quit")
 // confirmation. It returns one decision per change (in order; changes left when the
 // developer quit are Skip) and whether the developer confirmed applying the accepted ones.
 // It returns ErrAborted on Ctrl-C, Ctrl-D or end of input: nothing is to be applied then.
-func (s *Session) Run() ([]Decision, bool, error) {
+func (s *Interactive) Run() ([]Decision, bool, error) {
 	p := &printer{w: s.Out, color: s.Color}
 	k := &keys{r: s.In, p: p}
 	ds := make([]Decision, len(s.Changes))
@@ -82,7 +82,7 @@ func (s *Session) Run() ([]Decision, bool, error) {
 }
 
 // load reads the sides of c the review shows.
-func (s *Session) load(c diff.Change) *entry {
+func (s *Interactive) load(c diff.Change) *entry {
 	e := &entry{c: c}
 	readOld := c.Kind == diff.KindModified || c.Kind == diff.KindDeleted || c.Kind == diff.KindConflict
 	readNew := c.Kind == diff.KindModified || c.Kind == diff.KindAdded || c.Kind == diff.KindConflict
@@ -126,7 +126,7 @@ func (s *Session) load(c diff.Change) *entry {
 }
 
 // show prints a change: header, then its diff (limited to maxLines lines; 0 = all).
-func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
+func (s *Interactive) show(p *printer, e *entry, i int, maxLines int) {
 	c := e.c
 	stat := ""
 	if e.hunks != nil {
@@ -177,18 +177,18 @@ func (s *Session) show(p *printer, e *entry, i int, maxLines int) {
 	}
 }
 
-func (s *Session) oldLabel(c diff.Change) string {
+func (s *Interactive) oldLabel(c diff.Change) string {
 	if c.Kind == diff.KindConflict {
 		return "W (yours, now) " + EscapeName(c.Path)
 	}
 	return "W " + EscapeName(c.Path)
 }
 
-func (s *Session) newLabel(c diff.Change) string { return "S (agent) " + EscapeName(c.Path) }
+func (s *Interactive) newLabel(c diff.Change) string { return "S (agent) " + EscapeName(c.Path) }
 
 // describe says what path is in the tree dir, for symlink and type changes: the kind of
 // entry and, for a symlink, its escaped target (read with readlink, never followed).
-func (s *Session) describe(dir, path string) string {
+func (s *Interactive) describe(dir, path string) string {
 	fi, err := s.Trees.Lstat(dir, path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return "(absent)"
@@ -212,36 +212,31 @@ func (s *Session) describe(dir, path string) string {
 	}
 }
 
-func (s *Session) maxLines() int {
+func (s *Interactive) maxLines() int {
 	if s.MaxLines > 0 {
 		return s.MaxLines
 	}
 	return DefaultMaxLines
 }
 
-// decide runs the prompt loop for one change.
-func (s *Session) decide(p *printer, k *keys, e *entry, i int) (Decision, error) {
+// decide runs the prompt loop for one change: it shows e (the i-th change), then reads
+// keys until one decides. q returns errQuit, ? prints the help for the change's kind, v
+// shows the change again in full, s skips it; the other keys depend on the kind (see
+// refusedKey, conflictKey and changeKey). It returns the error of reading a key, of a
+// confirmation prompt, or of the merge or hunk selection.
+func (s *Interactive) decide(p *printer, k *keys, e *entry, i int) (Decision, error) {
 	c := e.c
 	s.show(p, e, i, s.maxLines())
 	canHunks := c.Kind == diff.KindModified && !e.binary && !e.becameBinary && len(e.hunks) > 0
-	var choices, helpText string
-	switch c.Kind {
-	case diff.KindRefused:
-		choices, helpText = "r,s,v,q,?", helpRefused
-	case diff.KindConflict:
-		choices, helpText = "w,t,m,s,v,q,?", helpConflict
-	default:
-		choices, helpText = "a,r,s,v,q,?", helpChange
-		if canHunks {
-			choices, helpText = "a,r,s,h,v,q,?", helpChange+helpHunks
-		}
-	}
+	choices, helpText := keysFor(c.Kind, canHunks)
 	prompt := fmt.Sprintf("%s [%s]? ", promptFor(c.Kind), choices)
 	for {
 		key, err := k.read(p.paint(sgrBold, prompt))
 		if err != nil {
 			return Decision{}, err
 		}
+		var d Decision
+		done := false
 		switch {
 		case key == 'q':
 			return Decision{}, errQuit
@@ -252,63 +247,112 @@ func (s *Session) decide(p *printer, k *keys, e *entry, i int) (Decision, error)
 		case key == 's':
 			return Decision{Change: c, Verdict: Skip, Note: "skipped"}, nil
 		case c.Kind == diff.KindRefused:
-			if key == 'r' {
-				return Decision{Change: c, Verdict: Reject, Note: "refused: " + c.Reason}, nil
-			}
-			if key == 'a' {
-				p.printf("  refused (%s): this change cannot be accepted.\n", EscapeLine(c.Reason))
-				continue
-			}
-			p.printf("  unknown key; ? for help\n")
+			d, done = refusedKey(p, c, key)
 		case c.Kind == diff.KindConflict:
-			switch key {
-			case 'w', 'r':
-				return Decision{Change: c, Verdict: Reject, Note: "conflict: kept yours (W)"}, nil
-			case 't':
-				if why := takeable(e); why != "" {
-					p.printf("  cannot take the agent's version: %s. Pick w (keep yours).\n", why)
-					continue
-				}
-				ok, err := s.confirmRisk(p, k, c)
-				if err != nil {
-					return Decision{}, err
-				}
-				if ok {
-					d := Decision{Change: c, Verdict: Accept, Note: "conflict: took the agent's (S)", WHash: sha(e.old)}
-					if e.haveNew {
-						d.Content = []byte(e.new)
-					}
-					return d, nil
-				}
-			case 'm':
-				d, ok, err := s.merge(p, k, e)
-				if err != nil || ok {
-					return d, err
-				}
-			case 'a':
-				p.printf("  conflict: choose w (keep yours), t (take the agent's) or m (three-way merge).\n")
-			default:
-				p.printf("  unknown key; ? for help\n")
-			}
-		case key == 'a':
-			ok, err := s.confirmRisk(p, k, c)
-			if err != nil {
-				return Decision{}, err
-			}
-			if ok {
-				return Decision{Change: c, Verdict: Accept, Note: "accepted"}, nil
-			}
-		case key == 'r':
-			return Decision{Change: c, Verdict: Reject, Note: "rejected"}, nil
-		case key == 'h' && canHunks:
-			d, ok, err := s.selectHunks(p, k, e)
-			if err != nil || ok {
-				return d, err
-			}
+			d, done, err = s.conflictKey(p, k, e, key)
 		default:
-			p.printf("  unknown key; ? for help\n")
+			d, done, err = s.changeKey(p, k, e, key, canHunks)
+		}
+		if done || err != nil {
+			return d, err
 		}
 	}
+}
+
+// keysFor returns the keys decide offers for a change of kind k (as the prompt lists
+// them) and the help text ? prints; h (select hunks) only when canHunks.
+func keysFor(k diff.Kind, canHunks bool) (choices, helpText string) {
+	switch k {
+	case diff.KindRefused:
+		return "r,s,v,q,?", helpRefused
+	case diff.KindConflict:
+		return "w,t,m,s,v,q,?", helpConflict
+	}
+	if canHunks {
+		return "a,r,s,h,v,q,?", helpChange + helpHunks
+	}
+	return "a,r,s,v,q,?", helpChange
+}
+
+// refusedKey handles key for a change the diff refused: r records the rejection (done);
+// a explains that it cannot be accepted, any other key is unknown, and the prompt repeats.
+func refusedKey(p *printer, c diff.Change, key byte) (d Decision, done bool) {
+	switch key {
+	case 'r':
+		return Decision{Change: c, Verdict: Reject, Note: "refused: " + c.Reason}, true
+	case 'a':
+		p.printf("  refused (%s): this change cannot be accepted.\n", EscapeLine(c.Reason))
+	default:
+		p.printf("  unknown key; ? for help\n")
+	}
+	return Decision{}, false
+}
+
+// conflictKey handles key for a conflict: w (or r) keeps W's version; t takes the agent's
+// after the risk confirmation (with W's content digest, and S's content when it was
+// read), unless takeable says it cannot be taken; m runs the three-way merge. done is
+// true once a decision is made; a declined confirmation or an abandoned merge, a, and
+// unknown keys repeat the prompt. err is the confirmation's or the merge's error.
+func (s *Interactive) conflictKey(p *printer, k *keys, e *entry, key byte) (d Decision, done bool, err error) {
+	c := e.c
+	switch key {
+	case 'w', 'r':
+		return Decision{Change: c, Verdict: Reject, Note: "conflict: kept yours (W)"}, true, nil
+	case 't':
+		if why := takeable(e); why != "" {
+			p.printf("  cannot take the agent's version: %s. Pick w (keep yours).\n", why)
+			return Decision{}, false, nil
+		}
+		ok, err := s.confirmRisk(p, k, c)
+		if err != nil {
+			return Decision{}, true, err
+		}
+		if ok {
+			d := Decision{Change: c, Verdict: Accept, Note: "conflict: took the agent's (S)", WHash: sha(e.old)}
+			if e.haveNew {
+				d.Content = []byte(e.new)
+			}
+			return d, true, nil
+		}
+	case 'm':
+		d, ok, err := s.merge(p, k, e)
+		if err != nil || ok {
+			return d, true, err
+		}
+	case 'a':
+		p.printf("  conflict: choose w (keep yours), t (take the agent's) or m (three-way merge).\n")
+	default:
+		p.printf("  unknown key; ? for help\n")
+	}
+	return Decision{}, false, nil
+}
+
+// changeKey handles key for any other change: a accepts after the risk confirmation, r
+// rejects, h (when canHunks) selects hunks. done is true once a decision is made; a
+// declined confirmation, an abandoned hunk selection and unknown keys repeat the prompt.
+// err is the confirmation's or the hunk selection's error.
+func (s *Interactive) changeKey(p *printer, k *keys, e *entry, key byte, canHunks bool) (d Decision, done bool, err error) {
+	c := e.c
+	switch {
+	case key == 'a':
+		ok, err := s.confirmRisk(p, k, c)
+		if err != nil {
+			return Decision{}, true, err
+		}
+		if ok {
+			return Decision{Change: c, Verdict: Accept, Note: "accepted"}, true, nil
+		}
+	case key == 'r':
+		return Decision{Change: c, Verdict: Reject, Note: "rejected"}, true, nil
+	case key == 'h' && canHunks:
+		d, ok, err := s.selectHunks(p, k, e)
+		if err != nil || ok {
+			return d, true, err
+		}
+	default:
+		p.printf("  unknown key; ? for help\n")
+	}
+	return Decision{}, false, nil
 }
 
 func promptFor(k diff.Kind) string {
@@ -323,7 +367,7 @@ func promptFor(k diff.Kind) string {
 
 // view prints the change again without the line limit; for a conflict with a base copy it
 // also prints each side's own changes since the snapshot.
-func (s *Session) view(p *printer, e *entry, i int) {
+func (s *Interactive) view(p *printer, e *entry, i int) {
 	s.show(p, e, i, 0)
 	if e.c.Kind != diff.KindConflict || e.binary || e.becameBinary {
 		return
@@ -349,7 +393,7 @@ func (s *Session) view(p *printer, e *entry, i int) {
 
 // confirmRisk asks a second, explicit confirmation for a high-risk change; it returns true
 // at once for others.
-func (s *Session) confirmRisk(p *printer, k *keys, c diff.Change) (bool, error) {
+func (s *Interactive) confirmRisk(p *printer, k *keys, c diff.Change) (bool, error) {
 	if c.Risk == "" {
 		return true, nil
 	}
@@ -367,7 +411,7 @@ func (s *Session) confirmRisk(p *printer, k *keys, c diff.Change) (bool, error) 
 // selectHunks asks y/n for each hunk and returns an Accept with exactly W plus the chosen
 // hunks, a Reject when none was chosen, or ok=false when a high-risk selection was not
 // confirmed.
-func (s *Session) selectHunks(p *printer, k *keys, e *entry) (Decision, bool, error) {
+func (s *Interactive) selectHunks(p *printer, k *keys, e *entry) (Decision, bool, error) {
 	chosen := make([]bool, len(e.hunks))
 	var picked []string
 	for j := range e.hunks {
@@ -425,7 +469,7 @@ func baseHint(err error) string {
 
 // merge runs the three-way merge of a conflict. A clean result can be accepted after it
 // was shown; a conflicted one is shown with markers and never accepted.
-func (s *Session) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
+func (s *Interactive) merge(p *printer, k *keys, e *entry) (Decision, bool, error) {
 	base, err := s.Trees.BaseCopy(e.c.Path, e.c.OldHash)
 	if err != nil {
 		p.printf("  three-way merge unavailable: %s\n%s  Pick w (keep yours) or t (take the agent's); v shows both sides.\n", EscapeLine(err.Error()), baseHint(err))
@@ -496,7 +540,7 @@ func sha(s string) []byte {
 }
 
 // confirm prints the summary and asks whether to apply the accepted changes.
-func (s *Session) confirm(p *printer, k *keys, ds []Decision) (bool, error) {
+func (s *Interactive) confirm(p *printer, k *keys, ds []Decision) (bool, error) {
 	na, nr, ns := Count(ds, Accept), Count(ds, Reject), Count(ds, Skip)
 	p.printf("\n%s %d to apply, %d rejected, %d skipped\n", p.paint(sgrBold, "Summary:"), na, nr, ns)
 	for _, d := range ds {

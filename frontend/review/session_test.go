@@ -57,7 +57,7 @@ func (f *fixture) modified(path, old, new string) diff.Change {
 func run(t *testing.T, tr Trees, changes []diff.Change, keys string) ([]Decision, bool, error, string) {
 	t.Helper()
 	var out bytes.Buffer
-	s := &Session{Changes: changes, Trees: tr, In: strings.NewReader(keys), Out: &out, Color: true}
+	s := &Interactive{Changes: changes, Trees: tr, In: strings.NewReader(keys), Out: &out, Color: true}
 	ds, ok, err := s.Run()
 	screen := out.String()
 	assertInert(t, screen)

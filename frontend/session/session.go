@@ -57,6 +57,9 @@ type Meta struct {
 	// digits, api.ValidSessionID), recorded when the VM starts: a command that finds the
 	// state "running" asks the helper whether that VM still exists.
 	HelperSession string `json:"helper_session,omitempty"`
+	// Direct: the VM mounted the workspace itself (brood run --workspace-mode direct): the
+	// session has no snapshot and nothing to review.
+	Direct bool `json:"direct,omitempty"`
 }
 
 // Session is an open session directory.

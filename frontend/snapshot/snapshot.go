@@ -118,18 +118,9 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 	if err != nil {
 		return nil, nil, err
 	}
-	w, err = filepath.Abs(w)
+	w, wfd, err := openWorkspace(w)
 	if err != nil {
-		return nil, nil, fmt.Errorf("resolve workspace %q: %w", w, err)
-	}
-	// The root is the one path the user names: it may be reached through symlinks.
-	// Nothing below it is.
-	wfd, err := unix.Open(w, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if err == unix.ENOTDIR {
-			err = ErrNotDir
-		}
-		return nil, nil, fmt.Errorf("open workspace %q: %w", w, err)
+		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -139,30 +130,9 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 		links:   map[fileID][]string{},
 		secrets: map[fileID]string{},
 	}
-	root := &dir{t: t, src: wfd, dst: -1, base: -1}
-	if err := unix.Fstat(wfd, &root.wst); err != nil {
-		unix.Close(wfd)
-		return nil, nil, fmt.Errorf("stat workspace %q: %w", w, err)
-	}
-	if !opts.DryRun {
-		if err := os.Mkdir(s, 0o700); err != nil {
-			unix.Close(wfd)
-			return nil, nil, fmt.Errorf("create snapshot dir: %w", err)
-		}
-		root.dst, err = unix.Open(s, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		if err != nil {
-			unix.Close(wfd)
-			os.Remove(s)
-			return nil, nil, fmt.Errorf("open snapshot dir %q: %w", s, err)
-		}
-	}
-	abort := func() {
-		if !opts.DryRun {
-			removeTree(s)
-			if t.baseMade {
-				removeTree(opts.BaseDir)
-			}
-		}
+	root, err := t.openRoot(wfd)
+	if err != nil {
+		return nil, nil, err
 	}
 	if opts.DryRun {
 		t.addSkipDirs()
@@ -171,13 +141,13 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 			closeFd(root.dst)
 			closeFd(root.base)
 			unix.Close(wfd)
-			abort()
+			t.abort()
 			return nil, nil, err
 		}
 	}
 	t.run(root)
 	if err := context.Cause(ctx); err != nil {
-		abort()
+		t.abort()
 		if errors.Is(err, context.Canceled) && t.err == nil {
 			err = fmt.Errorf("snapshot %q: %w", w, err)
 		}
@@ -185,7 +155,7 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 	}
 	m, rep, err := t.finish()
 	if err != nil {
-		abort()
+		t.abort()
 		return nil, nil, err
 	}
 	if t.baseMade && rep.BaseFiles == 0 {
@@ -193,6 +163,63 @@ func Take(ctx context.Context, w, s string, opts Options) (*manifest.Manifest, *
 	}
 	rep.Elapsed = time.Since(start)
 	return m, rep, nil
+}
+
+// openWorkspace makes w absolute and opens it as a directory. The root is the one path
+// the user names: it may be reached through symlinks; nothing below it is. It returns
+// the absolute path and the descriptor, or an error naming w (ErrNotDir when w is not a
+// directory).
+func openWorkspace(w string) (string, int, error) {
+	w, err := filepath.Abs(w)
+	if err != nil {
+		return "", -1, fmt.Errorf("resolve workspace %q: %w", w, err)
+	}
+	wfd, err := unix.Open(w, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if err == unix.ENOTDIR {
+			err = ErrNotDir
+		}
+		return "", -1, fmt.Errorf("open workspace %q: %w", w, err)
+	}
+	return w, wfd, nil
+}
+
+// openRoot returns the walk's root directory: the workspace descriptor wfd with its
+// stat and, unless this is a dry run, the snapshot directory t.s, created (mode 0700
+// until finishDir gives it W's mode) and opened without following a symlink. On error it
+// closes wfd and removes t.s if it created it.
+func (t *taker) openRoot(wfd int) (*dir, error) {
+	root := &dir{t: t, src: wfd, dst: -1, base: -1}
+	if err := unix.Fstat(wfd, &root.wst); err != nil {
+		unix.Close(wfd)
+		return nil, fmt.Errorf("stat workspace %q: %w", t.w, err)
+	}
+	if t.opts.DryRun {
+		return root, nil
+	}
+	if err := os.Mkdir(t.s, 0o700); err != nil {
+		unix.Close(wfd)
+		return nil, fmt.Errorf("create snapshot dir: %w", err)
+	}
+	var err error
+	root.dst, err = unix.Open(t.s, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		unix.Close(wfd)
+		os.Remove(t.s)
+		return nil, fmt.Errorf("open snapshot dir %q: %w", t.s, err)
+	}
+	return root, nil
+}
+
+// abort removes what a failed Take created: the snapshot directory and, when this Take
+// made it, Options.BaseDir. A dry run created neither.
+func (t *taker) abort() {
+	if !t.opts.DryRun {
+		removeTree(t.s)
+		if t.baseMade {
+			removeTree(t.opts.BaseDir)
+		}
+	}
 }
 
 // addSkipDirs records Options.SkipDirs that exist as never walked.

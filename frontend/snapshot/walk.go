@@ -556,38 +556,23 @@ func readlinkat(dirfd int, name string, size int64) (string, error) {
 	}
 }
 
-// file copies one regular file: FICLONE where possible, else a hole-preserving copy.
+// file copies one regular file: FICLONE where possible, else a hole-preserving copy. A
+// file the user cannot open is recorded as skipped; one that changed since it was listed
+// (now a symlink, not a regular file, another inode, or a size that changes during the
+// copy) fails with ErrChanged; other errors name the operation and j.rel.
 func (w *worker) file(j job) error {
 	t := w.t
 	if testHookOpen != nil {
 		testHookOpen(j.rel)
 	}
 	src, err := unix.Openat(j.d.src, j.name, openFile, 0)
-	switch {
-	case unreadable(err):
-		return t.skipUnreadable(j.d.src, j, w.r)
-	case err == unix.ELOOP:
-		return t.changed(j.rel, "became a symlink")
-	case err == unix.ENXIO || err == unix.EISDIR:
-		return t.changed(j.rel, "no longer a regular file")
-	case err != nil:
-		return t.errf("open", j.rel, err)
+	if err != nil {
+		return w.openFailed(j, err)
 	}
 	defer unix.Close(src)
 	var st unix.Stat_t
-	if err := unix.Fstat(src, &st); err != nil {
-		return t.errf("stat", j.rel, err)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || j.st != nil && (j.st.Ino != st.Ino || j.st.Dev != st.Dev) {
-		return t.changed(j.rel, "no longer the regular file listed")
-	}
-	w.r.rep.Files++
-	w.r.rep.Bytes += st.Size
-	if st.Nlink > 1 {
-		t.mu.Lock()
-		id := fileID{st.Dev, st.Ino}
-		t.links[id] = append(t.links[id], j.rel)
-		t.mu.Unlock()
+	if err := w.statSource(j, src, &st); err != nil {
+		return err
 	}
 	e := manifest.Entry{Path: j.rel, W: manifest.FromStat(&st)}
 	if kind := gitFileOf(j.rel); kind != notGitFile {
@@ -603,40 +588,9 @@ func (w *worker) file(j job) error {
 		return t.errf("create snapshot copy of", j.rel, err)
 	}
 	defer closeFd(dst)
-	reflinked := false
-	if st.Size > 0 && !t.opts.NoReflink {
-		if _, no := t.noClone.Load(st.Dev); !no {
-			err := unix.IoctlFileClone(dst, src)
-			switch {
-			case err == nil:
-				reflinked = true
-			case err == unix.EOPNOTSUPP || err == unix.EXDEV || err == unix.ENOTTY || err == unix.ENOSYS:
-				// This filesystem pair cannot clone: stop trying for this source device.
-				t.noClone.Store(st.Dev, true)
-			}
-			// Any other error (EINVAL for a btrfs nodatacow file, EPERM, ...) concerns
-			// this file only: it is copied instead.
-
-		}
-	}
-	if reflinked {
-		w.r.rep.Reflinked++
-	} else if st.Size > 0 {
-		sum, err := w.copyData(src, dst, &st)
-		if err != nil {
-			if errors.Is(err, ErrChanged) {
-				return t.changed(j.rel, "size changed while copied")
-			}
-			return t.errf("copy", j.rel, err)
-		}
-		w.r.rep.Copied++
-		if sum != nil {
-			e.Hash = sum
-			w.r.rep.Hashed++
-		}
-	} else {
-		e.Hash = digest.Empty
-		w.r.rep.Hashed++
+	reflinked := st.Size > 0 && !t.opts.NoReflink && t.clone(dst, src, st.Dev)
+	if err := w.fillCopy(j, src, dst, &st, reflinked, &e); err != nil {
+		return err
 	}
 	if err := w.finishFile(j, dst, perm, &st, &e); err != nil {
 		return err
@@ -647,6 +601,94 @@ func (w *worker) file(j job) error {
 		}
 	}
 	w.r.entries = append(w.r.entries, e)
+	return nil
+}
+
+// openFailed handles err from opening j's file (O_NOFOLLOW, O_NONBLOCK: openFile): EACCES
+// or EPERM record j as skipped (nil, or the error of that fstatat), ELOOP, ENXIO and EISDIR
+// mean j is no longer the regular file listed (ErrChanged); anything else is returned
+// naming j.rel.
+func (w *worker) openFailed(j job, err error) error {
+	t := w.t
+	switch {
+	case unreadable(err):
+		return t.skipUnreadable(j.d.src, j, w.r)
+	case err == unix.ELOOP:
+		return t.changed(j.rel, "became a symlink")
+	case err == unix.ENXIO || err == unix.EISDIR:
+		return t.changed(j.rel, "no longer a regular file")
+	}
+	return t.errf("open", j.rel, err)
+}
+
+// statSource fstats the opened file src into st and checks that it is still the regular
+// file the directory listing gave (same inode and device; ErrChanged otherwise). It
+// counts the file and its bytes in the report and records a file with several hard links
+// in t.links under its inode.
+func (w *worker) statSource(j job, src int, st *unix.Stat_t) error {
+	t := w.t
+	if err := unix.Fstat(src, st); err != nil {
+		return t.errf("stat", j.rel, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || j.st != nil && (j.st.Ino != st.Ino || j.st.Dev != st.Dev) {
+		return t.changed(j.rel, "no longer the regular file listed")
+	}
+	w.r.rep.Files++
+	w.r.rep.Bytes += st.Size
+	if st.Nlink > 1 {
+		t.mu.Lock()
+		id := fileID{st.Dev, st.Ino}
+		t.links[id] = append(t.links[id], j.rel)
+		t.mu.Unlock()
+	}
+	return nil
+}
+
+// clone tries FICLONE from src to dst unless an earlier clone from device dev failed
+// in a way that means the filesystem pair cannot clone (EOPNOTSUPP, EXDEV, ENOTTY,
+// ENOSYS: remembered in t.noClone). It reports whether dst now shares src's extents;
+// other errors (EINVAL for a btrfs nodatacow file, EPERM, ...) concern this file only,
+// which the caller then copies.
+func (t *taker) clone(dst, src int, dev uint64) bool {
+	if _, no := t.noClone.Load(dev); no {
+		return false
+	}
+	err := unix.IoctlFileClone(dst, src)
+	switch {
+	case err == nil:
+		return true
+	case err == unix.EOPNOTSUPP || err == unix.EXDEV || err == unix.ENOTTY || err == unix.ENOSYS:
+		// This filesystem pair cannot clone: stop trying for this source device.
+		t.noClone.Store(dev, true)
+	}
+	return false
+}
+
+// fillCopy gives dst src's content when clone did not (reflinked false): a
+// hole-preserving copy of a non-empty file, which may also hash it, or nothing for an
+// empty one, whose hash is digest.Empty. It records the hash in e and counts the
+// reflink, copy or hash in the report. A size change during the copy is ErrChanged.
+func (w *worker) fillCopy(j job, src, dst int, st *unix.Stat_t, reflinked bool, e *manifest.Entry) error {
+	switch {
+	case reflinked:
+		w.r.rep.Reflinked++
+	case st.Size > 0:
+		sum, err := w.copyData(src, dst, st)
+		if err != nil {
+			if errors.Is(err, ErrChanged) {
+				return w.t.changed(j.rel, "size changed while copied")
+			}
+			return w.t.errf("copy", j.rel, err)
+		}
+		w.r.rep.Copied++
+		if sum != nil {
+			e.Hash = sum
+			w.r.rep.Hashed++
+		}
+	default:
+		e.Hash = digest.Empty
+		w.r.rep.Hashed++
+	}
 	return nil
 }
 

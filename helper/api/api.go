@@ -148,7 +148,7 @@ type Capabilities struct {
 	Accel    sandbox.Accel `json:"accel"`    // sandbox.AccelKVM when KVM is usable, else sandbox.AccelTCG
 	Landlock Landlock      `json:"landlock"`
 	Peer     Peer          `json:"peer"`          // who the helper thinks you are
-	Policy   string        `json:"policy_digest"` // digest of the system egress policy file ("none": no file)
+	Policy   string        `json:"policy_digest"` // digest of the system egress policy file ("none": no file, "invalid: ...": unloadable)
 	// Images lists the names of the built images the helper can boot (ValidImageName
 	// names), so a client can refuse an unknown image before it snapshots anything.
 	// Nil from a helper older than this field: the client cannot tell and asks StartVM.
@@ -262,6 +262,10 @@ type StartVMArgs struct {
 	// (a workspace may not add hosts); nil: the layer is empty.
 	UserEgress      *EgressLayer `json:"user_egress,omitempty"`
 	WorkspaceEgress *EgressLayer `json:"workspace_egress,omitempty"`
+	// Direct: the session's share is the workspace itself, mounted read-write with no
+	// snapshot and no review (brood run --workspace-mode direct --yes). Refused
+	// (CodePolicy) when the system policy forbids it (forbid_direct).
+	Direct bool `json:"direct,omitempty"`
 }
 
 // EgressLayer is one configuration layer's [egress] table as written (the fields of
@@ -340,6 +344,8 @@ type Policy struct {
 	ProfileLayer string `json:"profile_layer"` // the layer that chose it ("default", "system", "user", ...)
 	// AllowHostForbidden: the system policy refuses hosts added by the user or flags.
 	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
+	// DirectForbidden: the system policy forbids direct mode (forbid_direct).
+	DirectForbidden bool `json:"direct_forbidden,omitempty"`
 	// Hosts are the allowed entries in the order the DNS proxy consults them.
 	Hosts  []PolicyHost   `json:"hosts"`
 	Denied []PolicyDenial `json:"denied,omitempty"`

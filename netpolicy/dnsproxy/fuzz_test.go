@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -42,7 +43,7 @@ func packed(t testing.TB, m *dns.Msg) []byte {
 // FuzzHandle feeds arbitrary requests and upstream answers through the proxy and checks its
 // invariants: refused names and types never reach the upstream; the reply's addresses are
 // exactly the pinned ones, none in a refused range; every reply record belongs to the
-// question's CNAME chain; the reply packs.
+// question's CNAME chain (checkChain); the reply packs.
 func FuzzHandle(f *testing.F) {
 	q := func(name string, t uint16) *dns.Msg { m := new(dns.Msg); m.SetQuestion(name, t); return m }
 	ans := func(rrs ...string) *dns.Msg {
@@ -113,16 +114,35 @@ func FuzzHandle(f *testing.F) {
 		if len(reply.Ns) != 0 {
 			t.Fatalf("authority records passed on: %v", reply.Ns)
 		}
-		for _, rr := range reply.Answer {
-			if !policy.Allowed(rr.Header().Name) {
-				t.Fatalf("record of a refused name passed on: %v", rr)
-			}
-			if c, ok := rr.(*dns.CNAME); ok && !policy.Allowed(c.Target) {
-				t.Fatalf("CNAME to a refused name passed on: %v", rr)
-			}
-			if rr.Header().Ttl > uint32(DefaultMaxTTL.Seconds()) {
-				t.Fatalf("TTL above the pin bound: %v", rr)
-			}
+		if len(reply.Answer) > 0 && !allowed {
+			t.Fatalf("records answered for a refused question: %v", reply.Answer)
 		}
+		checkChain(t, req, reply)
 	})
+}
+
+// checkChain fails t unless reply's answer is the question's CNAME chain: the first
+// record is owned by the question name, each next one by the previous CNAME's target, at
+// most maxChain CNAMEs, the addresses only at the end, every TTL within the pin bound.
+func checkChain(t *testing.T, req, reply *dns.Msg) {
+	t.Helper()
+	if len(reply.Answer) == 0 {
+		return
+	}
+	owner, cnames := req.Question[0].Name, 0
+	for _, rr := range reply.Answer {
+		if !strings.EqualFold(rr.Header().Name, owner) {
+			t.Fatalf("record off the chain (owner %q expected) passed on: %v", owner, rr)
+		}
+		if rr.Header().Ttl > uint32(DefaultMaxTTL.Seconds()) {
+			t.Fatalf("TTL above the pin bound: %v", rr)
+		}
+		if c, ok := rr.(*dns.CNAME); ok {
+			cnames++
+			owner = c.Target
+		}
+	}
+	if cnames > maxChain {
+		t.Fatalf("chain of %d CNAMEs passed on", cnames)
+	}
 }

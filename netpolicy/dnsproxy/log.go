@@ -18,11 +18,11 @@ type Verdict string
 
 // Verdicts of the decision log.
 const (
-	// Allowed: the name (and every CNAME in its chain) is allowed; the answer's addresses
-	// were pinned before the reply was sent.
+	// Allowed: the question name is allowed; the addresses at the end of its CNAME chain
+	// were pinned for it before the reply was sent.
 	Allowed Verdict = "allowed"
-	// Refused: the name, a CNAME target, the query type or the request was refused locally;
-	// nothing was pinned.
+	// Refused: the name, the query type, the request or the answer (a CNAME loop, too long
+	// a chain) was refused locally; nothing was pinned.
 	Refused Verdict = "refused"
 	// Failed: the upstream or the pinner failed; the client got SERVFAIL, nothing usable.
 	Failed Verdict = "failed"

@@ -192,7 +192,7 @@ func TestEgress(t *testing.T) {
 	inet.ip(t, "addr", "add", "172.31.255.2/30", "dev", "up0")
 	inet.ip(t, "-6", "addr", "add", "fd21::2/126", "dev", "up0", "nodad")
 	inet.ip(t, "link", "set", "up0", "up")
-	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32", "10.0.0.5/32", "100.64.0.1/32", "169.254.169.254/32"} {
+	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.30/32", "192.0.2.53/32", "10.0.0.5/32", "100.64.0.1/32", "169.254.169.254/32"} {
 		inet.ip(t, "addr", "add", a, "dev", "lo")
 		host.ip(t, "route", "add", a, "via", "172.31.255.2")
 	}
@@ -231,6 +231,10 @@ func TestEgress(t *testing.T) {
 		"nat64.pkg.test. 300 IN AAAA 64:ff9b::a9fe:a9fe",
 		"evil.attacker.test. 300 IN A 192.0.2.20",
 		"git.allowed.test. 300 IN A 192.0.2.20",
+		// A CDN: an allowed name whose chain runs through names no policy lists.
+		"cdn.pkg.test. 300 IN CNAME edge1.cdnprovider.test.",
+		"edge1.cdnprovider.test. 300 IN CNAME edge2.cdnprovider.test.",
+		"edge2.cdnprovider.test. 300 IN A 192.0.2.30",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -315,7 +319,8 @@ func TestEgress(t *testing.T) {
 			policy = effPerm
 		}
 		p4, p6 := netip.MustParseAddr(fmt.Sprintf("10.200.0.%d", 4*i+1)), netip.MustParseAddr(fmt.Sprintf("fd20::%x", 4*i+1))
-		if err := fw.AddSession(nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6, AnyPort: policy.AnyPort()}); err != nil {
+		s := nftrules.Session{ID: id, ProxyV4: p4, ProxyV6: p6, GuestV4: p4.Next(), GuestV6: p6.Next(), AnyPort: policy.AnyPort()}
+		if err := fw.AddSession(s); err != nil {
 			t.Fatal(err)
 		}
 		proxy, err := dnsproxy.New(dnsproxy.Config{Policy: policy, Upstream: nsUpstream{host, "192.0.2.53:53"},
@@ -456,6 +461,14 @@ func TestEgress(t *testing.T) {
 	if r, err := g3.query("udp", "10.200.0.9:53", "evil.attacker.test.", dns.TypeA, patience); err != nil || strings.Join(addrs(r), ",") != "192.0.2.20" {
 		t.Errorf("permissive: resolve any name: %v %v", r, err)
 	}
+
+	// A CNAME chain through names no policy lists: the question name decides, and the
+	// chain end's address is pinned for it (and reachable) in the real kernel.
+	mustFail(g2, "192.0.2.30:443", "CDN edge before resolution")
+	if r, err := g2.query("udp", "10.200.0.5:53", "cdn.pkg.test.", dns.TypeA, patience); err != nil || strings.Join(addrs(r), ",") != "192.0.2.30" {
+		t.Fatalf("resolve cdn.pkg.test through its CNAME chain: %v %v", r, err)
+	}
+	mustConnect(g2, "192.0.2.30:443", "CDN edge pinned for cdn.pkg.test")
 
 	// Session isolation: g1's pin is not g2's.
 	mustFail(g2, "192.0.2.10:443", "pinned by another session")

@@ -17,6 +17,7 @@ type Fake struct {
 	mu       sync.Mutex
 	table    bool
 	masq     bool // EnsureMasquerade ran
+	held     [2][]string
 	sessions map[string]Session
 	pins     map[string]map[pinKey]time.Duration
 }

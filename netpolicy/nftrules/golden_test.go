@@ -25,6 +25,9 @@ func goldenSession() Session {
 		ID:      "t1",
 		ProxyV4: netip.MustParseAddr("10.99.0.1"),
 		ProxyV6: netip.MustParseAddr("fd99::1"),
+		GuestV4: netip.MustParseAddr("10.99.0.2"),
+		GuestV6: netip.MustParseAddr("fd99::2"),
+		GuestLL: netip.MustParseAddr("fe80::5054:ff:fe62:7264"),
 	}
 }
 
@@ -118,6 +121,9 @@ func renderExpr(t *testing.T, e expr.Any) string {
 	case *expr.Lookup:
 		if e.IsDestRegSet {
 			return fmt.Sprintf("lookup reg %d set %s dreg %d", e.SourceRegister, e.SetName, e.DestRegister)
+		}
+		if e.Invert {
+			return fmt.Sprintf("lookup reg %d set %s 0x1", e.SourceRegister, e.SetName)
 		}
 		return fmt.Sprintf("lookup reg %d set %s", e.SourceRegister, e.SetName)
 	case *expr.Counter:

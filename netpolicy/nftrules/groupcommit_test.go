@@ -9,8 +9,7 @@ import (
 )
 
 // TestPinGroupCommit pins concurrently into one existing and one missing session, with
-// every goroutine also pinning one shared address, with and without the kernel's re-add
-// refresh: every pin of the existing session lands although it may share a transaction
+// every goroutine also pinning one shared address: every pin of the existing session lands although it may share a transaction
 // with a failing one or with the same element.
 func TestPinGroupCommit(t *testing.T) {
 	ns, n := testNetns(t)
@@ -20,10 +19,7 @@ func TestPinGroupCommit(t *testing.T) {
 	if err := n.AddSession(goldenSession()); err != nil {
 		t.Fatal(err)
 	}
-	for _, readd := range []bool{n.readdRefreshes, false} {
-		n.readdRefreshes = readd
-		pinConcurrently(t, ns, n)
-	}
+	pinConcurrently(t, ns, n)
 }
 
 func pinConcurrently(t *testing.T, ns string, n *NFT) {
@@ -55,10 +51,10 @@ func pinConcurrently(t *testing.T, ns string, n *NFT) {
 	for g := range 20 {
 		a := netip.AddrFrom4([4]byte{192, 0, 2, byte(g*10 + 9)}).String()
 		if got := strings.Contains(set, a+" . tcp . 443 timeout"); got != (g%4 != 3) {
-			t.Errorf("readd %v: %s in set: %v", n.readdRefreshes, a, got)
+			t.Errorf("%s in set: %v", a, got)
 		}
 	}
 	if !strings.Contains(set, "192.0.2.250 . tcp . 443 timeout") {
-		t.Errorf("readd %v: shared address missing", n.readdRefreshes)
+		t.Error("shared address missing")
 	}
 }

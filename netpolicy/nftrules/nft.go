@@ -31,9 +31,13 @@ type Firewall interface {
 	// its pins) in one transaction; a session that does not exist is not an error.
 	DeleteSession(id string) error
 	// Pin inserts every address . port of addrs × ports into the session's sets with
-	// timeout (rounded down to whole milliseconds), refreshing the timeout of pins already
-	// present.
+	// timeout (rounded down to whole milliseconds); a pin already present expires timeout
+	// from now, whatever was left of its previous timeout.
 	Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error
+	// HoldUplinks makes v4 and v6 the uplinks whose forwarding brood switched on (IPv4,
+	// IPv6): tap_forward drops what they would forward to any other interface than a tap.
+	// Empty lists release them all.
+	HoldUplinks(v4, v6 []string) error
 	// Cleanup deletes the whole table with everything in it (helper start and
 	// `broodd-helper --cleanup`); a missing table is not an error.
 	Cleanup() error
@@ -43,9 +47,6 @@ type Firewall interface {
 type NFT struct {
 	mu   sync.Mutex
 	conn *nftables.Conn
-	// readdRefreshes: the kernel updates an existing element's timeout when it is added
-	// again (probed by EnsureTable), so Pin needs no delete.
-	readdRefreshes bool
 
 	// Group commit of pins: pending requests, and whether a Pin caller is committing them.
 	qmu        sync.Mutex
@@ -112,54 +113,12 @@ func (n *NFT) Apply(rs *Ruleset) error {
 	return nil
 }
 
-// EnsureTable implements Firewall. It also probes whether the kernel refreshes an element's
-// timeout when the element is added again (Linux 6.18 here does; older kernels keep the old
-// expiry), which decides how Pin refreshes pins.
+// EnsureTable implements Firewall.
 func (n *NFT) EnsureTable() error {
 	if err := n.Apply(BaseRuleset()); err != nil {
 		return fmt.Errorf("ensure nft table inet %s: %w", TableName, err)
 	}
-	ok, err := n.probeReaddRefresh()
-	if err != nil {
-		return fmt.Errorf("ensure nft table inet %s: %w", TableName, err)
-	}
-	n.mu.Lock()
-	n.readdRefreshes = ok
-	n.mu.Unlock()
 	return nil
-}
-
-// probeSetName is a scratch set EnsureTable creates and deletes.
-const probeSetName = "refresh_probe"
-
-// probeReaddRefresh adds an element with a 1 s timeout to a scratch set, adds it again with
-// 1 h, and reports whether the kernel now lists the 1 h timeout.
-func (n *NFT) probeReaddRefresh() (bool, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	s := &nftables.Set{Table: Table(), ID: newSetID(), Name: probeSetName, KeyType: nftables.TypeIPAddr, HasTimeout: true}
-	key := []byte{192, 0, 2, 0}
-	if err := n.conn.AddSet(s, []nftables.SetElement{{Key: key, Timeout: time.Second}}); err != nil {
-		return false, fmt.Errorf("probe element timeout refresh: %w", err)
-	}
-	if err := n.conn.Flush(); err != nil {
-		return false, fmt.Errorf("probe element timeout refresh: add set: %w", err)
-	}
-	defer func() {
-		n.conn.DelSet(s)
-		_ = n.conn.Flush() // a leftover scratch set is harmless and removed by the next probe or Cleanup
-	}()
-	if err := n.conn.SetAddElements(s, []nftables.SetElement{{Key: key, Timeout: time.Hour}}); err != nil {
-		return false, fmt.Errorf("probe element timeout refresh: %w", err)
-	}
-	if err := n.conn.Flush(); err != nil {
-		return false, fmt.Errorf("probe element timeout refresh: re-add: %w", err)
-	}
-	els, err := n.conn.GetSetElements(s)
-	if err != nil {
-		return false, fmt.Errorf("probe element timeout refresh: list: %w", err)
-	}
-	return len(els) == 1 && els[0].Timeout == time.Hour, nil
 }
 
 // AddSession implements Firewall.
@@ -219,8 +178,9 @@ func (n *NFT) DeleteSession(id string) error {
 		return fmt.Errorf("delete session %s: list sets: %w", id, err)
 	}
 	v4, v6 := SetNames(id)
+	r4, r6 := RefusedSetNames(id)
 	for _, s := range sets {
-		if s.Name == v4 || s.Name == v6 {
+		if s.Name == v4 || s.Name == v6 || s.Name == r4 || s.Name == r6 {
 			n.conn.DelSet(s)
 		}
 	}
@@ -231,11 +191,13 @@ func (n *NFT) DeleteSession(id string) error {
 }
 
 // Pin implements Firewall. Every address is checked (CheckElement) before anything is sent;
-// one bad address fails the whole call. On kernels that refresh the timeout of an element
-// added again (see EnsureTable) the addresses are simply added (~0.05 ms here); otherwise
-// each is added, deleted and added again in one transaction, so that an element already
-// present gets the new timeout (the delete makes the commit wait for an RCU grace period,
-// ~8–15 ms here).
+// one bad address fails the whole call. Each element is added, deleted and added again in
+// one transaction, so that an element already present starts its timeout again: the
+// kernel (Linux 6.18 included) keeps an existing element's expiry when it is added again
+// with the same timeout, and updates it only when the timeout differs or an expiration
+// is given (NFTA_SET_ELEM_EXPIRATION, which google/nftables v0.3.0 does not send). The
+// delete makes the commit wait for an RCU grace period (milliseconds); concurrent pins
+// share one commit.
 func (n *NFT) Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error {
 	if err := ValidateSessionID(id); err != nil {
 		return err
@@ -324,13 +286,10 @@ func wrapPinErr(r *pinReq, err error) error {
 	return fmt.Errorf("pin %d addresses for session %s: %w", len(r.e4)+len(r.e6), r.id, err)
 }
 
-// queuePin adds r's elements to the pending transaction (n.mu held).
+// queuePin adds r's elements to the pending transaction as add, delete, add (the first
+// add makes the delete find the element; see Pin) (n.mu held).
 func (n *NFT) queuePin(r *pinReq) error {
 	v4, v6 := SessionSets(r.id)
-	steps := 3
-	if n.readdRefreshes {
-		steps = 1
-	}
 	for _, x := range []struct {
 		set *nftables.Set
 		els []nftables.SetElement
@@ -346,7 +305,7 @@ func (n *NFT) queuePin(r *pinReq) error {
 			func() error { return n.conn.SetAddElements(x.set, x.els) },
 			func() error { return n.conn.SetDeleteElements(x.set, keys) },
 			func() error { return n.conn.SetAddElements(x.set, x.els) },
-		}[:steps] {
+		} {
 			if err := step(); err != nil {
 				return fmt.Errorf("queue elements of set %s: %w", x.set.Name, err)
 			}

@@ -5,6 +5,7 @@ package nftrules
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 
 	"github.com/google/nftables"
@@ -58,8 +59,18 @@ type Session struct {
 	// ProxyV4 and ProxyV6 are the host-side addresses of the tap where the session's DNS
 	// proxy listens; at least one is required (the other may be the zero Addr).
 	ProxyV4, ProxyV6 netip.Addr
+	// GuestV4, GuestV6 and GuestLL are the guest's own addresses: its IPv4 and IPv6
+	// addresses on the link and its IPv6 link-local address. The first rules of both
+	// session chains drop every packet from the tap with another source address (so a
+	// guest cannot send as another guest or as the host); a zero Addr admits no source of
+	// its kind (no GuestV4: every IPv4 packet is dropped).
+	GuestV4, GuestV6, GuestLL netip.Addr
 	// AnyPort (Permissive) accepts every destination not refused, pinned or not.
 	AnyPort bool
+	// Refused are this session's refused destinations beyond the table's refused ranges
+	// (for permissive: the uplinks' connected prefixes and the host's routed networks);
+	// they get the sets s<id>_r4 / s<id>_r6 and are rejected like the refused ranges.
+	Refused []netip.Prefix
 }
 
 // Table returns the brood table value.
@@ -75,8 +86,8 @@ func init() { setIDs.Store(1 << 20) } // clear of google/nftables' own counter
 
 func newSetID() uint32 { return setIDs.Add(1) }
 
-// BaseRuleset returns the table, its refused sets, the tap dispatch maps and the two base
-// chains.
+// BaseRuleset returns the table, its refused sets, the tap dispatch maps, the held-uplink
+// sets and the two base chains.
 func BaseRuleset() *Ruleset {
 	t := Table()
 	v4, v6 := netpolicy.RefusedPrefixes()
@@ -87,9 +98,13 @@ func BaseRuleset() *Ruleset {
 			{&nftables.Set{Table: t, ID: newSetID(), Name: RefusedV6Name, KeyType: nftables.TypeIP6Addr, Interval: true}, intervalElements(v6)},
 			{Set: tapMap(FwdMapName)},
 			{Set: tapMap(InMapName)},
+			{Set: heldSet(HeldV4Name)},
+			{Set: heldSet(HeldV6Name)},
 		},
 	}
-	rs.Sets[2].Set.ID, rs.Sets[3].Set.ID = newSetID(), newSetID()
+	for _, x := range rs.Sets[2:] {
+		x.Set.ID = newSetID()
+	}
 	accept := nftables.ChainPolicyAccept
 	fwd := &nftables.Chain{Table: t, Name: FwdChainName, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept}
@@ -103,6 +118,7 @@ func BaseRuleset() *Ruleset {
 	b.rule(fwd, anyOif, counter(), verdict(expr.VerdictDrop))
 	b.rule(fwd, vmap(expr.MetaKeyIIFNAME, rs.Sets[2].Set))
 	b.rule(fwd, anyIif, counter(), verdict(expr.VerdictDrop))
+	heldRules(b, fwd, rs.Sets[4].Set, rs.Sets[5].Set)
 	b.rule(in, vmap(expr.MetaKeyIIFNAME, rs.Sets[3].Set))
 	b.rule(in, anyIif, counter(), verdict(expr.VerdictDrop))
 	return rs
@@ -113,8 +129,11 @@ func tapMap(name string) *nftables.Set {
 	// The key byte order goes into the set's userdata, from which nft learns how to print
 	// the keys (nft declares strings host-endian); the kernel ignores it.
 	return &nftables.Set{Table: Table(), Name: name, IsMap: true, KeyType: nftables.TypeIFName, DataType: nftables.TypeVerdict,
-		KeyByteOrder: binaryutil.NativeEndian}
+		KeyByteOrder: nativeEndian()}
 }
+
+// nativeEndian is the byte order nft declares for ifname keys (strings are host-endian).
+func nativeEndian() binaryutil.ByteOrder { return binaryutil.NativeEndian }
 
 // vmap is `<key> vmap @m`.
 func vmap(key expr.MetaKey, m *nftables.Set) []expr.Any {
@@ -194,11 +213,8 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !s.ProxyV4.IsValid() && !s.ProxyV6.IsValid() {
-		return nil, fmt.Errorf("session %s: no proxy address: %w", s.ID, ErrBadSession)
-	}
-	if (s.ProxyV4.IsValid() && !s.ProxyV4.Is4()) || (s.ProxyV6.IsValid() && (!s.ProxyV6.Is6() || s.ProxyV6.Is4In6() || s.ProxyV6.Zone() != "")) {
-		return nil, fmt.Errorf("session %s: proxy addresses %v, %v: %w", s.ID, s.ProxyV4, s.ProxyV6, ErrBadSession)
+	if err := checkSessionAddrs(s); err != nil {
+		return nil, err
 	}
 	tapKey, err := IfNameBytes(tap)
 	if err != nil {
@@ -215,11 +231,13 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	logPrefix := "brood s" + s.ID + " reject: "
 
 	// Forward: the guest's own traffic (replies to it are handled in tap_forward).
+	b.sourceRules(fwd, s)
 	b.rule(fwd, ctEstablished(), verdict(expr.VerdictAccept))
 	b.rule(fwd, b.anonLookup(expr.MetaKeyL4PROTO, nftables.TypeInetProto, [][]byte{{unix.IPPROTO_TCP}, {unix.IPPROTO_UDP}}),
 		b.thDportIn(DNSPorts), counter(), verdict(expr.VerdictDrop))
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(RefusedV4Name, 0), counter(), rejectAdmin())
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(RefusedV6Name, 0), counter(), rejectAdmin())
+	b.sessionRefused(fwd, s)
 	if s.AnyPort {
 		b.rule(fwd, verdict(expr.VerdictAccept))
 	} else {
@@ -240,6 +258,7 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	b.rule(fwd, counter(), rejectAdmin())
 
 	// Input: only DNS to the proxy (and IPv6 neighbour discovery) reaches the host.
+	b.sourceRules(in, s)
 	b.rule(in, ctEstablished(), verdict(expr.VerdictAccept))
 	for _, proto := range []byte{unix.IPPROTO_UDP, unix.IPPROTO_TCP} {
 		if s.ProxyV4.IsValid() {
@@ -261,6 +280,113 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 		{tapMap(InMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: inName}}}},
 	}
 	return rs, nil
+}
+
+// RefusedSetNames returns the names of session id's own refused sets (IPv4, IPv6).
+func RefusedSetNames(id string) (v4, v6 string) { return "s" + id + "_r4", "s" + id + "_r6" }
+
+// sessionRefused adds, when s has Refused prefixes, the interval sets s<id>_r4 / _r6 with
+// them and the rules `ip daddr @s<id>_r4 counter reject` and the IPv6 one to chain c.
+func (b *builder) sessionRefused(c *nftables.Chain, s Session) {
+	if len(s.Refused) == 0 {
+		return
+	}
+	var p4, p6 []netip.Prefix
+	for _, p := range s.Refused {
+		if p.Addr().Is4() {
+			p4 = append(p4, p.Masked())
+		} else {
+			p6 = append(p6, p.Masked())
+		}
+	}
+	n4, n6 := RefusedSetNames(s.ID)
+	r4 := &nftables.Set{Table: b.rs.Table, ID: newSetID(), Name: n4, KeyType: nftables.TypeIPAddr, Interval: true}
+	r6 := &nftables.Set{Table: b.rs.Table, ID: newSetID(), Name: n6, KeyType: nftables.TypeIP6Addr, Interval: true}
+	b.rs.Sets = append(b.rs.Sets, Set{r4, intervalElements(disjoint(p4))}, Set{r6, intervalElements(disjoint(p6))})
+	b.rule(c, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(r4.Name, r4.ID), counter(), rejectAdmin())
+	b.rule(c, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(r6.Name, r6.ID), counter(), rejectAdmin())
+}
+
+// disjoint returns masked prefixes of one family sorted by address with every prefix
+// inside another one dropped (two prefixes are nested or disjoint), as interval sets need.
+func disjoint(ps []netip.Prefix) []netip.Prefix {
+	ps = slices.Clone(ps)
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	var out []netip.Prefix
+	for _, p := range ps {
+		if len(out) > 0 && out[len(out)-1].Overlaps(p) {
+			continue // sorted: the earlier, shorter one contains p
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// checkSessionAddrs requires at least one proxy address, each of its family, valid
+// guest addresses (checkGuestAddrs) and valid, unzoned, unmapped refused prefixes.
+// Errors wrap ErrBadSession.
+func checkSessionAddrs(s Session) error {
+	if !s.ProxyV4.IsValid() && !s.ProxyV6.IsValid() {
+		return fmt.Errorf("session %s: no proxy address: %w", s.ID, ErrBadSession)
+	}
+	if (s.ProxyV4.IsValid() && !s.ProxyV4.Is4()) || (s.ProxyV6.IsValid() && (!s.ProxyV6.Is6() || s.ProxyV6.Is4In6() || s.ProxyV6.Zone() != "")) {
+		return fmt.Errorf("session %s: proxy addresses %v, %v: %w", s.ID, s.ProxyV4, s.ProxyV6, ErrBadSession)
+	}
+	if err := checkGuestAddrs(s); err != nil {
+		return err
+	}
+	for _, p := range s.Refused {
+		if !p.IsValid() || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+			return fmt.Errorf("session %s: refused prefix %v: %w", s.ID, p, ErrBadSession)
+		}
+	}
+	return nil
+}
+
+// checkGuestAddrs requires each valid guest address of s to be of its kind: GuestV4 IPv4,
+// GuestV6 IPv6 and not link-local, GuestLL IPv6 link-local unicast, none zoned or
+// IPv4-mapped. Errors wrap ErrBadSession.
+func checkGuestAddrs(s Session) error {
+	bad := func(a netip.Addr, ok bool) bool { return a.IsValid() && (!ok || a.Zone() != "" || a.Is4In6()) }
+	if bad(s.GuestV4, s.GuestV4.Is4()) || bad(s.GuestV6, s.GuestV6.Is6() && !s.GuestV6.IsLinkLocalUnicast()) ||
+		bad(s.GuestLL, s.GuestLL.Is6() && s.GuestLL.IsLinkLocalUnicast()) {
+		return fmt.Errorf("session %s: guest addresses %v, %v, %v: %w", s.ID, s.GuestV4, s.GuestV6, s.GuestLL, ErrBadSession)
+	}
+	return nil
+}
+
+// sourceRules adds the source-address check to chain c: `ip saddr != GuestV4 counter
+// drop` and `ip6 saddr != { GuestV6, GuestLL } counter drop` (a plain comparison for one
+// address; `meta nfproto ipvN counter drop` for none).
+func (b *builder) sourceRules(c *nftables.Chain, s Session) {
+	drop := [][]expr.Any{counter(), verdict(expr.VerdictDrop)}
+	if s.GuestV4.IsValid() {
+		b.rule(c, append([][]expr.Any{nfproto(unix.NFPROTO_IPV4), saddr4(), cmpNeq(s.GuestV4.AsSlice())}, drop...)...)
+	} else {
+		b.rule(c, append([][]expr.Any{nfproto(unix.NFPROTO_IPV4)}, drop...)...)
+	}
+	var own [][]byte
+	for _, a := range []netip.Addr{s.GuestV6, s.GuestLL} {
+		if a.IsValid() {
+			own = append(own, a.AsSlice())
+		}
+	}
+	match := [][]expr.Any{nfproto(unix.NFPROTO_IPV6)}
+	switch len(own) {
+	case 0:
+	case 1:
+		match = append(match, saddr6(), cmpNeq(own[0]))
+	default:
+		lookup := b.anonSet(nftables.TypeIP6Addr, own)
+		lookup[0].(*expr.Lookup).Invert = true
+		match = append(match, saddr6(), lookup)
+	}
+	b.rule(c, append(match, drop...)...)
 }
 
 // builder appends rules and the anonymous sets they use to a Ruleset.
@@ -342,6 +468,19 @@ func daddr4() []expr.Any {
 
 func daddr6() []expr.Any {
 	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 24, Len: 16}}
+}
+
+// saddr4/saddr6 load the source address: IPv4 header bytes 12–15, IPv6 bytes 8–23.
+func saddr4() []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}}
+}
+
+func saddr6() []expr.Any {
+	return []expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 8, Len: 16}}
+}
+
+func cmpNeq(data []byte) []expr.Any {
+	return []expr.Any{&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: data}}
 }
 
 func lookup(name string, id uint32) []expr.Any {

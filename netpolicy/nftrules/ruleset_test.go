@@ -3,6 +3,7 @@ package nftrules
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -57,6 +58,9 @@ func TestIfNameExact(t *testing.T) {
 		}
 	}
 	for _, r := range BaseRuleset().Rules {
+		if m, ok := r.Exprs[0].(*expr.Meta); ok && m.Key == expr.MetaKeyNFPROTO {
+			continue // the held-uplink drops: a family, then a set of uplinks
+		}
 		if c, ok := r.Exprs[1].(*expr.Cmp); ok && string(c.Data) != TapPrefix {
 			t.Errorf("base rule compares interface %q", c.Data)
 		}
@@ -111,5 +115,63 @@ func TestSessionRulesetVariants(t *testing.T) {
 				t.Error("permissive accept comes before the refused ranges")
 			}
 		}
+	}
+}
+
+// TestSourceCheckFirst: the first two rules of both session chains drop IPv4 and IPv6
+// packets whose source is not the guest's own; guest addresses of the wrong kind are
+// refused; a session without IPv6 addresses drops all IPv6 from its tap.
+func TestSourceCheckFirst(t *testing.T) {
+	rs, err := SessionRuleset(goldenSession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, in := ChainNames("t1")
+	for _, chain := range []string{fwd, in} {
+		var rules [][]expr.Any
+		for _, r := range rs.Rules {
+			if r.Chain.Name == chain {
+				rules = append(rules, r.Exprs)
+			}
+		}
+		for i, off := range []uint32{12, 8} {
+			r := rules[i]
+			p, ok := r[2].(*expr.Payload)
+			v, vok := r[len(r)-1].(*expr.Verdict)
+			if !ok || p.Offset != off || !vok || v.Kind != expr.VerdictDrop {
+				t.Errorf("%s rule %d = %v; want the source check (saddr at %d, drop)", chain, i, r, off)
+			}
+		}
+	}
+	for _, s := range []Session{
+		{GuestV4: netip.MustParseAddr("fd99::2")},
+		{GuestV6: netip.MustParseAddr("10.99.0.2")},
+		{GuestV6: netip.MustParseAddr("fe80::1")},
+		{GuestLL: netip.MustParseAddr("fd99::2")},
+		{GuestLL: netip.MustParseAddr("fe80::1%eth0")},
+		{GuestV6: netip.MustParseAddr("::ffff:10.99.0.2")},
+	} {
+		s.ID, s.ProxyV4 = "x1", netip.MustParseAddr("10.99.0.1")
+		if _, err := SessionRuleset(s); !errors.Is(err, ErrBadSession) {
+			t.Errorf("guest addresses %v %v %v: %v, want ErrBadSession", s.GuestV4, s.GuestV6, s.GuestLL, err)
+		}
+	}
+	rs, err = SessionRuleset(Session{ID: "x1", ProxyV4: netip.MustParseAddr("10.99.0.1"), GuestV4: netip.MustParseAddr("10.99.0.2")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := rs.Rules[1].Exprs; len(r) != 4 {
+		t.Errorf("IPv6 rule without guest IPv6 addresses = %v; want nfproto ipv6 counter drop", r)
+	}
+}
+
+// TestDisjoint: nested prefixes collapse to the outer one, in address order.
+func TestDisjoint(t *testing.T) {
+	in := []netip.Prefix{netip.MustParsePrefix("44.1.2.128/25"), netip.MustParsePrefix("10.1.0.0/16"),
+		netip.MustParsePrefix("44.1.2.0/24"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("44.1.3.0/24")}
+	got := disjoint(in)
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("44.1.2.0/24"), netip.MustParsePrefix("44.1.3.0/24")}
+	if !slices.Equal(got, want) {
+		t.Errorf("disjoint = %v, want %v", got, want)
 	}
 }

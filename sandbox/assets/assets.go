@@ -56,8 +56,9 @@ type Options struct {
 	// BuildImage builds the image when it is not cached; otherwise a missing image
 	// is an error wrapping fs.ErrNotExist (`broodd-helper image build NAME` builds it).
 	BuildImage bool
-	// Rebuild runs the image's recipe even when an image of that name is cached (an
-	// unchanged tree keeps the cached file); implies BuildImage.
+	// Rebuild builds the image of the recipe as it is now even when an older image of
+	// that name is cached (an unchanged recipe keeps its image and runs nothing: the
+	// file is named by the recipe's key); implies BuildImage.
 	Rebuild bool
 	// KernelPackage pins the kernel package; empty means what linux-image-amd64
 	// depends on now (resolved through apt on first use).

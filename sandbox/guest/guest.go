@@ -14,7 +14,8 @@
 //  6. once virtio_blk, erofs and overlay are in, mount the rootfs disk /dev/vda
 //     read-only under a tmpfs overlay (writes outside /workspace live in RAM and die
 //     with the VM); once 9p is in, the share at /workspace; then /tmp, /dev/pts,
-//     /dev/shm; then switch root into it;
+//     /dev/shm; then switch root into it and mount the agent's home: a tmpfs owned by
+//     the session's uid, mode 0700, seeded from the image's home or /etc/skel;
 //  7. configure lo, and eth0 only when the config has a network;
 //  8. serve SSH on the virtio-serial port guestcfg/sandbox call "brood.ssh": one
 //     connection, authenticated by the session's client key only, each session channel
@@ -88,21 +89,14 @@ func (g *guest) debugf(format string, a ...any) {
 	}
 }
 
+// boot runs the guest's init sequence, numbered below, and then serves SSH until the
+// session ends. It returns the first step's error (the caller logs it and powers off)
+// or serveSSH's result. A clock that cannot be set is logged and is not fatal.
 func (g *guest) boot() error {
-	// 1. Kernel filesystems in the initramfs.
-	for _, m := range []struct{ src, dst, typ string }{
-		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
-	} {
-		if err := mount(m.src, m.dst, m.typ, unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil && m.typ != "devtmpfs" {
-			return err
-		}
+	// 1. Kernel filesystems in the initramfs, and the kernel command line.
+	if err := g.mountKernelFS(); err != nil {
+		return err
 	}
-	cl, err := os.ReadFile("/proc/cmdline")
-	if err != nil {
-		return fmt.Errorf("read kernel cmdline: %w", err)
-	}
-	g.cmdline = parseCmdline(string(cl))
-	g.debug = g.cmdline[guestcfg.CmdlineDebug] == "1"
 	g.debugf("started")
 
 	// 2. Clock.
@@ -118,19 +112,8 @@ func (g *guest) boot() error {
 	}
 
 	// 4. Session config, then remove it from the initramfs; virtio_net if it has a network.
-	b, err := os.ReadFile("/" + guestcfg.SessionPath)
-	if err != nil {
-		return fmt.Errorf("read session config: %w", err)
-	}
-	os.Remove("/" + guestcfg.SessionPath)
-	if g.cfg, err = guestcfg.Unmarshal(b); err != nil {
+	if err := g.readSessionConfig(); err != nil {
 		return err
-	}
-	g.debugf("session config read")
-	if g.cfg.Net != nil {
-		if err := g.mods.start([]string{netModule}); err != nil {
-			return err
-		}
 	}
 
 	// 5. The SSH port: its handshake runs while the root is mounted.
@@ -168,6 +151,49 @@ func (g *guest) boot() error {
 
 	// 8. SSH until the session ends (9. is shutdown, in Run).
 	return <-sshDone
+}
+
+// mountKernelFS mounts proc, sysfs and devtmpfs (nosuid, noexec) in the initramfs, then
+// reads /proc/cmdline into g.cmdline and turns on debug logging when the command line
+// has guestcfg.CmdlineDebug=1. A devtmpfs that does not mount is ignored; proc or
+// sysfs failing is an error, and so is an unreadable command line.
+func (g *guest) mountKernelFS() error {
+	for _, m := range []struct{ src, dst, typ string }{
+		{"proc", "/proc", "proc"}, {"sysfs", "/sys", "sysfs"}, {"devtmpfs", "/dev", "devtmpfs"},
+	} {
+		if err := mount(m.src, m.dst, m.typ, unix.MS_NOSUID|unix.MS_NOEXEC, ""); err != nil && m.typ != "devtmpfs" {
+			return err
+		}
+	}
+	cl, err := os.ReadFile("/proc/cmdline")
+	if err != nil {
+		return fmt.Errorf("read kernel cmdline: %w", err)
+	}
+	g.cmdline = parseCmdline(string(cl))
+	g.debug = g.cmdline[guestcfg.CmdlineDebug] == "1"
+	return nil
+}
+
+// readSessionConfig reads the session config from the initramfs
+// (/guestcfg.SessionPath) into g.cfg and removes the file, so nothing in the VM can read
+// it later; for a session with a network it starts loading the NIC driver. It returns
+// the error of reading or decoding the config, or of starting the module load.
+func (g *guest) readSessionConfig() error {
+	b, err := os.ReadFile("/" + guestcfg.SessionPath)
+	if err != nil {
+		return fmt.Errorf("read session config: %w", err)
+	}
+	os.Remove("/" + guestcfg.SessionPath)
+	if g.cfg, err = guestcfg.Unmarshal(b); err != nil {
+		return err
+	}
+	g.debugf("session config read")
+	if g.cfg.Net != nil {
+		if err := g.mods.start([]string{netModule}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // parseCmdline splits /proc/cmdline into key=value words (bare words map to "").
@@ -268,12 +294,44 @@ func waitFor(path string, d time.Duration) bool {
 
 // mountRoot builds the agent's root: rootfs read-only + tmpfs upper as an overlay at
 // /newroot, the share at /newroot/workspace, kernel filesystems moved in; then
-// switches root to it.
+// switches root to it, names the session's uid in /etc/passwd (setUser; a failure is
+// logged, not fatal) and mounts the agent's home (makeHome). It returns
+// the first error of a module wait, a mount or the switch (ErrNoRootfs when no root
+// disk appears).
 func (g *guest) mountRoot() error {
 	const nr = "/newroot"
 	if err := g.mods.wait(rootModules); err != nil {
 		return err
 	}
+	if err := mountOverlay(nr); err != nil {
+		return err
+	}
+	if err := g.mountShare(nr); err != nil {
+		return err
+	}
+	// Module files are opened by path in the initramfs, which the switch root hides.
+	if err := g.mods.waitAll(); err != nil {
+		return err
+	}
+	g.debugf("modules loaded")
+	if err := mountSystem(nr); err != nil {
+		return err
+	}
+	if err := switchRoot(nr); err != nil {
+		return err
+	}
+	home := homeDir(g.cfg)
+	if err := setUser("/etc", g.cfg.User, g.cfg.UID, g.cfg.GID, home); err != nil {
+		g.logf("%v (the agent runs without an account entry)", err) // an image without /etc
+	}
+	return makeHome(home, g.cfg.UID, g.cfg.GID, skelDirs(home))
+}
+
+// mountOverlay mounts the root disk /dev/vda (erofs, read-only) at /lower and a tmpfs
+// at /rw, then an overlay of the two at nr, so the agent's writes go to memory. It
+// waits up to 5 s for /dev/vda (ErrNoRootfs if it does not appear) and returns the
+// first mount or mkdir error.
+func mountOverlay(nr string) error {
 	if !waitFor("/dev/vda", 5*time.Second) {
 		return ErrNoRootfs
 	}
@@ -288,25 +346,31 @@ func (g *guest) mountRoot() error {
 			return fmt.Errorf("create overlay dir: %w", err)
 		}
 	}
-	if err := mount("overlay", nr, "overlay", 0, "lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work"); err != nil {
-		return err
-	}
+	return mount("overlay", nr, "overlay", 0, "lowerdir=/lower,upperdir=/rw/upper,workdir=/rw/work")
+}
+
+// mountShare waits for the 9p modules, then mounts the workspace share (virtio-9p tag
+// shareTag; nosuid, nodev, uncached, permissions checked per user) at nr+Workspace, or
+// creates an empty directory there when the VM has no share. It returns the module
+// wait's, the mount's or the mkdir's error.
+func (g *guest) mountShare(nr string) error {
 	if err := g.mods.wait(shareModules); err != nil {
 		return err
 	}
 	if hasShare() {
-		if err := mount(shareTag, nr+Workspace, "9p", unix.MS_NOSUID|unix.MS_NODEV,
-			"trans=virtio,version=9p2000.L,msize=512000,cache=none,access=user"); err != nil {
-			return err
-		}
-	} else if err := os.MkdirAll(nr+Workspace, 0o755); err != nil {
+		return mount(shareTag, nr+Workspace, "9p", unix.MS_NOSUID|unix.MS_NODEV,
+			"trans=virtio,version=9p2000.L,msize=512000,cache=none,access=user")
+	}
+	if err := os.MkdirAll(nr+Workspace, 0o755); err != nil {
 		return fmt.Errorf("create %s: %w", Workspace, err)
 	}
-	// Module files are opened by path in the initramfs, which the switch root hides.
-	if err := g.mods.waitAll(); err != nil {
-		return err
-	}
-	g.debugf("modules loaded")
+	return nil
+}
+
+// mountSystem moves the initramfs's /proc, /sys and /dev under nr, mounts /tmp,
+// /dev/pts (a new devpts instance, group tty = 5), /dev/shm and /run in it, and points
+// /dev/ptmx at the new devpts's ptmx. It returns the first mkdir, mount or symlink error.
+func mountSystem(nr string) error {
 	for _, d := range []string{"/proc", "/sys", "/dev"} {
 		if err := os.MkdirAll(nr+d, 0o755); err != nil {
 			return fmt.Errorf("create %s: %w", nr+d, err)
@@ -334,7 +398,13 @@ func (g *guest) mountRoot() error {
 	if err := os.Symlink("pts/ptmx", nr+"/dev/ptmx"); err != nil {
 		return fmt.Errorf("link /dev/ptmx: %w", err)
 	}
-	// switch_root: make /newroot the root; the initramfs stays behind, unreachable.
+	return nil
+}
+
+// switchRoot makes nr the root, as switch_root(8) does: chdir into it, move it onto /,
+// chroot to it. The initramfs stays behind, unreachable. It returns the failing
+// syscall's error.
+func switchRoot(nr string) error {
 	if err := unix.Chdir(nr); err != nil {
 		return os.NewSyscallError("chdir", err)
 	}
@@ -347,7 +417,7 @@ func (g *guest) mountRoot() error {
 	if err := unix.Chdir("/"); err != nil {
 		return os.NewSyscallError("chdir", err)
 	}
-	return g.ensureHome()
+	return nil
 }
 
 // hasShare reports whether a virtio-9p device with the workspace tag exists.
@@ -361,18 +431,7 @@ func hasShare() bool {
 	return false
 }
 
-// ensureHome creates the agent's home directory in the overlay when the image lacks it.
-func (g *guest) ensureHome() error {
-	home := homeDir(g.cfg)
-	if _, err := os.Stat(home); err == nil {
-		return nil
-	}
-	if err := os.MkdirAll(home, 0o755); err != nil {
-		return fmt.Errorf("create home: %w", err)
-	}
-	return os.Chown(home, g.cfg.UID, g.cfg.GID)
-}
-
+// homeDir is the agent's home, /home/USER.
 func homeDir(c guestcfg.Config) string { return "/home/" + c.User }
 
 // shutdown ends the VM: TERM, up to 50 ms for everything else to exit, then KILL,

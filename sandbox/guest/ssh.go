@@ -232,7 +232,10 @@ var signals = map[string]syscall.Signal{
 }
 
 // session serves one "session" channel: pty-req, env, window-change, signal, then
-// exec or shell runs exactly one command and reports its exit status.
+// exec or shell runs exactly one command and reports its exit status. It returns when
+// the client closes the channel (after the command's exit status was sent, if one
+// started) or when the command's exit status was sent; a command that cannot start
+// is reported on the channel's stderr with exit status 127.
 func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	g.debugf("session: channel open")
@@ -241,86 +244,122 @@ func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	started := false
 	var done chan struct{}
 	for {
-		var req *ssh.Request
-		var ok bool
-		if done != nil {
-			select {
-			case req, ok = <-reqs:
-			case <-done:
-				return
-			}
-		} else {
-			req, ok = <-reqs
-		}
+		req, ok := nextRequest(reqs, done)
 		if !ok {
-			if done != nil {
-				<-done
-			}
 			return
 		}
 		okReply := false
 		switch req.Type {
-		case "pty-req":
-			var p ptyReq
-			if !started && ssh.Unmarshal(req.Payload, &p) == nil {
-				s.pty, s.term = true, p.Term
-				s.ws = pty.Winsize{Cols: uint16(p.Cols), Rows: uint16(p.Rows)}
-				okReply = true
-			}
-		case "window-change":
-			var w winch
-			if ssh.Unmarshal(req.Payload, &w) == nil {
-				s.mu.Lock()
-				s.ws = pty.Winsize{Cols: uint16(w.Cols), Rows: uint16(w.Rows)}
-				if s.ptmx != nil {
-					_ = pty.Setsize(s.ptmx, &s.ws)
-				}
-				s.mu.Unlock()
-			}
-		case "env":
-			var e envReq
-			if !started && ssh.Unmarshal(req.Payload, &e) == nil && validEnvName(e.Name) {
-				s.env = append(s.env, e.Name+"="+e.Value)
-				okReply = true
-			}
-		case "signal":
-			var sr signalReq
-			if ssh.Unmarshal(req.Payload, &sr) == nil {
-				s.mu.Lock()
-				if sig, ok := signals[sr.Signal]; ok && s.proc != nil {
-					_ = syscall.Kill(-s.proc.Pid, sig) // the whole session (setsid)
-				}
-				s.mu.Unlock()
-			}
 		case "exec", "shell":
 			if started {
 				break
 			}
-			argv := []string{"/bin/sh", "-l"}
-			if req.Type == "exec" {
-				var e execReq
-				if ssh.Unmarshal(req.Payload, &e) != nil {
-					break
-				}
-				argv = []string{"/bin/sh", "-c", e.Command}
+			argv, valid := commandArgv(req)
+			if !valid {
+				break
 			}
 			started = true
 			done = make(chan struct{})
 			if err := g.run(ch, s, argv, done); err != nil {
-				g.logf("session: %v", err)
-				fmt.Fprintf(ch.Stderr(), "brood-guest: %v\n", err)
-				if req.WantReply {
-					req.Reply(false, nil)
-				}
-				sendStatus(ch, 127)
+				g.startFailed(ch, req, err)
 				return
 			}
 			okReply = true
+		default:
+			okReply = s.setting(req, started)
 		}
 		if req.WantReply {
 			req.Reply(okReply, nil)
 		}
 	}
+}
+
+// nextRequest waits for the session's next request. Before the command started (done is
+// nil) it waits on reqs alone; afterwards it also watches done, which the command's exit
+// closes. ok is false when the session is over: done closed, or reqs closed (then it first
+// waits for done, if the command started, so the exit status still goes out).
+func nextRequest(reqs <-chan *ssh.Request, done chan struct{}) (req *ssh.Request, ok bool) {
+	if done == nil {
+		req, ok = <-reqs
+		return req, ok
+	}
+	select {
+	case req, ok = <-reqs:
+	case <-done:
+		return nil, false
+	}
+	if !ok {
+		<-done
+	}
+	return req, ok
+}
+
+// commandArgv returns the argv of an "exec" request (/bin/sh -c COMMAND) or of a "shell"
+// request (a login shell, /bin/sh -l). ok is false when an exec payload does not decode.
+func commandArgv(req *ssh.Request) (argv []string, ok bool) {
+	if req.Type != "exec" {
+		return []string{"/bin/sh", "-l"}, true
+	}
+	var e execReq
+	if ssh.Unmarshal(req.Payload, &e) != nil {
+		return nil, false
+	}
+	return []string{"/bin/sh", "-c", e.Command}, true
+}
+
+// startFailed reports a command that could not start: to the guest log, as a line on the
+// channel's stderr, as a failed reply to req (when the client wants one) and as exit
+// status 127 (the shell's "command not found").
+func (g *guest) startFailed(ch ssh.Channel, req *ssh.Request, err error) {
+	g.logf("session: %v", err)
+	fmt.Fprintf(ch.Stderr(), "brood-guest: %v\n", err)
+	if req.WantReply {
+		req.Reply(false, nil)
+	}
+	sendStatus(ch, 127)
+}
+
+// setting applies one of the requests that configure the session rather than start its
+// command: pty-req and env (accepted only before the command started), window-change and
+// signal (which act on the running command's tty and process group). It returns the
+// reply to send: true for an accepted pty-req or env, false otherwise (window-change and
+// signal want no reply; unknown request types are refused).
+func (s *session) setting(req *ssh.Request, started bool) bool {
+	switch req.Type {
+	case "pty-req":
+		var p ptyReq
+		if !started && ssh.Unmarshal(req.Payload, &p) == nil {
+			s.pty, s.term = true, p.Term
+			s.ws = pty.Winsize{Cols: uint16(p.Cols), Rows: uint16(p.Rows)}
+			return true
+		}
+	case "window-change":
+		var w winch
+		if ssh.Unmarshal(req.Payload, &w) == nil {
+			s.mu.Lock()
+			s.ws = pty.Winsize{Cols: uint16(w.Cols), Rows: uint16(w.Rows)}
+			if s.ptmx != nil {
+				_ = pty.Setsize(s.ptmx, &s.ws)
+			}
+			s.mu.Unlock()
+		}
+	case "env":
+		var e envReq
+		if !started && ssh.Unmarshal(req.Payload, &e) == nil && validEnvName(e.Name) {
+			s.env = append(s.env, e.Name+"="+e.Value)
+			return true
+		}
+	case "signal":
+		var sr signalReq
+		if ssh.Unmarshal(req.Payload, &sr) == nil {
+			s.mu.Lock()
+			if sig, ok := signals[sr.Signal]; ok && s.proc != nil {
+				_ = syscall.Kill(-s.proc.Pid, sig) // the whole session (setsid)
+			}
+			s.mu.Unlock()
+		}
+	}
+	return false
 }
 
 // validEnvName accepts POSIX-ish variable names.
@@ -346,7 +385,9 @@ func (g *guest) env(s *session) []string {
 }
 
 // run starts argv for the session as the agent user, wires its stdio to ch (through a
-// PTY when one was requested), and closes done after the exit status was sent.
+// PTY when one was requested), and closes done after the exit status was sent. It
+// returns the error of opening the PTY or pipes, or of starting the command; then done
+// is never closed.
 func (g *guest) run(ch ssh.Channel, s *session, argv []string, done chan struct{}) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = g.env(s)
@@ -358,44 +399,16 @@ func (g *guest) run(ch ssh.Channel, s *session, argv []string, done chan struct{
 		Credential: &syscall.Credential{Uid: uint32(g.cfg.UID), Gid: uint32(g.cfg.GID), Groups: []uint32{}},
 		Setsid:     true,
 	}
-	var copies sync.WaitGroup
+	copies := &sync.WaitGroup{}
 	var closeAfter []*os.File
+	var err error
 	if s.pty {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			return fmt.Errorf("open pty: %w", err)
-		}
-		_ = tty.Chown(g.cfg.UID, g.cfg.GID)
-		s.mu.Lock()
-		_ = pty.Setsize(ptmx, &s.ws)
-		s.ptmx = ptmx
-		s.mu.Unlock()
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
-		cmd.SysProcAttr.Setctty = true
-		cmd.SysProcAttr.Ctty = 0
-		closeAfter = append(closeAfter, tty)
-		go func() { _, _ = io.Copy(ptmx, ch) }()
-		copies.Add(1)
-		go func() { defer copies.Done(); _, _ = io.Copy(ch, ptmx) }() // ends with EIO when the tty is gone
+		closeAfter, err = g.wirePTY(cmd, ch, s, copies)
 	} else {
-		inR, inW, err := os.Pipe()
-		if err != nil {
-			return fmt.Errorf("stdin pipe: %w", err)
-		}
-		outR, outW, err := os.Pipe()
-		if err != nil {
-			return fmt.Errorf("stdout pipe: %w", err)
-		}
-		errR, errW, err := os.Pipe()
-		if err != nil {
-			return fmt.Errorf("stderr pipe: %w", err)
-		}
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-		closeAfter = append(closeAfter, inR, outW, errW)
-		go func() { _, _ = io.Copy(inW, ch); inW.Close() }()
-		copies.Add(2)
-		go func() { defer copies.Done(); _, _ = io.Copy(ch, outR); outR.Close() }()
-		go func() { defer copies.Done(); _, _ = io.Copy(ch.Stderr(), errR); errR.Close() }()
+		closeAfter, err = wirePipes(cmd, ch, copies)
+	}
+	if err != nil {
+		return err
 	}
 	t0 := time.Now()
 	exited, err := g.reaper.start(cmd)
@@ -412,27 +425,84 @@ func (g *guest) run(ch ssh.Channel, s *session, argv []string, done chan struct{
 	s.mu.Lock()
 	s.proc = cmd.Process
 	s.mu.Unlock()
-	go func() {
-		defer close(done)
-		ws := <-exited
-		g.debugf("session: %q exited after %v", argv, time.Since(t0).Round(time.Microsecond))
-		cmd.Process.Release()
-		if s.ptmx != nil {
-			// Drain what the command wrote before it exited; a background child that
-			// keeps the tty open must not hold the session.
-			waitTimeout(&copies, time.Second)
-			s.ptmx.Close()
-		} else {
-			copies.Wait()
-		}
-		code := ws.ExitStatus()
-		if ws.Signaled() {
-			code = 128 + int(ws.Signal())
-		}
-		ch.CloseWrite()
-		sendStatus(ch, code)
-	}()
+	go g.finish(ch, s, cmd, argv, t0, exited, copies, done)
 	return nil
+}
+
+// wirePTY opens a PTY for the session: its tty (owned by the agent user, sized to the
+// client's last window size) becomes cmd's stdin, stdout, stderr and controlling
+// terminal, and two goroutines copy ch into the PTY master and the master back into ch
+// (the second counted in copies). It returns the tty, which the caller closes once cmd
+// started, or the error of opening the PTY.
+func (g *guest) wirePTY(cmd *exec.Cmd, ch ssh.Channel, s *session, copies *sync.WaitGroup) ([]*os.File, error) {
+	ptmx, tty, err := pty.Open()
+	if err != nil {
+		return nil, fmt.Errorf("open pty: %w", err)
+	}
+	_ = tty.Chown(g.cfg.UID, g.cfg.GID)
+	s.mu.Lock()
+	_ = pty.Setsize(ptmx, &s.ws)
+	s.ptmx = ptmx
+	s.mu.Unlock()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	cmd.SysProcAttr.Setctty = true
+	cmd.SysProcAttr.Ctty = 0
+	go func() { _, _ = io.Copy(ptmx, ch) }()
+	copies.Add(1)
+	go func() { defer copies.Done(); _, _ = io.Copy(ch, ptmx) }() // ends with EIO when the tty is gone
+	return []*os.File{tty}, nil
+}
+
+// wirePipes gives cmd three pipes: ch's data feeds stdin, stdout goes to ch's data and
+// stderr to ch's extended (stderr) data, each copied by a goroutine (the two output
+// copies counted in copies). It returns the command's ends of the pipes, which the
+// caller closes once cmd started, or the error of creating a pipe.
+func wirePipes(cmd *exec.Cmd, ch ssh.Channel, copies *sync.WaitGroup) ([]*os.File, error) {
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdin pipe: %w", err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stdout pipe: %w", err)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("stderr pipe: %w", err)
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
+	go func() { _, _ = io.Copy(inW, ch); inW.Close() }()
+	copies.Add(2)
+	go func() { defer copies.Done(); _, _ = io.Copy(ch, outR); outR.Close() }()
+	go func() { defer copies.Done(); _, _ = io.Copy(ch.Stderr(), errR); errR.Close() }()
+	return []*os.File{inR, outW, errW}, nil
+}
+
+// finish waits for cmd's wait status on exited, lets the output copies drain (through a
+// PTY at most one second, so a background child holding the tty open cannot hold the
+// session), closes the channel for writing and sends the exit status: the command's
+// exit code, or 128+N for a command killed by signal N (the shell's convention). It
+// closes done last.
+func (g *guest) finish(ch ssh.Channel, s *session, cmd *exec.Cmd, argv []string, t0 time.Time,
+	exited <-chan unix.WaitStatus, copies *sync.WaitGroup, done chan struct{}) {
+	defer close(done)
+	ws := <-exited
+	g.debugf("session: %q exited after %v", argv, time.Since(t0).Round(time.Microsecond))
+	cmd.Process.Release()
+	if s.ptmx != nil {
+		// Drain what the command wrote before it exited; a background child that
+		// keeps the tty open must not hold the session.
+		waitTimeout(copies, time.Second)
+		s.ptmx.Close()
+	} else {
+		copies.Wait()
+	}
+	code := ws.ExitStatus()
+	if ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	ch.CloseWrite()
+	sendStatus(ch, code)
 }
 
 func waitTimeout(wg *sync.WaitGroup, d time.Duration) {

@@ -60,7 +60,8 @@ type Config struct {
 	// authorized_keys format ("ssh-ed25519 AAAA...").
 	AuthorizedKey string `json:"authorized_key"`
 	// User, UID and GID name the unprivileged account the agent runs as; zero values
-	// mean DefaultUser, DefaultUID, DefaultGID. UID 0 is refused.
+	// mean DefaultUser, DefaultUID, DefaultGID. UID 0 is refused. Any uid works: the
+	// guest names it in its /etc/passwd and mounts /home/User as a tmpfs it owns.
 	User string `json:"user,omitempty"`
 	UID  int    `json:"uid,omitempty"`
 	GID  int    `json:"gid,omitempty"`

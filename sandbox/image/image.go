@@ -1,7 +1,11 @@
 // Package image makes the guest's read-only root filesystem images: a directory tree
 // turned into an uncompressed EROFS image with mkfs.erofs (no mount, no loop device, no
-// root needed), cached by the tree's content digest, and recipes that build such trees
-// from Debian packages with mmdebstrap (`test` for CI, `codex` for the Codex agent).
+// root needed), and recipes that build such trees from Debian packages with mmdebstrap
+// plus, for the agents (codex, claude-code, opencode, gemini, hermes), their package
+// from npm or PyPI pinned by version and hash (agents/, rewritten by
+// scripts/bump-agents.sh). A recipe's image is named by the recipe's own digest
+// (Recipe.Key): an unchanged recipe is not rebuilt. FromDir names an image by its tree's
+// digest instead.
 //
 // The guest mounts the image read-only under a tmpfs overlay. EROFS rather than ext4:
 // the image is never written, and the guest loads the 0.24 MB erofs module instead of
@@ -22,7 +26,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -97,132 +100,111 @@ func FromDir(ctx context.Context, cacheDir, name, dir string) (string, error) {
 	if _, err := os.Stat(out); err == nil {
 		return out, nil
 	}
-	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
-		return "", fmt.Errorf("create image cache: %w", err)
+	return out, mkfs(ctx, name, dir, out)
+}
+
+// mkfs packs dir into the image file out (through out.tmp, renamed when complete, mode
+// 0644), creating out's directory. It returns mkfs.erofs's error with its output.
+func mkfs(ctx context.Context, name, dir, out string) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return fmt.Errorf("create image cache: %w", err)
 	}
 	tmp := out + ".tmp"
 	cmd, err := hostexec.Command(ctx, "mkfs.erofs", MkfsArgs(dir, tmp)...)
 	if err != nil {
-		return "", fmt.Errorf("mkfs.erofs image %s: %w", name, err)
+		return fmt.Errorf("mkfs.erofs image %s: %w", name, err)
 	}
 	if o, err := cmd.CombinedOutput(); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("mkfs.erofs image %s: %w: %s", name, err, bytes.TrimSpace(o))
+		return fmt.Errorf("mkfs.erofs image %s: %w: %s", name, err, bytes.TrimSpace(o))
 	}
 	if err := os.Chmod(tmp, 0o644); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("store image %s: %w", name, err)
+		return fmt.Errorf("store image %s: %w", name, err)
 	}
 	if err := os.Rename(tmp, out); err != nil {
 		os.Remove(tmp)
-		return "", fmt.Errorf("store image %s: %w", name, err)
+		return fmt.Errorf("store image %s: %w", name, err)
 	}
-	return out, nil
+	return nil
 }
 
-// Recipe builds an image's tree from Debian packages with mmdebstrap.
-type Recipe struct {
-	Name    string
-	Suite   string   // Debian suite, e.g. "bookworm"
-	Variant string   // mmdebstrap variant: "essential", "minbase", ...
-	Include []string // extra packages
-	// Hooks are shell commands mmdebstrap runs after installing ("$1" is the tree);
-	// they run on the host as the builder, with the tree at "$1".
-	Hooks []string
-}
-
-// agentHook creates the unprivileged agent user (uid/gid 1000) brood-guest runs as.
-const agentHook = `chroot "$1" useradd --create-home --uid 1000 --user-group --shell /bin/sh agent`
-
-// excludeDocs drops documentation, man pages and translations (dpkg path-exclude).
-var excludeDocs = []string{
-	"--dpkgopt=path-exclude=/usr/share/doc/*",
-	"--dpkgopt=path-include=/usr/share/doc/*/copyright",
-	"--dpkgopt=path-exclude=/usr/share/man/*",
-	"--dpkgopt=path-exclude=/usr/share/locale/*",
-	"--dpkgopt=path-exclude=/usr/share/info/*",
-}
-
-// codexStaticHook points /usr/local/bin/codex at the static musl binary that
-// @openai/codex ships in its platform package, bypassing the Node launcher: under TCG
-// Node's start-up alone costs ~2.5 s per run (measured on a 2-core TCG host). Without
-// that binary the launcher stays.
-const codexStaticHook = `chroot "$1" sh -c 'b=$(ls /usr/local/lib/node_modules/@openai/codex/node_modules/@openai/codex-linux-*/vendor/*-unknown-linux-musl/bin/codex 2>/dev/null | head -n1); [ -z "$b" ] || ln -sf "$b" /usr/local/bin/codex'`
-
-// Recipes are the built-in images.
-//
-//   - test: Essential packages + busybox-static + git, ~30 s to build; CI boots it.
-//   - codex: minbase + Debian's nodejs/npm + `npm install -g @openai/codex`, with
-//     `codex` linked to the package's static binary. npm runs
-//     in the chroot trusting the host's CA bundle (copied in for the install and
-//     removed after): package registries may sit behind a TLS-intercepting proxy whose
-//     CA only the host trusts.
-var Recipes = map[string]Recipe{
-	"test": {
-		Name: "test", Suite: "bookworm", Variant: "essential",
-		Include: []string{"busybox-static", "git", "passwd"},
-		Hooks:   []string{agentHook},
-	},
-	"codex": {
-		Name: "codex", Suite: "bookworm", Variant: "minbase",
-		Include: []string{"ca-certificates", "git", "ripgrep", "procps", "less", "nodejs", "npm"},
-		Hooks: []string{
-			agentHook,
-			`cp /etc/ssl/certs/ca-certificates.crt "$1/tmp/brood-host-ca.crt"`,
-			`chroot "$1" env HOME=/root NODE_EXTRA_CA_CERTS=/tmp/brood-host-ca.crt npm_config_cafile=/tmp/brood-host-ca.crt npm install -g @openai/codex`,
-			codexStaticHook,
-			`rm -rf "$1/tmp/brood-host-ca.crt" "$1/root/.npm"`,
-		},
-	},
-}
-
-// MmdebstrapArgs returns mmdebstrap's arguments to build r into dir. mode is
-// mmdebstrap's --mode: "root" when building as root, "unshare" otherwise.
-func MmdebstrapArgs(r Recipe, mode, dir string) []string {
-	a := []string{"--mode=" + mode, "--variant=" + r.Variant}
-	if len(r.Include) > 0 {
-		a = append(a, "--include="+strings.Join(r.Include, ","))
-	}
-	a = append(a, excludeDocs...)
-	for _, h := range r.Hooks {
-		a = append(a, "--customize-hook="+h)
-	}
-	return append(a, r.Suite, dir)
-}
-
-// Build builds the image called name from its recipe and returns its path in cacheDir.
-// The tree is made in a temporary directory under cacheDir and removed afterwards;
-// progress goes to log (may be nil). An unchanged tree reuses the cached image.
+// Build builds the image called name from its recipe and returns its path in cacheDir,
+// named store.ImageFile(name, recipe.Key()): when that file exists the recipe is
+// unchanged and nothing runs. Otherwise the tree is made in a temporary directory under
+// cacheDir (removed afterwards) and packed with mkfs.erofs; progress goes to log (may be
+// nil). Errors: ErrUnknownRecipe, ErrUnpinned (an agent pin without a hash), or the
+// failing step's.
 func Build(ctx context.Context, cacheDir, name string, log io.Writer) (string, error) {
 	r, ok := Recipes[name]
 	if !ok {
 		return "", fmt.Errorf("image %q: %w", name, ErrUnknownRecipe)
 	}
+	return buildRecipe(ctx, cacheDir, r, log)
+}
+
+// buildRecipe is Build for a recipe value.
+func buildRecipe(ctx context.Context, cacheDir string, r Recipe, log io.Writer) (string, error) {
 	if log == nil {
 		log = io.Discard
+	}
+	out, err := recipeImage(cacheDir, r)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(out); err == nil {
+		fmt.Fprintf(log, "image %s: recipe unchanged, %s is up to date\n", r.Name, filepath.Base(out))
+		return out, nil
+	}
+	if err := r.checkPinned(); err != nil {
+		return "", err
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("create image cache: %w", err)
 	}
-	work, err := os.MkdirTemp(cacheDir, ".build-"+name+"-")
+	work, err := os.MkdirTemp(cacheDir, ".build-"+r.Name+"-")
 	if err != nil {
-		return "", fmt.Errorf("build image %s: %w", name, err)
+		return "", fmt.Errorf("build image %s: %w", r.Name, err)
 	}
 	defer os.RemoveAll(work)
+	files := filepath.Join(work, "files")
+	if err := os.CopyFS(files, agentFiles); err != nil {
+		return "", fmt.Errorf("build image %s: copy pins: %w", r.Name, err)
+	}
 	mode := "unshare"
 	if os.Geteuid() == 0 {
 		mode = "root"
 	}
 	tree := filepath.Join(work, "rootfs")
-	cmd, err := hostexec.Command(ctx, "mmdebstrap", MmdebstrapArgs(r, mode, tree)...)
+	env := append(os.Environ(), filesEnv+"="+filepath.Join(files, "agents"))
+	if err := runMmdebstrap(ctx, MmdebstrapArgs(r, mode, tree), env, log); err != nil {
+		return "", fmt.Errorf("mmdebstrap image %s: %w", r.Name, err)
+	}
+	return out, mkfs(ctx, r.Name, tree, out)
+}
+
+// recipeImage is the path of r's image in cacheDir.
+func recipeImage(cacheDir string, r Recipe) (string, error) {
+	if !store.ValidImageName(r.Name) {
+		return "", fmt.Errorf("image %q: not an image name: %w", r.Name, ErrUnknownRecipe)
+	}
+	key, err := r.Key()
 	if err != nil {
-		return "", fmt.Errorf("mmdebstrap image %s: %w", name, err)
+		return "", err
 	}
+	return filepath.Join(cacheDir, store.ImageFile(r.Name, key)), nil
+}
+
+// runMmdebstrap runs mmdebstrap with args and env, output to log. A variable: tests
+// count the runs and stand in for it.
+var runMmdebstrap = func(ctx context.Context, args, env []string, log io.Writer) error {
+	cmd, err := hostexec.Command(ctx, "mmdebstrap", args...)
+	if err != nil {
+		return err
+	}
+	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = log, log
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("mmdebstrap image %s: %w", name, err)
-	}
-	return FromDir(ctx, cacheDir, name, tree)
+	return cmd.Run()
 }
 
 // Cached returns the newest cached image called name, or fs.ErrNotExist.
@@ -244,12 +226,20 @@ func Cached(cacheDir, name string) (string, error) {
 	return best, nil
 }
 
-// Ensure returns the cached image called name, building it first when there is none.
-// Concurrent callers (several test binaries, say) wait for one build instead of each
-// running mmdebstrap.
+// Ensure returns the image of name's recipe as it is now (Build's file), building it
+// first when it is missing. Concurrent callers (several test binaries, say) wait for one
+// build instead of each running mmdebstrap. Errors are Build's.
 func Ensure(ctx context.Context, cacheDir, name string, log io.Writer) (string, error) {
-	if p, err := Cached(cacheDir, name); err == nil {
-		return p, nil
+	r, ok := Recipes[name]
+	if !ok {
+		return "", fmt.Errorf("image %q: %w", name, ErrUnknownRecipe)
+	}
+	out, err := recipeImage(cacheDir, r)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(out); err == nil {
+		return out, nil
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", fmt.Errorf("create image cache: %w", err)
@@ -263,8 +253,5 @@ func Ensure(ctx context.Context, cacheDir, name string, log io.Writer) (string, 
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
 		return "", &os.PathError{Op: "flock", Path: lockPath, Err: err}
 	}
-	if p, err := Cached(cacheDir, name); err == nil { // built while we waited
-		return p, nil
-	}
-	return Build(ctx, cacheDir, name, log)
+	return buildRecipe(ctx, cacheDir, r, log) // returns at once if built while we waited
 }

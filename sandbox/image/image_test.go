@@ -23,7 +23,7 @@ func TestMmdebstrapArgs(t *testing.T) {
 		t.Errorf("args end %q, want suite and dir", a[len(a)-2:])
 	}
 	codex := strings.Join(MmdebstrapArgs(Recipes["codex"], "unshare", "/t"), " ")
-	for _, want := range []string{"npm install -g @openai/codex", "NODE_EXTRA_CA_CERTS=", "rm -rf \"$1/tmp/brood-host-ca.crt\""} {
+	for _, want := range []string{"npm ci --prefix /opt/brood/codex", "NODE_EXTRA_CA_CERTS=", "rm -rf \"$1/tmp/brood-host-ca.crt\""} {
 		if !strings.Contains(codex, want) {
 			t.Errorf("codex recipe lacks %q", want)
 		}

@@ -1,9 +1,11 @@
 package vmtest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -65,13 +67,19 @@ func bootB(t testing.TB, a *assets.Set, share string, timeout time.Duration, cmd
 // bootNet is bootB with a network: tap as the NIC and net as the guest's eth0 config.
 func bootNet(t testing.TB, a *assets.Set, share string, timeout time.Duration, tap *os.File, net *guestcfg.Net, cmdline ...string) *vmRun {
 	t.Helper()
+	return bootCfg(t, a, share, timeout, tap, func(c *guestcfg.Config) { c.Net = net }, cmdline...)
+}
+
+// bootCfg is bootNet with the session config changed by set.
+func bootCfg(t testing.TB, a *assets.Set, share string, timeout time.Duration, tap *os.File, set func(*guestcfg.Config), cmdline ...string) *vmRun {
+	t.Helper()
 	dir := t.TempDir()
 	keys, err := guestcfg.NewKeys()
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := keys.Config()
-	cfg.Net = net
+	set(&cfg)
 	spec, err := a.Spec(dir, cfg, share)
 	if err != nil {
 		t.Fatal(err)
@@ -197,11 +205,18 @@ func TestVMEndToEnd(t *testing.T) {
 	if out, _, _ := r.run(t, "ls /dev/vport*p* /dev/vda >/dev/null || echo missing; for d in /dev/vport*p* /dev/vda /dev/ttyS0 /dev/mem; do head -c1 $d >/dev/null 2>&1 && echo readable $d; (true >>$d) 2>/dev/null && echo writable $d; done; echo done"); out != "done\n" {
 		t.Errorf("agent can use host-facing devices: %q", out)
 	}
-	// The guest clock was set from the host's.
+	// The guest clock was set from the host's: it reads no earlier than the host clock
+	// when QEMU started (brood.time) and no later than the host clock now. Under TCG on a
+	// loaded host the guest clock may run slow, so no tighter bound holds; an unset clock
+	// (1970) or one off by hours fails either way. One second of slack each side covers
+	// `date +%s` truncating to whole seconds.
+	before := time.Now()
 	out, _, _ = r.run(t, "date +%s")
 	guestNow, err := strconv.ParseInt(strings.TrimSpace(out), 10, 64)
-	if d := time.Since(time.Unix(guestNow, 0)); err != nil || d < -3*time.Second || d > 3*time.Second {
-		t.Errorf("guest clock %q is %v off the host's", out, d)
+	guest := time.Unix(guestNow, 0)
+	if err != nil || guest.Before(r.start.Add(-time.Second)) || guest.After(time.Now().Add(time.Second)) {
+		t.Errorf("guest clock %q (%v) is outside [QEMU start %v, host now %v] (asked at %v)",
+			out, guest, r.start.Truncate(time.Second), time.Now().Truncate(time.Second), before.Truncate(time.Second))
 	}
 	// An orphan re-parented to PID 1 must be reaped when it exits.
 	if out, _, _ := r.run(t, "sh -c 'sleep 0.2 &'; sleep 1.5; grep -l '^State:.*Z' /proc/[0-9]*/status | wc -l"); strings.TrimSpace(out) != "0" {
@@ -223,22 +238,38 @@ func TestVMEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ptyOut, ptyErr bytes.Buffer
-	s.Stdout, s.Stderr = &ptyOut, &ptyErr
+	// The window change is sent only after the command has printed its first size and
+	// tty, and the command polls until the size changes, so no ordering depends on how
+	// fast the guest runs (the test's timeout bounds the wait).
+	var ptyErr bytes.Buffer
+	s.Stderr = &ptyErr
+	stdout, err := s.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := s.RequestPty("xterm", 24, 80, ssh.TerminalModes{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Start("stty size; tty; sleep 1; stty size"); err != nil {
+	if err := s.Start(`stty size; tty; while [ "$(stty size)" = "24 80" ]; do sleep 0.1; done; stty size`); err != nil {
 		t.Fatalf("start in a pty: %v (stderr %q)", err, ptyErr.String())
 	}
-	time.Sleep(300 * time.Millisecond)
+	lines := bufio.NewReader(stdout)
+	var first string
+	for range 2 {
+		line, err := lines.ReadString('\n')
+		if err != nil {
+			t.Fatalf("pty output before the window change: %q: %v", first+line, err)
+		}
+		first += line
+	}
 	if err := s.WindowChange(40, 120); err != nil {
 		t.Fatal(err)
 	}
+	rest, _ := io.ReadAll(lines)
 	if err := s.Wait(); err != nil {
 		t.Errorf("pty session: %v", err)
 	}
-	if got := strings.ReplaceAll(ptyOut.String(), "\r", ""); !strings.HasPrefix(got, "24 80\n/dev/pts/") || !strings.HasSuffix(got, "40 120\n") {
+	if got := strings.ReplaceAll(first+string(rest), "\r", ""); !strings.HasPrefix(got, "24 80\n/dev/pts/") || !strings.HasSuffix(got, "\n40 120\n") {
 		t.Errorf("pty output %q, want 24 80, a /dev/pts tty, then 40 120", got)
 	}
 	whole := r.closeAndWait(t)
@@ -263,6 +294,26 @@ func TestVMEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	r2.closeAndWait(t)
+}
+
+// TestVMHomeAnyUID runs the agent as uid 123456, which owns nothing in the image (its
+// /home/agent is uid 1000's): $HOME must be a tmpfs of its own, mode 0700, writable.
+func TestVMHomeAnyUID(t *testing.T) {
+	a := Get(t)
+	const uid = 123456
+	r := bootCfg(t, a, "", 3*time.Minute, nil, func(c *guestcfg.Config) { c.UID, c.GID = uid, uid })
+	r.dial(t)
+	out, errOut, code := r.run(t, `echo x > "$HOME/x" && mkdir -p "$HOME/.codex" && cat "$HOME/x" && id -u && stat -c '%u:%g %a' "$HOME" "$HOME/x" && awk '$2 == "/home/agent" {print $3}' /proc/mounts && ls -A "$HOME"`)
+	want := "x\n123456\n123456:123456 700\n123456:123456 644\ntmpfs\n"
+	if code != 0 || !strings.HasPrefix(out, want) {
+		t.Errorf("as uid %d: status %d stdout %q stderr %q; want prefix %q", uid, code, out, errOut, want)
+	}
+	for _, f := range []string{".bashrc", ".profile", ".codex", "x"} { // the image's skeleton is there too
+		if !strings.Contains(out, "\n"+f+"\n") {
+			t.Errorf("home lacks %s: %q", f, out)
+		}
+	}
+	r.closeAndWait(t)
 }
 
 // TestVMWrongKeyRefused checks that the guest accepts only the session's client key

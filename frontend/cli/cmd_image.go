@@ -1,0 +1,118 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox/store"
+)
+
+// imageTimeout bounds the helper calls of `brood image`.
+const imageTimeout = 30 * time.Second
+
+// buildCommand is what builds image name: the privileged binary, as root (brood itself
+// never runs as root and links no builder).
+func buildCommand(name string) string { return "sudo broodd-helper image build " + name }
+
+func newImageCommand() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "image",
+		Short: "List the rootfs images the helper boots, and say how to build one",
+	}
+	c.AddCommand(newImageBuildCommand(), newImageListCommand())
+	return c
+}
+
+func newImageBuildCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "build NAME",
+		Short: "Print the command that builds an image (broodd-helper, as root)",
+		Long: `Images are built by the privileged binary into the helper's artifact store (its
+state_dir, by default ` + store.DefaultRoot + `), the only place the helper boots from:
+
+  ` + buildCommand("NAME") + `
+
+builds the image NAME from its recipe with mmdebstrap, and makes sure the guest kernel
+(Debian's, fetched with apt-get download) and the initramfs with brood-guest are there
+too. brood never runs as root, so this command only checks NAME against the helper's
+recipes (when a helper answers) and prints that command.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), imageTimeout)
+			defer cancel()
+			return runImageBuild(ctx, args[0], api.SocketPath())
+		},
+	}
+}
+
+// runImageBuild checks name (against the helper's recipes when one answers) and returns
+// the usage error that names the command to run.
+func runImageBuild(ctx context.Context, name, socket string) error {
+	if !store.ValidImageName(name) {
+		return usageErr("image build: %q is not an image name (lower-case letters, digits, '.', '_', '-')", name)
+	}
+	if l, err := askImages(ctx, socket); err == nil && !slices.Contains(l.Recipes, name) {
+		return usageErr("image build: no recipe %q (recipes: %s)", name, strings.Join(l.Recipes, ", "))
+	}
+	return usageErr("image build %s: images are built by the privileged binary into the helper's artifact store; run:\n  %s",
+		name, buildCommand(name))
+}
+
+// askImages asks the helper at socket which images it boots.
+func askImages(ctx context.Context, socket string) (api.ImageList, error) {
+	c, err := api.Dial(ctx, socket)
+	if err != nil {
+		return api.ImageList{}, err
+	}
+	defer c.Close()
+	return c.ListImages(ctx)
+}
+
+func newImageListCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the images the helper boots and the recipes not built yet",
+		Long: `Asks the helper which images its artifact store holds: the images StartVM would boot,
+one per name (the newest build), with the recipes not built yet.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), imageTimeout)
+			defer cancel()
+			return runImageList(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), api.SocketPath())
+		},
+	}
+}
+
+// runImageList prints the helper's image list to out and where its store is to errw.
+func runImageList(ctx context.Context, out, errw io.Writer, socket string) error {
+	l, err := askImages(ctx, socket)
+	if err != nil {
+		return fmt.Errorf("image list: ask the helper which images it boots: %w\n%s", err, helperHint(err, socket))
+	}
+	fmt.Fprintf(errw, "brood: images in the helper's artifact store %s\n", l.Store)
+	return writeImageList(out, l)
+}
+
+// writeImageList prints l as a table: one line per image (name, build time, size,
+// digest), then one per recipe not built yet with the command that builds it.
+func writeImageList(w io.Writer, l api.ImageList) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tBUILT\tSIZE\tDIGEST")
+	for _, im := range l.Images {
+		fmt.Fprintf(tw, "%s\t%s\t%d MiB\t%s\n", im.Name, time.Unix(im.Built, 0).Local().Format(time.DateTime), im.Size>>20, im.Digest)
+	}
+	for _, r := range l.Recipes {
+		if !slices.ContainsFunc(l.Images, func(im api.Image) bool { return im.Name == r }) {
+			fmt.Fprintf(tw, "%s\tnot built\t-\t(%s)\n", r, buildCommand(r))
+		}
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,339 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"brood.dev/brood/frontend"
+	"brood.dev/brood/frontend/review"
+	"brood.dev/brood/helper/api"
+)
+
+// poweroffWait is how long the guest gets to power off by itself after the SSH
+// connection ends before the run asks the helper to stop it (a variable so that tests of
+// the stop path need not wait for it).
+var poweroffWait = frontend.DefaultPoweroffWait
+
+// runFlags are the flags `brood run` and `brood run-image` share.
+type runFlags struct {
+	cpus, memory int
+	image        string
+	timeout      time.Duration
+	keep         bool
+	workspace    string
+	console      bool
+	egress       egressFlags // --egress, --allow-host; no profile = no network device
+	direct       directFlags // --workspace-mode, --yes (directmode.go)
+}
+
+func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
+	c.Flags().IntVar(&f.cpus, "cpus", 0, "vCPUs for the VM (0: the helper's default)")
+	c.Flags().IntVar(&f.memory, "memory", 0, "guest memory in MiB (0: the helper's default)")
+	if withImage {
+		c.Flags().StringVar(&f.image, "image", "", "rootfs image to boot instead of the agent's default (see brood image list)")
+	}
+	c.Flags().DurationVar(&f.timeout, "timeout", 0, "stop the VM after this long, e.g. 2h (0: the helper's default)")
+	c.Flags().BoolVar(&f.keep, "keep", false, "skip the review now; keep the session for brood review ID later")
+	c.Flags().StringVar(&f.workspace, "workspace", ".", "workspace directory to snapshot")
+	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
+	f.egress.register(c.Flags())
+}
+
+func newRunCommand() *cobra.Command {
+	var f runFlags
+	c := &cobra.Command{
+		Use:   "run [flags] AGENT [-- ARGS...]",
+		Short: "Run an agent in a microVM on a snapshot of the workspace, then review its changes",
+		Long: `Snapshot the workspace, boot a microVM that sees only the snapshot (at /workspace),
+run AGENT in it on your terminal, and when it exits stop the VM and review the changes
+(brood review). Without a terminal the diff summary and the commands to review later
+are printed instead; the session is always kept until you remove it.
+
+Agents: claude-code, codex, opencode, gemini, hermes, shell (a login shell), and custom
+agents from $XDG_CONFIG_HOME/brood/config.toml:
+
+  [agents.aider]
+  image = "codex"
+  command = ["aider", "--yes"]
+  env = ["OPENAI_API_KEY", "AIDER_*"]
+
+Only environment variables matching the agent's patterns reach the VM. Ctrl-] detaches:
+the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if dash == 0 {
+				return usageErr("run: name the agent before --")
+			}
+			if dash < 0 && len(args) > 1 {
+				return usageErr("run: put the agent's arguments after --: brood run %s -- %s", args[0], strings.Join(args[1:], " "))
+			}
+			cfgPath, err := userConfigPath()
+			if err != nil {
+				return err
+			}
+			cfg, err := loadUserConfig(cfgPath)
+			if err != nil {
+				return usageErr("run: %v", err)
+			}
+			a, err := resolveAgent(args[0], cfg, cfgPath)
+			if err != nil {
+				return usageErr("run: %v", err)
+			}
+			argv := append(append([]string(nil), a.Command...), args[1:]...)
+			if len(a.Command) == 0 && len(args) > 1 {
+				argv = args[1:] // shell -- CMD: run CMD instead of the login shell
+			}
+			img := a.Image
+			if f.image != "" {
+				img = f.image
+			}
+			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f, user: cfg})
+		},
+	}
+	addRunFlags(c, &f, true)
+	addDirectFlags(c, &f.direct) // directmode.go
+	return c
+}
+
+// agentForPolicy names the agent for the helper's egress table (its LLM provider's
+// hosts): built-in agents only; a custom agent or run-image gets the profile alone.
+func (r runRequest) agentForPolicy() string {
+	if r.agent.Source == "built-in" && len(r.agent.Command) > 0 {
+		return r.agent.Name
+	}
+	return ""
+}
+
+// runRequest is one resolved `brood run` / `brood run-image`.
+type runRequest struct {
+	agent Agent
+	argv  []string // the guest command; empty: a login shell
+	image string
+	flags runFlags
+	user  *userConfig // the user config as read by the command; nil: not read yet
+}
+
+// configs returns the user config (r.user, else read now) and the workspace's
+// .brood.toml, each read once per run.
+func (r runRequest) configs() (*userConfig, *workspaceConfig, error) {
+	user := r.user
+	if user == nil {
+		path, err := userConfigPath()
+		if err != nil {
+			return nil, nil, err
+		}
+		if user, err = loadUserConfig(path); err != nil {
+			return nil, nil, err
+		}
+	}
+	ws, err := loadWorkspaceConfig(r.flags.workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	return user, ws, nil
+}
+
+// runVM is `brood run` and `brood run-image`: snapshot, VM, attached agent, stop, review.
+func runVM(cmd *cobra.Command, r runRequest) error {
+	spec, err := r.spec(cmd.Context())
+	if err != nil {
+		return err
+	}
+	base := cmd.Context()
+	if base == nil {
+		base = context.Background()
+	}
+	// SIGINT/SIGTERM/SIGHUP cancel the run; the VM is then stopped and the session kept.
+	ctx, stopSignals := signal.NotifyContext(base, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stopSignals()
+	out, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	inF, inIsFile := cmd.InOrStdin().(*os.File)
+	outF, outIsFile := out.(*os.File)
+	errF, errIsFile := errw.(*os.File)
+	stdio := frontend.Stdio{In: cmd.InOrStdin(), Out: out, Err: errw,
+		TTY: inIsFile && outIsFile && review.IsTerminal(inF) && review.IsTerminal(outF)}
+	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
+	wf := newWorkflow(prog)
+	warnDirect(errw, spec) // directmode.go: before anything starts
+	res, err := wf.Run(ctx, spec, stdio)
+	if res == nil || !res.Stopped {
+		return cliErr(err)
+	}
+	if res.Failed {
+		// The VM ended abnormally or the agent could not run: the session is kept.
+		if r.flags.console && frontend.Abnormal(res.Exit) != nil && res.Exit.ConsoleTail != "" {
+			printConsole(errw, res.Exit.ConsoleTail)
+		}
+		printLater(errw, res.Session.ID, true)
+		return err
+	}
+	// The review gate, on the stopped VM's snapshot (diffed once by the run). Its flush
+	// runs under the command's context: a signal caught for the run does not cut it.
+	reviewErr := err
+	if err == nil {
+		reviewErr = reviewOrDirect(base, wf, res, stdio, r.flags.keep, errw) // directmode.go: reviewGate unless direct
+	}
+	if st := res.Record.ExitStatus; st != nil && *st != 0 {
+		err := fmt.Errorf("%s exited with status %d", describeAgent(r), *st)
+		if reviewErr != nil {
+			err = fmt.Errorf("%w; %w", err, reviewErr)
+		}
+		return &exitError{code: *st, err: err}
+	}
+	return reviewErr
+}
+
+// spec checks the run's flags and builds the workflow's RunSpec: the StartVM request
+// with the egress inputs (the user's and the workspace's [egress] tables travel to the
+// helper, which merges them tighten-only under the system policy; a malformed one stops
+// the run here, and with a network so do the registries of the user's own npm, pip,
+// cargo and go configuration).
+func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
+	f := r.flags
+	if f.cpus < 0 || f.memory < 0 || f.timeout < 0 {
+		return frontend.RunSpec{}, usageErr("run: --cpus, --memory and --timeout cannot be negative")
+	}
+	if f.timeout > 0 && f.timeout < time.Second {
+		return frontend.RunSpec{}, usageErr("run: --timeout %v is shorter than a second", f.timeout)
+	}
+	if !api.ValidImageName(r.image) {
+		return frontend.RunSpec{}, usageErr("run: %q is not an image name", r.image)
+	}
+	if err := f.direct.check(); err != nil { // directmode.go
+		return frontend.RunSpec{}, err
+	}
+	startArgs := api.StartVMArgs{Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
+		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy(), Direct: f.direct.on()}
+	if err := f.egress.apply(&startArgs); err != nil {
+		return frontend.RunSpec{}, err
+	}
+	user, ws, err := r.configs()
+	if err != nil {
+		return frontend.RunSpec{}, usageErr("run: %v", err)
+	}
+	in, err := newEgressInputs(ctx, user, ws, f.workspace, startArgs.Agent, &f.egress, startArgs.Egress != "")
+	if err != nil {
+		return frontend.RunSpec{}, err
+	}
+	startArgs.SetPolicyArgs(in.args)
+	return frontend.RunSpec{
+		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
+		Command: guestCommand(r.argv), Env: forwardEnv(r.agent.Env, os.Environ()),
+		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f) },
+		StartHint: func(err error, caps api.Capabilities) string {
+			switch {
+			case api.IsCode(err, api.CodeHostResources):
+				return resourcesHint(caps)
+			case api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image"):
+				return imageHint(r, caps.Images)
+			}
+			return ""
+		},
+	}, nil
+}
+
+// checkBootable refuses a run the helper's capabilities already show cannot boot, before
+// anything is snapshotted: an image the helper has not built, more vCPUs or memory than
+// the host has. A helper that does not report these (nil Images, zero limits) is left
+// to StartVM.
+func checkBootable(caps api.Capabilities, r runRequest, f runFlags) error {
+	if caps.Images != nil && !slices.Contains(caps.Images, r.image) {
+		return fmt.Errorf("%w: %q%s", ErrNoImage, r.image, imageHint(r, caps.Images))
+	}
+	if caps.HostCPUs > 0 && f.cpus > caps.HostCPUs {
+		return usageErr("run: --cpus %d asks for more than the host has%s", f.cpus, resourcesHint(caps))
+	}
+	if caps.HostMemoryMiB > 0 && f.memory > caps.HostMemoryMiB {
+		return usageErr("run: --memory %d asks for more than the host has%s", f.memory, resourcesHint(caps))
+	}
+	return nil
+}
+
+// resourcesHint says what the host allows (StartVM's api.CodeHostResources).
+func resourcesHint(caps api.Capabilities) string {
+	if caps.HostCPUs == 0 {
+		return "\nhint: lower --cpus and --memory (0 takes the helper's defaults)"
+	}
+	return fmt.Sprintf("\nhint: this host has %d CPU(s) and %d MiB of memory: pass --cpus 1..%d and --memory up to %d\n"+
+		"(a VM with more vCPUs than host CPUs boots very slowly; 0 takes the helper's defaults)",
+		caps.HostCPUs, caps.HostMemoryMiB, caps.HostCPUs, caps.HostMemoryMiB)
+}
+
+// imageHint says how to get the image r cannot boot. built lists the helper's built
+// images (nil: unknown). --image is suggested only to `brood run` without it (the image
+// was the agent's default), never when it was given or to run-image, which has none.
+func imageHint(r runRequest, built []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
+	switch {
+	case built == nil:
+		b.WriteString("\nbrood image list shows the built images")
+	case len(built) == 0:
+		b.WriteString("\nno image is built yet (brood image list)")
+	default:
+		fmt.Fprintf(&b, "\nbuilt images: %s", strings.Join(built, ", "))
+	}
+	if r.agent.Name != "run-image" && r.flags.image == "" {
+		b.WriteString("\nor pass --image NAME of a built image, or define the agent with its image in the user config (brood run --help)")
+	}
+	return b.String()
+}
+
+func describeAgent(r runRequest) string {
+	if r.agent.Name == "run-image" {
+		return "the command"
+	}
+	return "agent " + r.agent.Name
+}
+
+// reviewGate runs after the VM is gone, on the run's gate: brood review on a terminal
+// (unless --keep), otherwise the diff summary and the commands to review later, on errw.
+func reviewGate(ctx context.Context, wf *frontend.Workflow, g *frontend.Gate, stdio frontend.Stdio, keep bool, errw io.Writer) error {
+	id := g.Session.ID
+	if len(g.Changes) == 0 {
+		fmt.Fprintf(errw, "no changes in session %s (brood session rm %s removes it)\n", id, id)
+		return nil
+	}
+	if stdio.TTY && !keep {
+		return reviewInteractive(ctx, wf, g, nil, stdio.In.(*os.File), stdio.Out.(*os.File))
+	}
+	if err := writeDiffText(errw, g.Changes); err != nil {
+		return err
+	}
+	printLater(errw, id, false)
+	return nil
+}
+
+// printConsole prints the guest console tail line by line, each line escaped (it is
+// guest output: no terminal control may reach the developer's terminal).
+func printConsole(w io.Writer, tail string) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "--- guest console (last %d bytes, escaped) ---\n", len(tail))
+	for _, l := range strings.Split(strings.TrimRight(tail, "\r\n"), "\n") {
+		b.WriteString(review.EscapeLine(strings.TrimRight(l, "\r")))
+		b.WriteByte('\n')
+	}
+	b.WriteString("--- end of console ---\n")
+	io.WriteString(w, b.String())
+}
+
+// printLater prints the commands that review, apply or discard the session.
+func printLater(w io.Writer, id string, failed bool) {
+	if failed {
+		fmt.Fprintf(w, "the session is kept: brood session list shows it\n")
+	}
+	fmt.Fprintf(w, "review:  brood review %s\n", id)
+	fmt.Fprintf(w, "apply:   brood apply %s --all --yes\n", id)
+	fmt.Fprintf(w, "diff:    brood diff %s\n", id)
+	fmt.Fprintf(w, "discard: brood session rm %s\n", id)
+}

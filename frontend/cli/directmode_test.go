@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/internal/testenv"
+)
+
+// directRun runs the brood command line with args in workspace w (made when empty),
+// with a fresh config and state directory; config, when set, is the user config.
+func directRun(t *testing.T, w, config string, args ...string) (code int, out string, ss []*session.Session) {
+	t.Helper()
+	xdg := t.TempDir()
+	t.Setenv("XDG_CONFIG_HOME", xdg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	if config != "" {
+		os.MkdirAll(filepath.Join(xdg, "brood"), 0o755)
+		os.WriteFile(filepath.Join(xdg, "brood", "config.toml"), []byte(config), 0o644)
+	}
+	out, msg, code := runBrood(t, append([]string{args[0], "--workspace", w}, args[1:]...)...)
+	ss, _ = session.List()
+	return code, out + msg, ss
+}
+
+// TestDirectModeRefusals: direct mode needs --yes on the command line; neither the
+// workspace's .brood.toml nor the user config can turn it on. Nothing is snapshotted and
+// the helper is not asked.
+func TestDirectModeRefusals(t *testing.T) {
+	f := newFakeHelper(t)
+	w := t.TempDir()
+	code, msg, ss := directRun(t, w, "", "run", "--workspace-mode", "direct", "shell", "--", "true")
+	if code != ExitUsage || !strings.Contains(msg, "add --yes") || len(ss) != 0 {
+		t.Fatalf("without --yes: exit %d %q sessions %d", code, msg, len(ss))
+	}
+	code, msg, _ = directRun(t, w, "", "run", "--workspace-mode", "mirror", "--yes", "shell")
+	if code != ExitUsage || !strings.Contains(msg, "choose snapshot or direct") {
+		t.Fatalf("unknown mode: exit %d %q", code, msg)
+	}
+	os.WriteFile(filepath.Join(w, ".brood.toml"), []byte("workspace_mode = \"direct\"\n"), 0o644)
+	code, msg, ss = directRun(t, w, "", "run", "shell", "--", "true")
+	if code != ExitUsage || !strings.Contains(msg, "workspace_mode") || len(ss) != 0 {
+		t.Fatalf(".brood.toml: exit %d %q sessions %d", code, msg, len(ss))
+	}
+	os.Remove(filepath.Join(w, ".brood.toml"))
+	code, msg, ss = directRun(t, w, "[run]\nworkspace_mode = \"direct\"\n", "run", "shell", "--", "true")
+	if code != ExitUsage || !strings.Contains(msg, "workspace_mode") || len(ss) != 0 {
+		t.Fatalf("user config: exit %d %q sessions %d", code, msg, len(ss))
+	}
+	if calls := f.Calls(); calls != "" {
+		t.Fatalf("the helper was called: %s", calls)
+	}
+}
+
+// TestDirectModeSharesWorkspace: with --yes the helper gets the workspace itself as the
+// share and StartVM says Direct; no snapshot is taken and nothing is reviewed.
+func TestDirectModeSharesWorkspace(t *testing.T) {
+	f := newFakeHelper(t)
+	w := t.TempDir()
+	os.WriteFile(filepath.Join(w, "a.txt"), []byte("a\n"), 0o644)
+	code, msg, ss := directRun(t, w, "", "run", "--workspace-mode", "direct", "--yes", "shell", "--", "true")
+	if code != ExitOK {
+		t.Fatalf("exit %d %s", code, msg)
+	}
+	if !strings.Contains(msg, "WARNING: DIRECT MODE: the VM mounts "+w+" itself, read-write.") || !strings.Contains(msg, "nothing to review") {
+		t.Fatalf("no warning:\n%s", msg)
+	}
+	if !f.StartArgs().Direct || f.Share() != w {
+		t.Fatalf("StartVM direct=%v, shared %q, want %q", f.StartArgs().Direct, f.Share(), w)
+	}
+	if len(ss) != 1 || !ss[0].Direct {
+		t.Fatalf("sessions %+v", ss)
+	}
+	if _, err := os.Stat(ss[0].SnapshotDir()); !os.IsNotExist(err) {
+		t.Fatalf("a snapshot was taken: %v", err)
+	}
+	// Snapshot mode shares the snapshot, never W.
+	f = newFakeHelper(t)
+	if code, msg, ss = directRun(t, w, "", "run", "shell", "--", "true"); code != ExitOK || f.StartArgs().Direct ||
+		f.Share() != ss[0].SnapshotDir() {
+		t.Fatalf("snapshot mode: exit %d %s direct=%v shared %q", code, msg, f.StartArgs().Direct, f.Share())
+	}
+}
+
+// TestPolicyShowDirect: brood policy show says whether the system policy allows direct
+// mode.
+func TestPolicyShowDirect(t *testing.T) {
+	testenv.RequireRoot(t) // the system policy must be root-owned
+	noHelper(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := t.TempDir()
+	for policy, want := range map[string]string{
+		"forbid_direct = true\n":       "workspace-mode direct\tforbidden\t(system)\n",
+		"max_profile = \"standard\"\n": "workspace-mode direct\tallowed with --yes\t(system)\n",
+	} {
+		sys := writeFile(t, t.TempDir(), "policy.toml", policy)
+		out, msg, code := runBrood(t, "policy", "show", "--system-policy", sys, "--workspace", dir, "--egress", "locked")
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Errorf("%q: exit %d %s\n%s", policy, code, msg, out)
+		}
+	}
+}

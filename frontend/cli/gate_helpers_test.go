@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"brood.dev/brood/frontend/diff/difftest"
+	"brood.dev/brood/frontend/manifest"
+	"brood.dev/brood/frontend/session"
+)
+
+// newStoppedSession makes a session (state stopped, under a fresh BROOD_STATE_DIR) whose
+// snapshot and manifest were taken from a new workspace holding files (path -> content);
+// withBase also writes the files into the session's base/ for three-way merges.
+func newStoppedSession(t *testing.T, files map[string]string, withBase bool) *session.Session {
+	t.Helper()
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	w := filepath.Join(t.TempDir(), "w")
+	if err := os.Mkdir(w, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := difftest.WriteFiles(w, files); err != nil {
+		t.Fatal(err)
+	}
+	sess, err := session.Create(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sess.SnapshotDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
+		t.Fatal(err)
+	}
+	if withBase {
+		if err := difftest.WriteFiles(sess.BaseDir(), files); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := sess.SetState(session.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	return sess
+}

@@ -1,0 +1,159 @@
+package egress
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/nftables"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/netpolicy/nftrules"
+)
+
+// permissiveNetnsEnv carries "host,lan,guest" netns names to the re-executed test binary
+// that plays the helper inside "host".
+const permissiveNetnsEnv = "BROOD_PERMISSIVE_NETNS"
+
+// TestPermissiveRefusesHostNetworks: a permissive session reaches the internet but not the
+// host's own networks when they are public addresses: the uplink's connected prefix (a
+// public-looking IPv4 LAN 44.1.2.0/24 and a global IPv6 LAN 2a01:4f8:1::/64) and a network
+// the host routes to (45.0.0.0/16 via the LAN). Topology (nothing leaves these namespaces;
+// the addresses exist only in them):
+//
+//	guest eth0 ──veth── brd<id> host up0 44.1.2.1/24, 2a01:4f8:1::1/64 ──veth── lan up0 44.1.2.2, 2a01:4f8:1::2
+//	lan lo: 45.0.0.1 (behind the host's route) and 192.0.2.10 (the internet, the default route)
+func TestPermissiveRefusesHostNetworks(t *testing.T) {
+	if v := os.Getenv(permissiveNetnsEnv); v != "" {
+		permissiveScenario(t, strings.Split(v, ","))
+		return
+	}
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "ip")
+	host, lan, guest := testenv.NewNetns(t, "h"), testenv.NewNetns(t, "l"), testenv.NewNetns(t, "g")
+	testenv.IP(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", lan)
+	for _, c := range [][]string{
+		{"-n", host, "addr", "add", "44.1.2.1/24", "dev", "up0"},
+		{"-n", host, "-6", "addr", "add", "2a01:4f8:1::1/64", "dev", "up0", "nodad"},
+		{"-n", host, "link", "set", "up0", "up"},
+		{"-n", host, "route", "add", "default", "via", "44.1.2.2"},
+		{"-n", host, "-6", "route", "add", "default", "via", "2a01:4f8:1::2"},
+		{"-n", host, "route", "add", "45.0.0.0/16", "via", "44.1.2.2"},
+		{"-n", lan, "addr", "add", "44.1.2.2/24", "dev", "up0"},
+		{"-n", lan, "-6", "addr", "add", "2a01:4f8:1::2/64", "dev", "up0", "nodad"},
+		{"-n", lan, "addr", "add", "45.0.0.1/32", "dev", "lo"},
+		{"-n", lan, "addr", "add", "192.0.2.10/32", "dev", "lo"},
+		{"-n", lan, "link", "set", "up0", "up"},
+	} {
+		testenv.IP(t, c...)
+	}
+	cmd := exec.Command("ip", "netns", "exec", host, os.Args[0], "-test.run", "^TestPermissiveRefusesHostNetworks$", "-test.v")
+	cmd.Env = append(os.Environ(), permissiveNetnsEnv+"="+strings.Join([]string{host, lan, guest}, ","))
+	out, err := cmd.CombinedOutput()
+	t.Logf("helper in netns %s:\n%s", host, out)
+	if err != nil {
+		t.Fatalf("permissive scenario in netns %s: %v", host, err)
+	}
+	if !strings.Contains(string(out), "--- PASS: TestPermissiveRefusesHostNetworks") {
+		t.Fatal("the scenario did not run")
+	}
+}
+
+func permissiveScenario(t *testing.T, names []string) {
+	lan, guest := names[1], names[2]
+	targets := []string{"192.0.2.10:443", "44.1.2.2:443", "45.0.0.1:443", "[2a01:4f8:1::2]:443"}
+	for _, a := range targets {
+		var l net.Listener
+		if err := testenv.InNetns(lan, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Close()
+			}
+		}()
+	}
+	links, err := NewNetlinkLinks(-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer links.Close()
+	fw, err := nftrules.NewNFT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fw.Close()
+	v6, err := OpenIPv6Conf()
+	if err != nil {
+		t.Fatalf("IPv6 force_forwarding: %v", err)
+	}
+	defer v6.Close()
+	cfg := DefaultConfig()
+	cfg.Upstream = "192.0.2.10:53" // never asked
+	cfg.PolicyPath = writeRootPolicy(t, "")
+	e, err := New(cfg, t.TempDir(), &vethTaps{NetlinkLinks: links, guests: []string{guest}}, fw, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.IPv6 = v6
+	defer e.StopAll()
+	s, err := e.Start(api.StartVMArgs{ID: "perm0001", Egress: "permissive"}, 1000, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := nftables.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r4, r6 := refusedSetStarts(t, conn, s.id)
+	t.Logf("session refuses %v %v", r4, r6)
+	for _, want := range []string{"44.1.2.0", "45.0.0.0", "2a01:4f8:1::"} {
+		if a := netip.MustParseAddr(want); !slices.Contains(r4, a) && !slices.Contains(r6, a) {
+			t.Errorf("the session's refused sets lack %s", want)
+		}
+	}
+	if err := connectIn(guest, targets[0], 5*time.Second); err != nil {
+		t.Fatalf("permissive session cannot reach the internet stand-in: %v", err)
+	}
+	for _, a := range targets[1:] {
+		if err := connectIn(guest, a, 5*time.Second); err == nil {
+			t.Errorf("permissive session reached the host's network at %s", a)
+		}
+	}
+}
+
+// refusedSetStarts returns the start keys of the session's own refused sets.
+func refusedSetStarts(t *testing.T, conn *nftables.Conn, id string) (v4, v6 []netip.Addr) {
+	t.Helper()
+	n4, n6 := nftrules.RefusedSetNames(id)
+	for _, x := range []struct {
+		name string
+		typ  nftables.SetDatatype
+		out  *[]netip.Addr
+	}{{n4, nftables.TypeIPAddr, &v4}, {n6, nftables.TypeIP6Addr, &v6}} {
+		els, err := conn.GetSetElements(&nftables.Set{Table: nftrules.Table(), Name: x.name, KeyType: x.typ, Interval: true})
+		if err != nil {
+			t.Fatalf("list %s: %v", x.name, err)
+		}
+		for _, el := range els {
+			if a, ok := netip.AddrFromSlice(el.Key); ok && !el.IntervalEnd {
+				*x.out = append(*x.out, a)
+			}
+		}
+	}
+	return v4, v6
+}

@@ -1,0 +1,199 @@
+package runner
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/landlockabi"
+	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/sandbox"
+)
+
+// childEnv selects what a re-executed test binary does instead of running tests.
+const childEnv = "BROOD_RUNNER_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(childEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "landlock":
+		os.Exit(childRunnerLandlock())
+	default:
+		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, os.Getenv(childEnv))
+		os.Exit(3)
+	}
+}
+
+// TestDescriptorLayout: the spawner hands a runner its stderr and exactly descriptors
+// 3..8, the layout the runner checks.
+func TestDescriptorLayout(t *testing.T) {
+	if spawner.RunnerFiles != 1+FDCount || len(descriptorTypes) != FDCount || FDImage != FDControl+FDCount-1 {
+		t.Errorf("spawner passes %d files, runner expects stderr + %d descriptors (%d typed)", spawner.RunnerFiles, FDCount, len(descriptorTypes))
+	}
+}
+
+// TestExitEvent: how the VMM's end maps to the outcome the daemon reports.
+func TestExitEvent(t *testing.T) {
+	for _, tc := range []struct {
+		werr   error
+		byStop bool
+		want   api.VMOutcome
+	}{
+		{nil, false, api.OutcomePoweroff},
+		{nil, true, api.OutcomeStopped},
+		{fmt.Errorf("after 1s: %w", sandbox.ErrTimeout), false, api.OutcomeTimeout},
+		{fmt.Errorf("exit 1: %w", sandbox.ErrVMFailed), true, api.OutcomeFailed},
+	} {
+		ev := exitEvent(tc.werr, tc.byStop, []byte("console"))
+		if ev.Event != EvExit || ev.Outcome != tc.want || ev.ConsoleTail != "console" || (tc.werr != nil) != (ev.Detail != "") {
+			t.Errorf("exitEvent(%v, %v) = %+v, want outcome %s", tc.werr, tc.byStop, ev, tc.want)
+		}
+	}
+	long := make([]byte, ConsoleTailMax+10)
+	long[len(long)-1] = 'z'
+	if ev := exitEvent(nil, false, long); len(ev.ConsoleTail) != ConsoleTailMax || ev.ConsoleTail[ConsoleTailMax-1] != 'z' {
+		t.Errorf("console tail of %d bytes: %d bytes", len(long), len(ev.ConsoleTail))
+	}
+}
+
+// testSocketpair returns the two ends of a Unix stream socketpair.
+func testSocketpair() (*os.File, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b"), nil
+}
+
+// runnerLLSpec is the input of the runner-confinement child.
+type runnerLLSpec struct {
+	Outside string // a directory the runner must not reach (stands for $HOME)
+}
+
+// runnerLLProbes are the accesses the runner-confinement test checks.
+func runnerLLProbes(s runnerLLSpec) map[string]string {
+	res := func(err error) string {
+		if err != nil {
+			return err.Error()
+		}
+		return "ok"
+	}
+	r := map[string]string{}
+	r["write share"] = res(os.WriteFile(fdPath(FDShare)+"/new", []byte("x"), 0o644))
+	r["rename in share"] = res(os.Rename(fdPath(FDShare)+"/new", fdPath(FDShare)+"/sub/moved"))
+	l, err := net.Listen("unix", fdPath(FDRunDir)+"/s.sock")
+	if err == nil {
+		l.Close()
+	}
+	r["socket in run dir"] = res(err)
+	_, err = os.ReadFile(fdPath(FDKernel))
+	r["read kernel"] = res(err)
+	f, err := os.OpenFile(fdPath(FDImage), os.O_WRONLY, 0)
+	if err == nil {
+		f.Close()
+	}
+	r["write image"] = res(err)
+	_, err = os.ReadFile(filepath.Join(s.Outside, "secret"))
+	r["read outside"] = res(err)
+	r["write outside"] = res(os.WriteFile(filepath.Join(s.Outside, "x"), []byte("x"), 0o600))
+	r["exec /bin/true"] = res(exec.Command("/bin/true").Run())
+	d := net.Dialer{Timeout: time.Second}
+	d.SetMultipathTCP(false)
+	c, err := d.Dial("tcp4", "127.0.0.1:9")
+	if err == nil {
+		c.Close()
+	}
+	r["tcp connect"] = res(err)
+	return r
+}
+
+func childRunnerLandlock() int {
+	var s runnerLLSpec
+	if err := json.Unmarshal([]byte(os.Getenv("BROOD_TEST_LL")), &s); err != nil {
+		return 3
+	}
+	if err := confine(slog.New(slog.NewTextHandler(os.Stderr, nil)), Config{Accel: sandbox.AccelTCG, VMM: "/bin/true"}); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 4
+	}
+	json.NewEncoder(os.Stdout).Encode(runnerLLProbes(s))
+	return 0
+}
+
+// TestRunnerLandlock confines a re-executed child with the runner's ruleset on the
+// runner's descriptor layout: the share and run dir stay writable, the artifacts
+// readable only, everything else (a directory standing for $HOME, TCP) is denied.
+func TestRunnerLandlock(t *testing.T) {
+	if abi, _ := llsys.LandlockGetABIVersion(); abi < landlockabi.Pinned {
+		testenv.Skip(t, fmt.Sprintf("Landlock ABI %d < %d", abi, landlockabi.Pinned))
+	}
+	base := t.TempDir()
+	dirs := map[string]string{}
+	for _, d := range []string{"share", "share/sub", "run", "outside"} {
+		dirs[d] = filepath.Join(base, d)
+		if err := os.Mkdir(dirs[d], 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(dirs["outside"], "secret"), []byte("s"), 0o644)
+	var files []*os.File
+	a, b, err := testSocketpair()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	files = append(files, b)
+	for _, p := range []string{dirs["share"], dirs["run"]} {
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	for _, n := range []string{"vmlinux", "initrd", "image"} {
+		p := filepath.Join(base, n)
+		os.WriteFile(p, []byte(n), 0o644)
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, f)
+	}
+	defer closeFiles(files)
+	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"]})
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=landlock", "BROOD_TEST_LL="+string(js))
+	cmd.ExtraFiles = files
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("child: %v\n%s", err, stderr.String())
+	}
+	var got map[string]string
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("child output %q: %v", out, err)
+	}
+	for probe, want := range map[string]string{
+		"write share": "ok", "rename in share": "ok", "socket in run dir": "ok", "read kernel": "ok",
+		"exec /bin/true": "ok", "write image": "permission denied", "read outside": "permission denied",
+		"write outside": "permission denied", "tcp connect": "permission denied",
+	} {
+		if !strings.Contains(got[probe], want) {
+			t.Errorf("%s: %q, want %q", probe, got[probe], want)
+		}
+	}
+}

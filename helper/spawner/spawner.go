@@ -1,0 +1,89 @@
+package spawner
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+)
+
+// Subcommand is the hidden subcommand of broodd-helper that runs the spawner (Main).
+const Subcommand = "vm-spawn"
+
+// RunnerSubcommand is the hidden subcommand of broodd-helper that the spawner execs as a
+// VM runner (package runner's Main).
+const RunnerSubcommand = "vm-run"
+
+// SocketFD is the spawner's end of the socketpair (contract step 1).
+const SocketFD = 3
+
+// RunnerFiles is the number of descriptors a spawn request carries: the runner's stderr
+// (a pipe the helper reads) followed by the runner's descriptors 3..8 (package runner).
+const RunnerFiles = 7
+
+// MsgMax bounds a request or reply in bytes.
+const MsgMax = 4096
+
+// ErrSpawn reports a refused spawn request, a spawner that broke the protocol, or one
+// that is gone.
+var ErrSpawn = errors.New("runner spawner failed")
+
+// Request asks the spawner to start `<exe> vm-run` as UID/GID with Groups (Op "spawn"),
+// or to SIGKILL its runner Pid (Op "kill": the confined helper cannot signal processes
+// outside its Landlock domain, and only the runner's parent knows for sure that a pid is
+// still its runner).
+type Request struct {
+	Op     string   `json:"op"`
+	UID    uint32   `json:"uid,omitempty"`
+	GID    uint32   `json:"gid,omitempty"`
+	Groups []uint32 `json:"groups,omitempty"`
+	Pid    int      `json:"pid,omitempty"`
+}
+
+// Spawner operations (Request.Op).
+const (
+	OpSpawn = "spawn"
+	OpKill  = "kill"
+)
+
+// Reply answers a Request: the runner's pid (also its process group), or Error. A
+// successful spawn reply carries the runner's pidfd by SCM_RIGHTS.
+type Reply struct {
+	Pid   int    `json:"pid,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// Check validates a spawn request (contract step 5): never root (a zero uid or gid is an
+// error, not a default), and at most the one extra group the helper may grant (kvm,
+// kvmGID; -1: the host has none). Errors wrap ErrSpawn.
+func Check(r Request, kvmGID int) error {
+	if r.UID == 0 || r.GID == 0 {
+		return fmt.Errorf("spawn runner as uid %d gid %d: root is refused: %w", r.UID, r.GID, ErrSpawn)
+	}
+	for _, g := range r.Groups {
+		if kvmGID < 0 || g != uint32(kvmGID) || len(r.Groups) > 1 {
+			return fmt.Errorf("spawn runner with groups %v: only the kvm group may be added: %w", r.Groups, ErrSpawn)
+		}
+	}
+	return nil
+}
+
+// KVMGID returns the gid of group "kvm" (/etc/group through os/user), or -1.
+func KVMGID() int {
+	g, err := user.LookupGroup("kvm")
+	if err != nil {
+		return -1
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return -1
+	}
+	return gid
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}

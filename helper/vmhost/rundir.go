@@ -1,0 +1,161 @@
+package vmhost
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"brood.dev/brood/helper/runner"
+	"brood.dev/brood/sandbox/guestcfg"
+	"brood.dev/brood/sandbox/initramfs"
+	"golang.org/x/sys/unix"
+)
+
+// RunParent is the directory under the daemon's runtime dir holding per-session run dirs.
+const RunParent = "vm"
+
+// makeRunDir creates parent/<id> (mode 0700, root until the caller hands it to the owner)
+// and returns its path and an open descriptor. parent is <runtime dir>/RunParent, which
+// the caller has created and checked.
+func makeRunDir(parent, id string) (string, *os.File, error) {
+	dir := filepath.Join(parent, id)
+	removeRunDir(dir) // a leftover of a previous helper
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return "", nil, fmt.Errorf("create run dir: %w", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		return "", nil, &os.PathError{Op: "open run dir", Path: dir, Err: err}
+	}
+	return dir, os.NewFile(uintptr(fd), dir), nil
+}
+
+// writeSessionInitrd writes the session initramfs (base + the guest config archive) into
+// the run directory as root, hands it to the owner read-only (QEMU reopens it through
+// /proc/self/fd, which checks the inode's permissions) and returns it opened.
+func writeSessionInitrd(base, dirf *os.File, runDir string, gcfg guestcfg.Config, uid, gid uint32) (*os.File, error) {
+	files, err := initramfs.SessionFiles(gcfg)
+	if err != nil {
+		return nil, err
+	}
+	out := filepath.Join(runDir, "initrd")
+	if err := initramfs.WithSession("/proc/self/fd/"+strconv.Itoa(int(base.Fd())), out, files); err != nil {
+		return nil, err
+	}
+	fd, err := unix.Openat(int(dirf.Fd()), "initrd", unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: out, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), out)
+	// chmod while root still owns the file: the unit grants no CAP_FOWNER, so root cannot
+	// change the mode of a file it has handed to the user.
+	if err := unix.Fchmod(fd, 0o400); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "chmod", Path: out, Err: err}
+	}
+	if err := unix.Fchown(fd, int(uid), int(gid)); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "chown", Path: out, Err: err}
+	}
+	return f, nil
+}
+
+// removeRunDir removes a per-session run directory whatever its owner left in it: the
+// directory (and any directory below, at most runDirDepth deep) is first given back to
+// root through its descriptor (CAP_CHOWN; the helper has no CAP_DAC_OVERRIDE), and
+// nothing is followed through a symlink. Errors are ignored: it is cleanup.
+func removeRunDir(dir string) {
+	pfd, err := unix.Open(filepath.Dir(dir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	defer unix.Close(pfd)
+	removeAt(pfd, filepath.Base(dir), 0)
+}
+
+// runDirDepth bounds removeAt's recursion into a directory tree its owner made.
+const runDirDepth = 8
+
+func removeAt(parent int, name string, depth int) {
+	if unix.Unlinkat(parent, name, 0) == nil {
+		return
+	}
+	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	f := os.NewFile(uintptr(fd), name)
+	defer f.Close()
+	_ = unix.Fchown(fd, 0, 0)
+	_ = unix.Fchmod(fd, 0o700)
+	if depth < runDirDepth {
+		names, _ := f.Readdirnames(-1)
+		for _, n := range names {
+			removeAt(fd, n, depth+1)
+		}
+	}
+	_ = unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
+}
+
+// socketpair returns the two ends of a Unix stream socketpair: the helper's as a
+// *net.UnixConn, the runner's as an *os.File to pass with ExtraFiles.
+func socketpair() (*net.UnixConn, *os.File, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, nil, os.NewSyscallError("socketpair", err)
+	}
+	hf := os.NewFile(uintptr(fds[0]), "runner-control")
+	defer hf.Close()
+	nc, err := net.FileConn(hf)
+	if err != nil {
+		unix.Close(fds[1])
+		return nil, nil, fmt.Errorf("runner control socket: %w", err)
+	}
+	return nc.(*net.UnixConn), os.NewFile(uintptr(fds[1]), "runner-control"), nil
+}
+
+// checkStreamSocket requires f to be a connected Unix stream socket.
+func checkStreamSocket(f *os.File) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return os.NewSyscallError("fstat", err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFSOCK {
+		return fmt.Errorf("runner returned a non-socket descriptor (mode %#o): %w", st.Mode, runner.ErrRunner)
+	}
+	typ, err := unix.GetsockoptInt(int(f.Fd()), unix.SOL_SOCKET, unix.SO_TYPE)
+	if err != nil || typ != unix.SOCK_STREAM {
+		return fmt.Errorf("runner returned a socket of type %d: %w", typ, runner.ErrRunner)
+	}
+	return nil
+}
+
+// CleanupRunDirs removes every per-session run directory under <runtimeDir>/vm (left by
+// a crashed helper: at startup no session exists) and returns their names. A missing
+// directory is not an error.
+func CleanupRunDirs(runtimeDir string) ([]string, error) {
+	parent := filepath.Join(runtimeDir, RunParent)
+	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, &os.PathError{Op: "open run dirs", Path: parent, Err: err}
+	}
+	f := os.NewFile(uintptr(pfd), parent)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list run dirs %s: %w", parent, err)
+	}
+	var removed []string
+	for _, n := range names {
+		removeAt(pfd, n, 0)
+		removed = append(removed, n)
+	}
+	return removed, nil
+}
