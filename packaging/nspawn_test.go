@@ -206,9 +206,12 @@ func cachedStore(t *testing.T, unpacked, dst string) {
 }
 
 // fakeInternet gives the container an uplink: a veth from its network namespace to an
-// "internet" namespace the test makes, holding a fake upstream DNS server (192.0.2.53)
-// and TCP servers on 443 of ok.pkg.test (192.0.2.10) and evil.pkg.test (192.0.2.20), all
-// documentation addresses; nothing leaves these namespaces. It returns the upstream.
+// "internet" namespace the test makes, holding a fake upstream DNS server (1.2.3.53) and
+// TCP servers on 443 of ok.pkg.test (1.2.3.10) and evil.pkg.test (1.2.3.20). The packaged
+// helper is a production build, whose DNS proxy refuses every address that is not
+// globally reachable, documentation ranges included, so the fake hosts have public-looking
+// addresses; they exist only on the loopback of the test's namespace, the container's only
+// route leads there, and nothing leaves these namespaces. It returns the upstream.
 func fakeInternet(t *testing.T, ctPID int) *dnsproxy.FakeUpstream {
 	t.Helper()
 	ip := testenv.RequireCommand(t, "ip")
@@ -230,20 +233,20 @@ func fakeInternet(t *testing.T, ctPID int) *dnsproxy.FakeUpstream {
 	run("-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
 	run("-n", inet, "link", "set", "up0", "up")
 	run("-n", inet, "link", "set", "lo", "up")
-	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32"} {
+	for _, a := range []string{"1.2.3.10/32", "1.2.3.20/32", "1.2.3.53/32"} {
 		run("-n", inet, "addr", "add", a, "dev", "lo")
 	}
-	up, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 192.0.2.10", "evil.pkg.test. 60 IN A 192.0.2.20"})
+	up, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 1.2.3.10", "evil.pkg.test. 60 IN A 1.2.3.20"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	inNetns(t, inet, func() error {
-		srv, err := dnsproxy.Listen(up, "192.0.2.53:53")
+		srv, err := dnsproxy.Listen(up, "1.2.3.53:53")
 		if err != nil {
 			return err
 		}
 		t.Cleanup(func() { srv.Close(t.Context()) })
-		for _, a := range []string{"192.0.2.10:443", "192.0.2.20:443"} {
+		for _, a := range []string{"1.2.3.10:443", "1.2.3.20:443"} {
 			l, err := net.Listen("tcp", a)
 			if err != nil {
 				return err
@@ -336,7 +339,7 @@ func TestInstalledUnderSystemd(t *testing.T) {
 	checkInstalled(t, c)
 	up := fakeInternet(t, c.pid)
 	// IT's configuration: the upstream resolver of this network (a conffile edit).
-	c.must("", "sh", "-c", `sed -i 's|^#upstream = ""|upstream = "192.0.2.53:53"|' /etc/brood/helper.toml && grep -q '^upstream = "192.0.2.53:53"' /etc/brood/helper.toml`)
+	c.must("", "sh", "-c", `sed -i 's|^#upstream = ""|upstream = "1.2.3.53:53"|' /etc/brood/helper.toml && grep -q '^upstream = "1.2.3.53:53"' /etc/brood/helper.toml`)
 	c.must("", "useradd", "--create-home", "--groups", "brood", "dev")
 
 	firstSession(t, c, start)
@@ -406,16 +409,16 @@ func firstSession(t *testing.T, c *container, start time.Time) {
 // connects; evil.pkg.test is refused by the proxy and its address is not reachable.
 func egressSession(t *testing.T, c *container, up *dnsproxy.FakeUpstream) {
 	t.Helper()
-	script := "busybox nslookup ok.pkg.test; busybox nc -w 5 192.0.2.10 443 </dev/null && echo ALLOWED-OK; " +
-		"busybox nslookup evil.pkg.test && echo EVIL-RESOLVED; busybox nc -w 3 192.0.2.20 443 </dev/null && echo EVIL-OPEN; echo done"
+	script := "busybox nslookup ok.pkg.test; busybox nc -w 5 1.2.3.10 443 </dev/null && echo ALLOWED-OK; " +
+		"busybox nslookup evil.pkg.test && echo EVIL-RESOLVED; busybox nc -w 3 1.2.3.20 443 </dev/null && echo EVIL-OPEN; echo done"
 	out, err := c.exec("dev", "sh", "-c", "cd ~/w && brood run-image --egress locked --allow-host ok.pkg.test test -- sh -c '"+script+"'")
 	t.Logf("egress session (%v):\n%s", err, out)
-	for _, want := range []string{"hello from 192.0.2.10:443", "ALLOWED-OK", "done"} {
+	for _, want := range []string{"hello from 1.2.3.10:443", "ALLOWED-OK", "done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("egress session output lacks %q", want)
 		}
 	}
-	for _, bad := range []string{"EVIL-RESOLVED", "EVIL-OPEN", "hello from 192.0.2.20"} {
+	for _, bad := range []string{"EVIL-RESOLVED", "EVIL-OPEN", "hello from 1.2.3.20"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("the guest reached a host it may not (%q)", bad)
 		}
