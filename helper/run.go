@@ -83,8 +83,13 @@ func Main(args []string) int {
 	fs.StringVar(&o.RuntimeDir, "runtime-dir", "", "override runtime_dir")
 	fs.StringVar(&o.StateDir, "state-dir", "", "override state_dir")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", -1, "override idle_seconds (0: never exit)")
+	showVersion := fs.Bool("version", false, "print the build version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Println("broodd-helper", Version)
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "broodd-helper: unexpected arguments %q\n", fs.Args())
@@ -166,6 +171,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	caps, checks, vmh := probeHost(&cfg, ll, log)
+	checks = append(checks, activationCheck(o.Listen))
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if err := notifyReady(ln, ll, log); err != nil {
