@@ -2,6 +2,7 @@ package frontend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
@@ -41,4 +42,19 @@ func shareDir(sess *session.Session) string {
 		return sess.Workspace
 	}
 	return sess.SnapshotDir()
+}
+
+// ErrDirectSession: the session ran in direct mode, so it has no snapshot and nothing
+// to diff, review, apply or undo.
+var ErrDirectSession = errors.New("ran in direct mode")
+
+// RefuseDirect returns, for a session that ran in direct mode, the refusal of command op
+// ("diff", "apply"): an *InvalidError (the CLI exits 2) wrapping ErrDirectSession that
+// names the session and its workspace. It returns nil for a snapshot session.
+func RefuseDirect(op string, sess *session.Session) error {
+	if !sess.Direct {
+		return nil
+	}
+	return &InvalidError{fmt.Errorf("%s session %s: it %w: the agent wrote the workspace %s itself, with no snapshot; there is nothing to review, apply or undo",
+		op, sess.ID, ErrDirectSession, diff.Escape(sess.Workspace))}
 }

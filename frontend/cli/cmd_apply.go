@@ -77,6 +77,9 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	out := cmd.OutOrStdout()
 	in, inFile := cmd.InOrStdin().(*os.File)
 	tty := inFile && term.IsTerminal(int(in.Fd()))
+	if _, err := openReviewable("apply", id); err != nil {
+		return err // a direct session, before the flags are judged
+	}
 	switch {
 	case f.all && len(paths) > 0:
 		return usageErr("apply: choose either --all or PATH..., not both")
@@ -273,7 +276,7 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 // workflow's gate (settle a session marked running, roll back an interrupted apply, the
 // diff), saying on out when an interrupted apply was rolled back.
 func openGate(ctx context.Context, wf *frontend.Workflow, verb, id string, paths []string, out io.Writer) (*frontend.Gate, []string, error) {
-	sess, err := openSession(id)
+	sess, err := openReviewable(verb, id)
 	if err != nil {
 		return nil, nil, err
 	}

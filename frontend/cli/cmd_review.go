@@ -63,6 +63,9 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 	in, inFile := cmd.InOrStdin().(*os.File)
 	outFile, outIsFile := out.(*os.File)
 	tty := inFile && outIsFile && review.IsTerminal(in) && review.IsTerminal(outFile)
+	if _, err := openReviewable("review", id); err != nil {
+		return err // a direct session, before the flags are judged
+	}
 	switch {
 	case f.rejectAll && (f.all || len(paths) > 0 || f.includeRisky):
 		return usageErr("review: --reject-all cannot be combined with --all, --include-risky or PATH")

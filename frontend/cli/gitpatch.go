@@ -29,7 +29,7 @@ func runDiffPatch(cmd *cobra.Command, id string, commits bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	sess, err := openSession(id)
+	sess, err := openReviewable("diff", id)
 	if err != nil {
 		return err
 	}
