@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 )
 
@@ -141,5 +142,19 @@ func TestDirectSessionRefused(t *testing.T) {
 		if code != ExitOK || !strings.Contains(out, "MODE") || !regexp.MustCompile(sess.ID+`.*stopped\s+direct\s+`).MatchString(out) {
 			t.Errorf("session %s: exit %d %s\n%s", cmd, code, msg, out)
 		}
+	}
+}
+
+// TestDirectModeForbidden: when the helper's policy forbids direct mode, brood run
+// --workspace-mode direct --yes is refused (exit 3) before a session exists anywhere.
+func TestDirectModeForbidden(t *testing.T) {
+	f := newFakeHelper(t)
+	f.Policy = &api.Policy{Profile: "locked", DirectForbidden: true}
+	code, msg, ss := directRun(t, t.TempDir(), "", "run", "--workspace-mode", "direct", "--yes", "shell", "--", "true")
+	if code != ExitRefused || !strings.Contains(msg, "forbid_direct") || len(ss) != 0 {
+		t.Fatalf("exit %d %q sessions %d", code, msg, len(ss))
+	}
+	if calls := f.Calls(); strings.Contains(calls, string(api.CallCreateSession)) {
+		t.Fatalf("a helper session was created: %s", calls)
 	}
 }
