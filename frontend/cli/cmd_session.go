@@ -202,7 +202,7 @@ func newSessionListCommand() *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List sessions (id, created, state, mode, workspace)",
-		Args:  cobra.NoArgs,
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionList(cmd.OutOrStdout(), asJSON)
 		},
