@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -83,5 +84,47 @@ func TestReviewBranchPrefix(t *testing.T) {
 	out, code = applyCLI(t, nil, "undo", sess.ID)
 	if code != ExitOK || runGit(t, sess.Workspace, "branch", "--list", "rev/*") != "" {
 		t.Fatalf("undo (%d):\n%s", code, out)
+	}
+}
+
+// TestAskRefShowsCommitDiffs: in the per-ref question of an interactive review, d shows
+// each commit with its own diff (escaped: an escape sequence in a file's content never
+// reaches the terminal raw), "d ID" one commit, an unknown ID says so; y then creates the
+// branch, and a ref answered with anything else is skipped.
+func TestAskRefShowsCommitDiffs(t *testing.T) {
+	sess, _ := gitSession(t)
+	s := sess.SnapshotDir()
+	difftest.WriteFiles(s, map[string]string{"a.txt": "A\n"})
+	runGit(t, s, "commit", "-q", "-am", "first")
+	first := runGit(t, s, "rev-parse", "HEAD")
+	difftest.WriteFiles(s, map[string]string{"b.txt": "evil \x1b[31mred\n"})
+	runGit(t, s, "add", "-A")
+	runGit(t, s, "commit", "-q", "-m", "second")
+	second := runGit(t, s, "rev-parse", "HEAD")
+	var out bytes.Buffer
+	in := strings.NewReader("d\nd " + first[:8] + "\nd 0g\ny\n")
+	if err := applyCommitsAfter(in, &out, sess.ID, "", true, true, nil); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	got := out.String()
+	parts := strings.Split(got, "create branch brood/"+sess.ID+"/master with 2 commit(s)?")
+	if len(parts) != 5 {
+		t.Fatalf("asked %d times:\n%s", len(parts)-1, got)
+	}
+	if !strings.Contains(parts[1], "commit "+second) || !strings.Contains(parts[1], "commit "+first) ||
+		!strings.Contains(parts[1], "+evil \\x1b[31mred") || !strings.Contains(parts[1], "-a\n+A\n") {
+		t.Errorf("d:\n%s", parts[1])
+	}
+	if strings.Contains(parts[2], "commit "+second) || !strings.Contains(parts[2], "commit "+first) {
+		t.Errorf("d %s:\n%s", first[:8], parts[2])
+	}
+	if !strings.Contains(parts[3], "no commit of refs/heads/master starts with 0g") {
+		t.Errorf("d 0g:\n%s", parts[3])
+	}
+	if strings.Contains(got, "\x1b") || !strings.Contains(parts[4], "created branch brood/"+sess.ID+"/master") {
+		t.Errorf("y:\n%s", parts[4])
+	}
+	if runGit(t, sess.Workspace, "rev-parse", "brood/"+sess.ID+"/master") != second {
+		t.Error("branch not created")
 	}
 }

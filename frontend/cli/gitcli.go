@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -144,8 +145,7 @@ func applyCommitsAfter(in io.Reader, out io.Writer, id, name string, all, ask bo
 		}
 		branch := branchOf(sess.ID, name, g, u.Name)
 		if ask {
-			q := fmt.Sprintf("create branch %s with %d commit(s)? [y/N] ", diff.Escape(strings.TrimPrefix(branch, "refs/heads/")), len(u.Commits))
-			if ok, err := confirm(in, out, q); err != nil || !ok {
+			if ok, err := askRef(in, out, g, u, branch); err != nil || !ok {
 				continue
 			}
 		}
@@ -160,6 +160,64 @@ func applyCommitsAfter(in io.Reader, out io.Writer, id, name string, all, ask bo
 		return refusedErr(fmt.Errorf("apply session %s: %d ref(s) refused", id, n))
 	}
 	return fileErr
+}
+
+// askRef asks on out whether to create branch for ref u of review g and reads the
+// answers from in, one line each: y or yes creates it; d shows every commit of the ref
+// with its own diff, "d ID" only the commits whose id starts with ID (writeRefPatches,
+// escaped, through the pager on a terminal), then it asks again; anything else, or the
+// end of in, skips the ref.
+func askRef(in io.Reader, out io.Writer, g *gitreview.Review, u *gitreview.RefUpdate, branch string) (bool, error) {
+	for {
+		fmt.Fprintf(out, "create branch %s with %d commit(s)? [y/N, d: show the commits' diffs, d ID: one commit] ",
+			diff.Escape(strings.TrimPrefix(branch, "refs/heads/")), len(u.Commits))
+		line, err := readLine(in)
+		if err != nil {
+			return false, err
+		}
+		answer := strings.ToLower(strings.TrimSpace(line))
+		cmd, arg, _ := strings.Cut(answer, " ")
+		switch {
+		case answer == "y" || answer == "yes":
+			return true, nil
+		case cmd != "d":
+			return false, nil
+		}
+		var b bytes.Buffer
+		if err := writeRefPatches(&b, g, u, strings.TrimSpace(arg)); err != nil {
+			return false, err
+		}
+		if b.Len() == 0 {
+			fmt.Fprintf(out, "no commit of %s starts with %s\n", diff.Escape(u.Name), diff.Escape(arg))
+		}
+		if err := page(out, escapeLines(b.String())); err != nil {
+			return false, err
+		}
+	}
+}
+
+// readLine reads one line from in a byte at a time, so that nothing after it is taken
+// from in (the next question reads on). At the end of in it returns what was read ("",
+// and no error, when nothing was).
+func readLine(in io.Reader) (string, error) {
+	var b []byte
+	var c [1]byte
+	for {
+		n, err := in.Read(c[:])
+		if n == 1 {
+			if c[0] == '\n' {
+				return string(b), nil
+			}
+			b = append(b, c[0])
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			return string(b), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 }
 
 // branchOf is the branch the apply creates for ref of review g in session id:
