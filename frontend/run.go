@@ -154,6 +154,9 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 			return nil, err
 		}
 	}
+	if err := w.directAllowed(ctx, hc, spec); err != nil { // direct.go: forbid_direct, before anything exists
+		return nil, err
+	}
 	// 2. The snapshot S, in a new session directory.
 	sess, err := w.newSession(ctx, spec) // direct.go: takeSnapshot unless direct mode
 	if err != nil {
@@ -163,7 +166,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 	// 3. The helper's session on the snapshot share, and the VM booted on it.
 	vm, info, signer, err := w.boot(ctx, hc, spec, res)
 	if err != nil {
-		return res, err
+		return bootFailed(res, err) // direct.go: a direct session is removed
 	}
 	// 4. The agent. From here on the VM is running: every path stops it and waits for it
 	// to be gone before the snapshot is looked at (the guest must not change S while it
@@ -240,7 +243,7 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 		if spec.StartHint != nil {
 			hint = spec.StartHint(err, hc.Caps())
 		}
-		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
+		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: start VM: %w%s%s", sess.ID, err, hint, keptNote(sess))
 	}
 	res.Record.Accel, res.Record.Backend, res.Record.Network = info.Accel, info.Backend, info.Egress
 	prog.Done(info.Backend + ", " + string(info.Accel))
