@@ -248,8 +248,10 @@ type StartVMArgs struct {
 	ClientKey  string `json:"client_key"`
 	// Clock is the host's time (Unix seconds) for the guest's clock.
 	Clock int64 `json:"clock"`
-	// Egress names the egress profile ("locked", "standard", "permissive"); empty means
-	// no network device at all. The helper caps it with the system policy.
+	// Egress names the egress profile ("locked", "standard", "permissive"), or
+	// EgressDefault: a network with the profile the configuration layers choose, else the
+	// system policy's default_profile, else standard; empty means no network device at
+	// all. The helper caps it with the system policy.
 	Egress string `json:"egress,omitempty"`
 	// AllowHosts are --allow-host values ("NAME" or "NAME:PORT[/proto]..."); refused
 	// (CodePolicy) when the system policy forbids adding hosts.
@@ -314,9 +316,13 @@ type EgressInfo struct {
 	Warning      string `json:"warning,omitempty"` // degraded enforcement (e.g. no IPv6 forwarding)
 }
 
+// EgressDefault as StartVMArgs.Egress asks for a network whose profile the helper
+// chooses as when no flag names one: what `brood run AGENT` sends without --egress.
+const EgressDefault = "default"
+
 // ResolvePolicyArgs are the egress inputs of a StartVM request (StartVMArgs.PolicyArgs),
 // with the same meaning and JSON names, except that an empty Egress leaves the profile to
-// the configuration layers (StartVM gives no network then).
+// the configuration layers (StartVM gives no network then), as EgressDefault does.
 type ResolvePolicyArgs struct {
 	Egress          string       `json:"egress,omitempty"`
 	AllowHosts      []string     `json:"allow_hosts,omitempty"`
@@ -342,6 +348,10 @@ func (a *StartVMArgs) SetPolicyArgs(p ResolvePolicyArgs) {
 type Policy struct {
 	Profile      string `json:"profile"`       // "locked", "standard" or "permissive"
 	ProfileLayer string `json:"profile_layer"` // the layer that chose it ("default", "system", "user", ...)
+	// ProfileSource, when no configuration layer chose the profile, says how the default
+	// came about: "built-in default" (standard), "default_profile" (the system policy's)
+	// or "max_profile" (the default capped by the system policy); empty otherwise.
+	ProfileSource string `json:"profile_source,omitempty"`
 	// AllowHostForbidden: the system policy refuses hosts added by the user or flags.
 	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
 	// DirectForbidden: the system policy forbids direct mode (forbid_direct).
