@@ -21,7 +21,8 @@ import (
 // api.EgressDefault, what `brood run AGENT` sends) gets a network whose profile is the
 // system policy's default_profile, else standard, capped by max_profile; resolve_policy
 // (what `brood policy show --agent` asks) answers the same profile, source, hosts and
-// digest the session enforces, because both go through the one resolve function. A
+// digest the session enforces (and the session names the provider's hosts), because
+// both go through the one resolve function. A
 // request with no Egress gets no network at all. The policy file is rewritten between
 // cases: the helper reads it at every resolution. Sessions stay up until the end (each
 // takes its own address slot). It runs in a network namespace of its
@@ -83,11 +84,18 @@ func TestDefaultProfileIsEnforced(t *testing.T) {
 		if err != nil || sess == nil {
 			t.Fatalf("%q: start egress: %v, %v", c.policy, sess, err)
 		}
-		var shown []string
+		var shown, provider []string
 		for _, h := range pol.Hosts {
 			shown = append(shown, h.Name+" ("+strings.Join(h.Ports, ", ")+")")
+			if h.Layer == "agent" {
+				provider = append(provider, shown[len(shown)-1])
+			}
 		}
 		slices.Sort(shown)
+		slices.Sort(provider)
+		if len(provider) == 0 || !slices.Equal(provider, sess.Info.AgentHosts) {
+			t.Errorf("%q: session provider hosts %v; resolve_policy's agent layer %v", c.policy, sess.Info.AgentHosts, provider)
+		}
 		if sess.Info.Profile != pol.Profile || sess.Info.Digest != pol.Digest || !slices.Equal(shown, sess.Info.Hosts) {
 			t.Errorf("%q: session enforces %s %s %v; resolve_policy %s %s %v", c.policy,
 				sess.Info.Profile, sess.Info.Digest, sess.Info.Hosts, pol.Profile, pol.Digest, shown)

@@ -308,6 +308,9 @@ type EgressInfo struct {
 	GuestV6 string   `json:"guest_v6,omitempty"` // "fd62:726f:6f64::2/126"; empty: the guest has no IPv6
 	DNS6    string   `json:"dns6,omitempty"`     // the proxy's IPv6 address, when GuestV6 is set
 	Hosts   []string `json:"hosts"`              // the allowed host entries ("pattern (443/tcp)")
+	// AgentHosts are the entries of Hosts the agent's LLM provider has (the helper's agent
+	// table: what the agent must reach to work at all), in the same form.
+	AgentHosts []string `json:"agent_hosts,omitempty"`
 	// Digest identifies the effective policy the session enforces (Policy.Digest: the
 	// same value ResolvePolicy answers for the same inputs).
 	Digest string `json:"policy_digest"`
@@ -408,6 +411,11 @@ type VMInfo struct {
 	Accel   sandbox.Accel `json:"accel"`   // sandbox.AccelKVM or sandbox.AccelTCG
 	Warning string        `json:"warning"` // non-empty when degraded (TCG): print it loudly
 	Backend string        `json:"backend"` // "qemu"
+	// ImageFile is the store file the VM boots ("codex-<hex32>.erofs") and ImageDigest the
+	// image tree digest its name carries (hex, the store's short form); empty from a helper
+	// that does not say.
+	ImageFile   string `json:"image_file,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
 	// Egress is the session's network; nil: no network device.
 	Egress *EgressInfo `json:"egress,omitempty"`
 }

@@ -166,3 +166,16 @@ func hostList(eff *netpolicy.Effective) []string {
 	slices.Sort(out)
 	return out
 }
+
+// agentHostList renders the effective policy's entries that the agent's LLM provider
+// added (netpolicy.LayerAgent), as hostList does.
+func agentHostList(eff *netpolicy.Effective) []string {
+	var out []string
+	for _, g := range eff.Hosts {
+		if g.Source.Layer == netpolicy.LayerAgent {
+			out = append(out, g.Entry.String())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
