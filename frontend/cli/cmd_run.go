@@ -214,14 +214,14 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	}
 	startArgs := api.StartVMArgs{Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
 		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy(), Direct: f.direct.on()}
-	if err := f.egress.apply(&startArgs); err != nil {
+	if err := f.egress.apply(&startArgs, agentRun(r.agent)); err != nil { // egress_default.go
 		return frontend.RunSpec{}, err
 	}
 	user, ws, err := r.configs()
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
 	}
-	in, err := newEgressInputs(ctx, user, ws, f.workspace, startArgs.Agent, &f.egress, startArgs.Egress != "")
+	in, err := newEgressInputs(ctx, user, ws, f.workspace, startArgs.Agent, &f.egress, startArgs.Egress, startArgs.Egress != "")
 	if err != nil {
 		return frontend.RunSpec{}, err
 	}
