@@ -162,6 +162,10 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 	errF, errIsFile := errw.(*os.File)
 	stdio := frontend.Stdio{In: cmd.InOrStdin(), Out: out, Err: errw,
 		TTY: inIsFile && outIsFile && review.IsTerminal(inF) && review.IsTerminal(outF)}
+	tail := &outputTail{} // agenthint.go: the agent's last output, for printExitHint
+	if agentRun(r.agent) {
+		stdio.Tail = tail
+	}
 	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
 	wf := newWorkflow(prog)
 	warnDirect(errw, spec) // directmode.go: before anything starts
@@ -184,6 +188,9 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 		reviewErr = reviewOrDirect(base, wf, res, stdio, r.flags.keep, errw) // directmode.go: reviewGate unless direct
 	}
 	if st := res.Record.ExitStatus; st != nil && *st != 0 {
+		if agentRun(r.agent) {
+			printExitHint(errw, r, res, tail) // agenthint.go
+		}
 		err := fmt.Errorf("%s exited with status %d", describeAgent(r), *st)
 		if reviewErr != nil {
 			err = fmt.Errorf("%w; %w", err, reviewErr)
