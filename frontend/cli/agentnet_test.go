@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"brood.dev/brood/helper"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy"
 )
 
@@ -178,5 +180,38 @@ func TestOutputTail(t *testing.T) {
 	got := tl.lines(3)
 	if len(tl.buf) > tailBytes || strings.Join(got, "|") != `a|loading 100%|b\a` {
 		t.Errorf("lines = %q (kept %d bytes)", got, len(tl.buf))
+	}
+}
+
+// TestPolicyShowDefaultProfileRealHelper: with the real helper reading a system policy
+// that sets default_profile, `brood policy show --agent codex` without --egress shows
+// that profile as chosen by default_profile, with a network, and the local computation
+// from the same file agrees field for field; the shell shows no network.
+func TestPolicyShowDefaultProfileRealHelper(t *testing.T) {
+	testenv.RequireRoot(t) // a system policy must be root-owned
+	policy := writeFile(t, t.TempDir(), "policy.toml", "max_profile = \"standard\"\ndefault_profile = \"locked\"\n")
+	old := userDiscoverer
+	t.Cleanup(func() { userDiscoverer = old })
+	empty := t.TempDir()
+	userDiscoverer = func(string) netpolicy.Discoverer {
+		return netpolicy.Discoverer{Root: empty, Home: empty, Getenv: func(string) string { return "" }}
+	}
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	args := []string{"--workspace", t.TempDir(), "--agent", "codex", "--system-policy", policy}
+	startRealHelper(t, func(c *helper.Config) { c.Egress.PolicyPath = policy }, func() []netpolicy.Discovered { return nil })
+	fromHelper := showJSON(t, args...)
+	if !fromHelper.FromHelper || !fromHelper.Network || fromHelper.Profile != "locked" || fromHelper.ProfileLayer != "system" ||
+		fromHelper.ProfileSource != netpolicy.ProfileFromDefault || len(fromHelper.Hosts) != 1 || fromHelper.Hosts[0].Name != "api.openai.com" {
+		t.Errorf("from the helper: %+v", fromHelper)
+	}
+	if shell := showJSON(t, "--workspace", t.TempDir(), "--system-policy", policy); shell.Network || shell.ProfileSource != netpolicy.ProfileFromDefault {
+		t.Errorf("shell: %+v", shell)
+	}
+	noHelper(t)
+	local := showJSON(t, args...)
+	a, _ := json.Marshal(fromHelper.Policy)
+	b, _ := json.Marshal(local.Policy)
+	if local.FromHelper || string(a) != string(b) {
+		t.Errorf("the helper answers\n%s\nthe local computation\n%s", a, b)
 	}
 }

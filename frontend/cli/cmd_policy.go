@@ -47,8 +47,11 @@ func newPolicyCommand() *cobra.Command {
 		Use:   "show",
 		Short: "Print the effective egress profile and hosts, with the layer that set each",
 		Long: `show asks the helper for the policy a brood run with the same agent, flags and files would
-enforce, and prints its answer: the profile, every allowed host with its ports and the layer
-that added it, the denials and the policy's digest (brood run prints the same digest). The
+enforce, and prints its answer: the profile and who chose it (a layer, or for a default the
+system policy's default_profile or the built-in default, standard), every allowed host with
+its ports and the layer that added it, the denials and the policy's digest (brood run prints
+the same digest). Without --egress an agent's run has this network; the shell (the default
+--agent) and run-image have none. The
 helper merges tighten-only: the system policy (IT's; egress.policy_path of the helper's
 config, default ` + netpolicy.SystemPolicyPath + `), your config ($XDG_CONFIG_HOME/brood/config.toml,
 [egress] table), the workspace's .brood.toml ([egress]; it may remove hosts, never add them)
