@@ -215,3 +215,14 @@ func TestPolicyShowDefaultProfileRealHelper(t *testing.T) {
 		t.Errorf("the helper answers\n%s\nthe local computation\n%s", a, b)
 	}
 }
+
+// TestRunEgressUnavailableHint: a helper that cannot give the default network refuses
+// StartVM; the hint says how to run the agent without one instead of blaming the image.
+func TestRunEgressUnavailableHint(t *testing.T) {
+	f := newFakeHelper(t)
+	f.StartErr = &api.Error{Code: api.CodeUnavailable, Message: "egress of session 0000abcd: not available on this helper"}
+	code, out := fakeAgentRun(t, "codex")
+	if code == 0 || !strings.Contains(out, "--egress none runs it without one") || strings.Contains(out, "is the image built") {
+		t.Errorf("exit %d\n%s", code, out)
+	}
+}

@@ -244,6 +244,8 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 			switch {
 			case api.IsCode(err, api.CodeHostResources):
 				return resourcesHint(caps)
+			case startArgs.Egress != "" && strings.Contains(err.Error(), "egress"):
+				return egressStartHint(r, startArgs.Egress) // egress_default.go
 			case api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image"):
 				return imageHint(r, caps.Images)
 			}

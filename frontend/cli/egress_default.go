@@ -69,3 +69,14 @@ func profileText(p api.Policy) string {
 	}
 	return fmt.Sprintf("%s (%s: %s)", p.Profile, p.ProfileLayer, p.ProfileSource)
 }
+
+// egressStartHint advises on a StartVM refused for its network (egress is the request's
+// Egress): a helper without a network layer, or a policy the system refuses. An agent run
+// that asked for the default network is told how to run without one.
+func egressStartHint(r runRequest, egress string) string {
+	hint := "\nhint: brood policy show --agent " + r.agent.Name + " asks the helper for this policy; brood doctor checks the helper"
+	if egress == api.EgressDefault {
+		hint += "\nan agent gets a network by default: --egress none runs it without one"
+	}
+	return hint
+}
