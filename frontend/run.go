@@ -19,6 +19,7 @@ import (
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/guestcfg"
 )
 
 // Timing of a VM session.
@@ -62,6 +63,11 @@ type RunSpec struct {
 	// Env the environment variables forwarded to it, as name/value pairs.
 	Command string
 	Env     [][2]string
+	// HomeFiles are written into the agent's home in the guest before Command starts
+	// (generated agent settings, sshclient.PutHomeFiles); Notes are printed then, one
+	// line each (what was copied or dropped, how the key is used).
+	HomeFiles []guestcfg.HomeFile
+	Notes     []string
 	// Check, when set, is called with the helper's capabilities before the snapshot is
 	// taken; its error ends the run (an image the helper has not built, too many vCPUs).
 	Check func(api.Capabilities) error

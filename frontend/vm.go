@@ -102,6 +102,9 @@ func (v *runningVM) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 	v.rec.BootSeconds = boot.Seconds()
 	v.prog.Done(fmt.Sprintf("%s, boot to prompt %s", info.Accel, boot.Round(time.Millisecond)))
 
+	if err := v.prepareHome(runCtx, client); err != nil { // homefiles.go
+		return err
+	}
 	o := sshclient.Options{Command: v.spec.Command, Env: v.spec.Env}
 	for _, kv := range o.Env {
 		v.prog.Printf("forwarding $%s", kv[0])

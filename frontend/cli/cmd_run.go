@@ -33,6 +33,7 @@ type runFlags struct {
 	console      bool
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
+	noSettings   bool        // --no-settings (agenthome.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -105,6 +106,7 @@ the VM is stopped and the review starts. The exit status is the agent's when it 
 	}
 	addRunFlags(c, &f, true)
 	addDirectFlags(c, &f.direct) // directmode.go
+	c.Flags().BoolVar(&f.noSettings, "no-settings", false, "do not copy the agent's settings from your home (docs/agent-credentials.md)")
 	return c
 }
 
@@ -236,9 +238,14 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 		return frontend.RunSpec{}, err
 	}
 	startArgs.SetPolicyArgs(in.args)
+	home, err := r.agentHome(os.Environ()) // agenthome.go
+	if err != nil {
+		return frontend.RunSpec{}, usageErr("run: %v", err)
+	}
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
-		Command: guestCommand(r.argv), Env: forwardEnv(r.agent.Env, os.Environ()),
+		Command: guestCommand(r.argv), Env: home.withEnv(forwardEnv(r.agent.Env, os.Environ())),
+		HomeFiles: home.files, Notes: home.notes,
 		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
@@ -16,6 +15,7 @@ import (
 	"brood.dev/brood/frontend/gitreview"
 	"brood.dev/brood/frontend/review"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/internal/hostexec"
 )
 
 // runDiffPatch is `brood diff ID --patch [--commits]`: the unified diff of every text
@@ -165,15 +165,8 @@ func page(out io.Writer, s string) error {
 	if review.ColorOK(f) {
 		s = colourPatch(s)
 	}
-	pager := os.Getenv("PAGER")
-	if pager == "" {
-		pager = "less"
-	}
-	cmd := exec.Command("/bin/sh", "-c", pager)
+	cmd := hostexec.Pager(os.Getenv("PAGER"))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(s), f, os.Stderr
-	if os.Getenv("LESS") == "" {
-		cmd.Env = append(os.Environ(), "LESS=FRX")
-	}
 	if err := cmd.Run(); err != nil {
 		_, err = io.WriteString(out, s)
 		return err

@@ -26,6 +26,7 @@ import (
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/guestcfg"
 )
 
 // SessionID is the helper session id CreateSession returns.
@@ -71,8 +72,9 @@ type Helper struct {
 	mu        sync.Mutex
 	calls     []string
 	startArg  api.StartVMArgs
-	env       []string      // env requests the guest received, "NAME=value"
-	gone      chan struct{} // closed when the fake VM is gone (hung up or stopped)
+	env       []string            // env requests the guest received, "NAME=value"
+	homeFiles []guestcfg.HomeFile // home-file requests the guest accepted
+	gone      chan struct{}       // closed when the fake VM is gone (hung up or stopped)
 	goneOnce  sync.Once
 	outcome   api.VMOutcome
 	policyArg api.ResolvePolicyArgs
@@ -111,6 +113,13 @@ func (h *Helper) Env() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]string(nil), h.env...)
+}
+
+// HomeFiles returns the home files the fake guest was sent, in order.
+func (h *Helper) HomeFiles() []guestcfg.HomeFile {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]guestcfg.HomeFile(nil), h.homeFiles...)
 }
 
 // Outcome is how the fake VM ended ("" while it runs).
@@ -268,6 +277,17 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 			h.mu.Lock()
 			h.env = append(h.env, e.Name+"="+e.Value)
 			h.mu.Unlock()
+		}
+		if req.Type == guestcfg.HomeFileRequest {
+			var f guestcfg.HomeFile
+			ok := ssh.Unmarshal(req.Payload, &f) == nil && f.Check() == nil
+			if ok {
+				h.mu.Lock()
+				h.homeFiles = append(h.homeFiles, f)
+				h.mu.Unlock()
+			}
+			req.Reply(ok, nil)
+			continue
 		}
 		if req.Type != "exec" {
 			req.Reply(req.Type == "env", nil)

@@ -394,14 +394,33 @@ type PolicyNote struct {
 	Why  string `json:"why"`
 }
 
-// EgressSummary condenses a session's egress decision log, returned by WaitVM.
+// EgressSummary condenses a session's egress decision log, returned by WaitVM. It is
+// bounded whatever the guest queried (at most SummaryNames names per list and
+// SummaryPinned addresses, so a WaitVM reply stays far below MaxFrame): Allowed, Refused
+// and Pinned are the top entries, the totals count everything.
 type EgressSummary struct {
-	Allowed  map[string]int `json:"allowed,omitempty"` // name: queries answered
-	Refused  map[string]int `json:"refused,omitempty"` // name: queries refused
+	Allowed  map[string]int `json:"allowed,omitempty"` // top names: queries answered
+	Refused  map[string]int `json:"refused,omitempty"` // top names: queries refused
 	Failed   int            `json:"failed,omitempty"`  // queries answered SERVFAIL
-	Pinned   []string       `json:"pinned,omitempty"`  // distinct addresses pinned
+	Pinned   []string       `json:"pinned,omitempty"`  // distinct addresses pinned (first ones, sorted)
 	Stripped int            `json:"stripped,omitempty"`
+	// Queries counts every decision, logged or dropped; AllowedNames and RefusedNames
+	// count the distinct names of the decisions logged.
+	Queries      int `json:"queries,omitempty"`
+	AllowedNames int `json:"allowed_names,omitempty"`
+	RefusedNames int `json:"refused_names,omitempty"`
+	// Truncated: a list above was cut to its bound, or log entries were dropped.
+	Truncated bool `json:"truncated,omitempty"`
+	// LogDropped counts decisions not written because the log reached its byte quota.
+	LogDropped int `json:"log_dropped,omitempty"`
 }
+
+// Bounds of an EgressSummary: names per list (a name is at most 253 bytes, RFC 1035)
+// and pinned addresses.
+const (
+	SummaryNames  = 32
+	SummaryPinned = 64
+)
 
 // VMInfo answers StartVM.
 type VMInfo struct {
