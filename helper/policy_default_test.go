@@ -3,6 +3,7 @@ package helper
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"os"
 	"os/exec"
 	"slices"
@@ -22,11 +23,10 @@ import (
 // system policy's default_profile, else standard, capped by max_profile; resolve_policy
 // (what `brood policy show --agent` asks) answers the same profile, source, hosts and
 // digest the session enforces (and the session names the provider's hosts), because
-// both go through the one resolve function. A
-// request with no Egress gets no network at all. The policy file is rewritten between
-// cases: the helper reads it at every resolution. Sessions stay up until the end (each
-// takes its own address slot). It runs in a network namespace of its
-// own (the session's DNS proxy address goes on that namespace's lo).
+// both go through the one resolve function. A request with no Egress gets no network at
+// all. The policy file is rewritten between cases: the helper reads it at every
+// resolution. It runs in a network namespace of its own; sessions stay up until the end,
+// each on its own address slot with a veth into a guest namespace of its own.
 func TestDefaultProfileIsEnforced(t *testing.T) {
 	if os.Getenv(policyNetnsEnv) == "" {
 		testenv.RequireRoot(t)
@@ -42,6 +42,7 @@ func TestDefaultProfileIsEnforced(t *testing.T) {
 		return
 	}
 	policy := writeRootPolicy(t, "")
+	taps := &guestTaps{t: t}
 	var eg *egress.Manager
 	var srv *Server
 	ts := startServerWith(t, func(c *Config) {
@@ -49,7 +50,7 @@ func TestDefaultProfileIsEnforced(t *testing.T) {
 		c.Egress.Upstream = "127.0.0.53:53"
 	}, func(s *Server) {
 		var err error
-		if eg, err = egress.New(s.cfg.Egress, t.TempDir(), loTaps{t}, &nftrules.Fake{}, nil, discardLog()); err != nil {
+		if eg, err = egress.New(s.cfg.Egress, t.TempDir(), taps, &nftrules.Fake{}, nil, discardLog()); err != nil {
 			t.Fatal(err)
 		}
 		eg.Discover = func() []netpolicy.Discovered { return nil }
@@ -109,3 +110,15 @@ func TestDefaultProfileIsEnforced(t *testing.T) {
 		t.Errorf("default_profile looser than max_profile: %v, want a policy refusal", err)
 	}
 }
+
+// guestTaps gives each session a veth into a guest namespace of its own (vethTaps, whose
+// peer is always eth0, serves one session per namespace).
+type guestTaps struct{ t *testing.T }
+
+func (g *guestTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
+	return vethTaps{g.t, testenv.NewNetns(g.t, "g")}.CreateTap(name, uid, gid, addrs)
+}
+func (*guestTaps) DeleteLink(string) error              { return nil }
+func (*guestTaps) ListTaps(string) ([]string, error)    { return nil, nil }
+func (*guestTaps) DefaultRouteLinks() ([]string, error) { return nil, nil }
+func (*guestTaps) EnableForwarding(string) error        { return nil }
