@@ -70,8 +70,7 @@ agents from $XDG_CONFIG_HOME/brood/config.toml:
 An agent's VM has a network through the egress firewall with the system policy's
 default_profile, else standard (--egress names another, --egress none turns it off); the
 shell has none unless --egress names a profile. Only environment variables matching the
-agent's patterns reach the VM. Ctrl-] detaches:
-the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
+agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
