@@ -85,6 +85,9 @@ type Stdio struct {
 	In       io.Reader
 	Out, Err io.Writer
 	TTY      bool
+	// Tail, when set, also receives everything the agent writes (stdout, stderr, or the
+	// PTY's output), for the hint after an early exit.
+	Tail io.Writer
 }
 
 // VMRecord is vm.json in the session directory.
@@ -252,7 +255,7 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 	if err := sess.SetState(session.StateRunning); err != nil {
 		prog.Warn("%v", err)
 	}
-	w.bootNotes(info)
+	w.bootNotes(spec, info)
 	prog.Start("boot")
 	lifetime := defaultLifetime
 	if t := spec.timeout(); t > 0 {
@@ -264,15 +267,17 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 	return vm, info, signer, nil
 }
 
-// bootNotes reports the helper's warning and the VM's network.
-func (w *Workflow) bootNotes(info api.VMInfo) {
+// bootNotes reports the helper's warning, what runs on which image (agentNote), and the
+// VM's network with the LLM provider's hosts.
+func (w *Workflow) bootNotes(spec RunSpec, info api.VMInfo) {
 	prog := w.progress()
 	if info.Warning != "" {
 		prog.Warn("%s", diff.Escape(strings.TrimPrefix(info.Warning, "WARNING: ")))
 	}
+	prog.Printf("%s", agentNote(spec, info)) // agentnotes.go
 	if e := info.Egress; e != nil {
-		prog.Printf("network: profile %s, guest %s, %d allowed host entr(ies), policy %s (brood policy show prints it)",
-			diff.Escape(e.Profile), diff.Escape(e.GuestV4), len(e.Hosts), diff.Escape(e.Digest))
+		prog.Printf("network: profile %s%s, guest %s, %d allowed host entr(ies), policy %s (brood policy show prints it)",
+			diff.Escape(e.Profile), providerNote(e), diff.Escape(e.GuestV4), len(e.Hosts), diff.Escape(e.Digest))
 		if e.Warning != "" {
 			prog.Warn("egress: %s", diff.Escape(e.Warning))
 		}

@@ -206,7 +206,7 @@ func (v *runningVM) wireStdio(o *sshclient.Options, stdio Stdio, cancel context.
 		o.Stdin = inp
 	}
 	if !stdio.TTY {
-		o.Stdout, o.Stderr = stdio.Out, stdio.Err
+		o.Stdout, o.Stderr = tee(stdio.Out, stdio.Tail), tee(stdio.Err, stdio.Tail) // agentnotes.go
 		return done, nil
 	}
 	v.prog.Printf("attached to %s; Ctrl-] detaches and stops the VM", v.spec.Describe)
@@ -218,7 +218,7 @@ func (v *runningVM) wireStdio(o *sshclient.Options, stdio Stdio, cancel context.
 	closers = append(closers, t.Close)
 	o.PTY, o.Term, o.Size, o.Resize = true, os.Getenv("TERM"), t.Size(), t.Resize
 	o.Stdin = &escapeReader{r: inp, onDetach: func() { v.detached = true; cancel() }}
-	o.Stdout, o.Stderr = outF, outF
+	o.Stdout, o.Stderr = tee(outF, stdio.Tail), tee(outF, stdio.Tail)
 	return done, nil
 }
 

@@ -248,8 +248,10 @@ type StartVMArgs struct {
 	ClientKey  string `json:"client_key"`
 	// Clock is the host's time (Unix seconds) for the guest's clock.
 	Clock int64 `json:"clock"`
-	// Egress names the egress profile ("locked", "standard", "permissive"); empty means
-	// no network device at all. The helper caps it with the system policy.
+	// Egress names the egress profile ("locked", "standard", "permissive"), or
+	// EgressDefault: a network with the profile the configuration layers choose, else the
+	// system policy's default_profile, else standard; empty means no network device at
+	// all. The helper caps it with the system policy.
 	Egress string `json:"egress,omitempty"`
 	// AllowHosts are --allow-host values ("NAME" or "NAME:PORT[/proto]..."); refused
 	// (CodePolicy) when the system policy forbids adding hosts.
@@ -306,6 +308,9 @@ type EgressInfo struct {
 	GuestV6 string   `json:"guest_v6,omitempty"` // "fd62:726f:6f64::2/126"; empty: the guest has no IPv6
 	DNS6    string   `json:"dns6,omitempty"`     // the proxy's IPv6 address, when GuestV6 is set
 	Hosts   []string `json:"hosts"`              // the allowed host entries ("pattern (443/tcp)")
+	// AgentHosts are the entries of Hosts the agent's LLM provider has (the helper's agent
+	// table: what the agent must reach to work at all), in the same form.
+	AgentHosts []string `json:"agent_hosts,omitempty"`
 	// Digest identifies the effective policy the session enforces (Policy.Digest: the
 	// same value ResolvePolicy answers for the same inputs).
 	Digest string `json:"policy_digest"`
@@ -314,9 +319,13 @@ type EgressInfo struct {
 	Warning      string `json:"warning,omitempty"` // degraded enforcement (e.g. no IPv6 forwarding)
 }
 
+// EgressDefault as StartVMArgs.Egress asks for a network whose profile the helper
+// chooses as when no flag names one: what `brood run AGENT` sends without --egress.
+const EgressDefault = "default"
+
 // ResolvePolicyArgs are the egress inputs of a StartVM request (StartVMArgs.PolicyArgs),
 // with the same meaning and JSON names, except that an empty Egress leaves the profile to
-// the configuration layers (StartVM gives no network then).
+// the configuration layers (StartVM gives no network then), as EgressDefault does.
 type ResolvePolicyArgs struct {
 	Egress          string       `json:"egress,omitempty"`
 	AllowHosts      []string     `json:"allow_hosts,omitempty"`
@@ -342,6 +351,10 @@ func (a *StartVMArgs) SetPolicyArgs(p ResolvePolicyArgs) {
 type Policy struct {
 	Profile      string `json:"profile"`       // "locked", "standard" or "permissive"
 	ProfileLayer string `json:"profile_layer"` // the layer that chose it ("default", "system", "user", ...)
+	// ProfileSource, when no configuration layer chose the profile, says how the default
+	// came about: "built-in default" (standard), "default_profile" (the system policy's)
+	// or "max_profile" (the default capped by the system policy); empty otherwise.
+	ProfileSource string `json:"profile_source,omitempty"`
 	// AllowHostForbidden: the system policy refuses hosts added by the user or flags.
 	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
 	// DirectForbidden: the system policy forbids direct mode (forbid_direct).
@@ -417,6 +430,11 @@ type VMInfo struct {
 	Accel   sandbox.Accel `json:"accel"`   // sandbox.AccelKVM or sandbox.AccelTCG
 	Warning string        `json:"warning"` // non-empty when degraded (TCG): print it loudly
 	Backend string        `json:"backend"` // "qemu"
+	// ImageFile is the store file the VM boots ("codex-<hex32>.erofs") and ImageDigest the
+	// image tree digest its name carries (hex, the store's short form); empty from a helper
+	// that does not say.
+	ImageFile   string `json:"image_file,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
 	// Egress is the session's network; nil: no network device.
 	Egress *EgressInfo `json:"egress,omitempty"`
 }

@@ -209,7 +209,7 @@ func (e *Manager) Start(a api.StartVMArgs, uid, gid uint32) (*Session, error) {
 	}
 	s.Info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
 		GuestV4: netip.PrefixFrom(s.Addrs.Guest4, 30).String(), DNS: s.Addrs.Host4.String(),
-		Hosts: hostList(eff), Digest: eff.Digest(), SystemDigest: sysDigest}
+		Hosts: hostList(eff), AgentHosts: agentHostList(eff), Digest: eff.Digest(), SystemDigest: sysDigest}
 	if s.V6 {
 		s.Info.GuestV6 = netip.PrefixFrom(s.Addrs.Guest6, 126).String()
 		s.Info.DNS6 = s.Addrs.Host6.String()
