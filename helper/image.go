@@ -28,11 +28,16 @@ const ImageSubcommand = "image"
 // for `test`, ~1 min for `codex` on a fast mirror; a slow mirror gets ample slack.
 const imageBuildTimeout = 30 * time.Minute
 
-const imageUsage = `usage: broodd-helper image build [--config FILE] [--state-dir DIR] NAME`
+const imageUsage = `usage: broodd-helper image build [--config FILE] [--state-dir DIR] NAME
+       broodd-helper image pull [--config FILE] [--state-dir DIR] REF`
 
-// imageMain runs `broodd-helper image build ...` with the arguments after "image" and
-// returns the exit code: 0 built, 1 failed, 2 bad usage or no such recipe.
+// imageMain runs `broodd-helper image build ...` (or `image pull ...`: pullMain) with the
+// arguments after "image" and returns the exit code: 0 built, 1 failed, 2 bad usage or
+// no such recipe.
 func imageMain(args []string) int {
+	if len(args) > 0 && args[0] == "pull" {
+		return pullMain(args[1:])
+	}
 	if len(args) == 0 || args[0] != "build" {
 		fmt.Fprintln(os.Stderr, imageUsage)
 		return 2

@@ -52,9 +52,11 @@ type Options struct {
 }
 
 // subcommands are the subcommands of broodd-helper, the one table of them: `image`
-// (image.go) and the hidden vm-spawn (package spawner) and vm-run (the VM runner).
+// (image.go), the hidden image-unpack (unpack.go: image pull's unprivileged tar parser),
+// vm-spawn (package spawner) and vm-run (the VM runner).
 var subcommands = map[string]func(args []string) int{
 	ImageSubcommand:          imageMain,
+	UnpackSubcommand:         unpackMain,
 	spawner.Subcommand:       spawner.Main,
 	spawner.RunnerSubcommand: runner.Main,
 }
