@@ -36,9 +36,13 @@ const unpackUID = 65534
 // practice, and a hostile child cannot make root buffer more.
 const maxUnpackAnswer = 256 << 20
 
-// unpackTestEnv is extra environment for the unpacker; tests set it so that their
-// re-executed binary runs Main.
-var unpackTestEnv []string
+// unpackTestEnv and unpackTestExe are for tests: extra environment for the unpacker, and
+// the binary to run instead of this one (a copy the unpacker's uid may execute), so
+// that their re-executed test binary runs Main.
+var (
+	unpackTestEnv []string
+	unpackTestExe string
+)
 
 const pullUsage = `usage: broodd-helper image pull [--config FILE] [--state-dir DIR] REF`
 
@@ -180,6 +184,9 @@ func runUnpacker(ctx context.Context, work string, req unpackRequest, log io.Wri
 	}
 	defer dir.Close()
 	exe, err := os.Executable()
+	if unpackTestExe != "" {
+		exe = unpackTestExe
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
@@ -25,18 +26,52 @@ const unpackDir = "/proc/self/fd/3"
 // the CA certificates its symlinks point to.
 var unpackRO = []string{"/etc", "/usr/share/ca-certificates", "/usr/local/share/ca-certificates"}
 
-// unpackMain is `broodd-helper image-unpack`, started by pullImage as unpackUID: it sets
-// no_new_privs, confines its filesystem access with Landlock to reading unpackRO and
-// writing unpackDir (network access stays: it speaks to the registry), reads one
-// unpackRequest on stdin, pulls into unpackDir/rootfs recording owners, and writes an
-// unpackAnswer on stdout. Exit code 0 pulled, 1 not.
+// unpackStage2 is the argument of the unpacker's second stage.
+const unpackStage2 = "confined"
+
+// unpackMain is `broodd-helper image-unpack`, started by pullImage as unpackUID in a new
+// PID namespace. There it is process 1, which only starts its second stage (`image-unpack
+// confined`, with the same stdin, stdout, stderr and descriptor 3) and waits for it, so
+// that when it exits the kernel kills whatever the second stage left behind. (It cannot
+// confine itself: setting no_new_privs on every thread signals each thread, which hangs
+// in a namespace's process 1.) The second stage sets no_new_privs, confines its
+// filesystem access with Landlock to reading unpackRO and writing unpackDir (network
+// access stays: it speaks to the registry), reads one unpackRequest on stdin, pulls into
+// unpackDir/rootfs recording owners, and writes an unpackAnswer on stdout. Exit code 0
+// pulled, 1 not.
 func unpackMain(args []string) int {
+	if len(args) == 0 && os.Getuid() != 0 {
+		return unpackStage1()
+	}
+	if len(args) == 1 && args[0] == unpackStage2 {
+		args = nil
+	}
 	ans := unpackAnswer{UID: os.Getuid(), GID: os.Getgid()}
 	err := unpack(args, &ans)
 	if err != nil {
 		ans.Error, ans.Policy = err.Error(), errors.Is(err, ociref.ErrPolicy)
 	}
 	if e := json.NewEncoder(os.Stdout).Encode(&ans); e != nil || err != nil {
+		return 1
+	}
+	return 0
+}
+
+// unpackStage1 runs the second stage as its child and returns its exit code.
+func unpackStage1() int {
+	exe, err := os.Executable()
+	if err == nil {
+		cmd := exec.Command(exe, UnpackSubcommand, unpackStage2)
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+		cmd.ExtraFiles = []*os.File{os.NewFile(3, unpackDir)}
+		err = cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "broodd-helper %s: start the second stage: %v\n", UnpackSubcommand, err)
 		return 1
 	}
 	return 0
