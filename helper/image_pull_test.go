@@ -165,6 +165,11 @@ func TestImagePullPolicy(t *testing.T) {
 			t.Errorf("policy %q: refused pull left %v", c.policy, ents)
 		}
 	}
+	for _, args := range [][]string{{"pull"}, {"pull", "a", "b"}, {"pull", "--bogus", "a"}} {
+		if code := imageMain(args); code != 2 {
+			t.Errorf("image %q: exit %d, want 2", args, code)
+		}
+	}
 	// The digest itself, allowed by digest, is pulled.
 	f := newPullFixture(t, "[images]\nrequire_digests = true\nallowed_images = [\"DIGEST\"]\n")
 	if _, err := pullImage(t.Context(), f.cfg, f.host+"/test@"+f.digest, io.Discard); err != nil {

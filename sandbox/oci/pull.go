@@ -5,7 +5,7 @@
 //
 // A reference is parsed with go-containerregistry's name package ("alpine" is
 // index.docker.io/library/alpine:latest). A tag is resolved to the digest the registry
-// serves, which Pulled records so the caller can pin it; Policy (require_digests,
+// serves, which Pulled records so the caller can pin it; ociref.Policy (require_digests,
 // allowed_images) is checked before any network access and again with the resolved
 // digest. From an index the linux/GOARCH manifest is taken. go-containerregistry
 // verifies the manifest against a reference's digest and each blob against the
