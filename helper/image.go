@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/sandbox/assets"
 	"brood.dev/brood/sandbox/image"
 )
@@ -141,7 +142,25 @@ func imageList(cfg *Config) (api.ImageList, error) {
 	if err != nil {
 		return api.ImageList{}, fmt.Errorf("list images in %s: %w", cfg.StateDir, err)
 	}
-	return api.ImageList{Store: cfg.StateDir, Images: imgs, Recipes: recipeNames()}, nil
+	pol, err := imagePolicy(cfg)
+	if err != nil {
+		return api.ImageList{}, fmt.Errorf("list images: %w", err)
+	}
+	return api.ImageList{Store: cfg.StateDir, Images: imgs, Recipes: recipeNames(), Policy: pol}, nil
+}
+
+// imagePolicy reads the system policy's [images] table (egress.policy_path) for display.
+func imagePolicy(cfg *Config) (*api.ImagePolicy, error) {
+	sys, err := netpolicy.LoadSystemPolicy(cfg.Egress.PolicyPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &api.ImagePolicy{OnDemandBuilds: true, AllowedImages: []string{}}
+	if sys != nil {
+		p.File, p.RequireDigests, p.OnDemandBuilds = cfg.Egress.PolicyPath, sys.Images.RequireDigests, sys.Images.OnDemand()
+		p.AllowedImages = append(p.AllowedImages, sys.Images.AllowedImages...)
+	}
+	return p, nil
 }
 
 func (s *Server) listImages(req *api.Request) (any, error) {

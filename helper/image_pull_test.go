@@ -176,3 +176,22 @@ func TestImagePullPolicy(t *testing.T) {
 		t.Errorf("allowed digest: %v", err)
 	}
 }
+
+// TestImagePolicyListed: list_images carries the [images] table as the helper reads it,
+// with the defaults when the system policy has none or there is no file.
+func TestImagePolicyListed(t *testing.T) {
+	cfg := artifactCfg(t.TempDir())
+	cfg.Egress.PolicyPath = filepath.Join(t.TempDir(), "policy.toml")
+	if p, err := imagePolicy(cfg); err != nil || p.File != "" || !p.OnDemandBuilds || p.RequireDigests || len(p.AllowedImages) != 0 {
+		t.Errorf("no file: %+v, %v", p, err)
+	}
+	os.WriteFile(cfg.Egress.PolicyPath, []byte("[images]\nrequire_digests = true\non_demand_builds = false\nallowed_images = [\"ghcr.io/corp\"]\n"), 0o644)
+	p, err := imagePolicy(cfg)
+	if err != nil || p.File != cfg.Egress.PolicyPath || p.OnDemandBuilds || !p.RequireDigests || len(p.AllowedImages) != 1 {
+		t.Errorf("policy: %+v, %v", p, err)
+	}
+	l, err := imageList(cfg)
+	if err != nil || l.Policy == nil || !l.Policy.RequireDigests {
+		t.Errorf("imageList: %+v, %v", l, err)
+	}
+}

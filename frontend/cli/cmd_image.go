@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox/ociref"
 	"brood.dev/brood/sandbox/store"
@@ -105,7 +106,25 @@ func runImageList(ctx context.Context, out, errw io.Writer, socket string) error
 		return fmt.Errorf("image list: ask the helper which images it boots: %w\n%s", err, helperHint(err, socket))
 	}
 	fmt.Fprintf(errw, "brood: images in the helper's artifact store %s\n", l.Store)
+	if p := l.Policy; p != nil {
+		fmt.Fprintln(errw, imagePolicyLine(p))
+	}
 	return writeImageList(out, l)
+}
+
+// imagePolicyLine is the helper's [images] rules in one line. Helper-supplied text is
+// escaped.
+func imagePolicyLine(p *api.ImagePolicy) string {
+	src := "no system policy file"
+	if p.File != "" {
+		src = diff.Escape(p.File)
+	}
+	allowed := "any image"
+	if len(p.AllowedImages) > 0 {
+		allowed = diff.Escape(strings.Join(p.AllowedImages, ", "))
+	}
+	return fmt.Sprintf("brood: image policy (%s): require_digests %v, on_demand_builds %v, allowed_images: %s",
+		src, p.RequireDigests, p.OnDemandBuilds, allowed)
 }
 
 // writeImageList prints l as a table: one line per image (name, build time, size,

@@ -1,10 +1,14 @@
 package cli
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"brood.dev/brood/helper/api"
 )
 
 const testDigestHex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -75,5 +79,25 @@ func TestRunImageReference(t *testing.T) {
 	os.WriteFile(p, []byte("[agents.tool]\nimage = \"127.0.0.1:5000/test:v1\"\ncommand = [\"tool\"]\n"), 0o644)
 	if _, err := loadUserConfig(p); err == nil || !strings.Contains(err.Error(), "pull it first") {
 		t.Errorf("config with a tag: %v", err)
+	}
+}
+
+// TestImageListShowsPolicy: brood image list prints the helper's [images] rules.
+func TestImageListShowsPolicy(t *testing.T) {
+	f := newFakeHelper(t)
+	f.Images = api.ImageList{Store: "/s", Recipes: []string{"test"}, Policy: &api.ImagePolicy{
+		File: "/etc/brood/policy.toml", RequireDigests: true, AllowedImages: []string{"ghcr.io/corp", "127.0.0.1:5000"}}}
+	var out, errw bytes.Buffer
+	if err := runImageList(context.Background(), &out, &errw, api.SocketPath()); err != nil {
+		t.Fatal(err)
+	}
+	want := "brood: image policy (/etc/brood/policy.toml): require_digests true, on_demand_builds false, allowed_images: ghcr.io/corp, 127.0.0.1:5000"
+	if !strings.Contains(errw.String(), want) {
+		t.Errorf("stderr %q; want %q", errw.String(), want)
+	}
+	f.Images.Policy = &api.ImagePolicy{OnDemandBuilds: true}
+	errw.Reset()
+	if err := runImageList(context.Background(), &out, &errw, api.SocketPath()); err != nil || !strings.Contains(errw.String(), "(no system policy file): require_digests false, on_demand_builds true, allowed_images: any image") {
+		t.Errorf("no policy: %v %q", err, errw.String())
 	}
 }
