@@ -163,7 +163,11 @@ func FlushError(op string, res flush.Result, err error) error {
 // Undo reverts the last apply of sess except the workspace-relative paths except
 // (flush.UndoExcept). Errors wrap flush.ErrNothingToUndo, flush.ErrNotInApply (an
 // except path the apply did not touch) or flush.ErrChangedSinceApply (nothing reverted;
-// the result's Problems name the paths) unchanged, so the caller can tell them apart.
+// the result's Problems name the paths) unchanged, so the caller can tell them apart. A
+// session that ran in direct mode is refused (RefuseDirect).
 func (w *Workflow) Undo(ctx context.Context, sess *session.Session, except []string) (flush.Result, error) {
+	if err := RefuseDirect("undo", sess); err != nil {
+		return flush.Result{}, err
+	}
 	return flush.UndoExcept(ctx, sess, except)
 }

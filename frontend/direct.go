@@ -2,11 +2,14 @@ package frontend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/helperclient"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/helper/api"
 )
 
 // Direct mode (RunSpec.VM.Direct): the VM mounts the workspace itself, read-write, with
@@ -35,10 +38,70 @@ func (w *Workflow) newSession(ctx context.Context, spec RunSpec) (*session.Sessi
 	return sess, nil
 }
 
+// directAllowed asks the helper, for a run in direct mode, whether the system policy
+// forbids it (api.Policy.DirectForbidden, from resolve_policy with the run's egress
+// inputs) before any session exists: a forbidden one is a *RefusedError wrapping
+// api.ErrPolicy (the CLI exits 3). A helper without resolve_policy (CodeUnknownCall)
+// is left to refuse at StartVM; any other error of the call ends the run.
+func (w *Workflow) directAllowed(ctx context.Context, hc helperclient.Client, spec RunSpec) error {
+	if !spec.VM.Direct {
+		return nil
+	}
+	p, err := hc.ResolvePolicy(ctx, spec.VM.PolicyArgs())
+	switch {
+	case api.IsCode(err, api.CodeUnknownCall):
+		return nil
+	case api.IsCode(err, api.CodePolicy):
+		return &RefusedError{fmt.Errorf("run in direct mode: %w", err)}
+	case err != nil:
+		return fmt.Errorf("run in direct mode: ask the helper's policy: %w", err)
+	case p.DirectForbidden:
+		return &RefusedError{fmt.Errorf("run in direct mode: %w: the system policy forbids it (forbid_direct = true; brood policy show)", api.ErrPolicy)}
+	}
+	return nil
+}
+
+// bootFailed ends a run whose VM did not start (boot's error err): a snapshot session is
+// kept for a later run or rm; a direct session, which holds nothing, is removed and no
+// session is returned.
+func bootFailed(res *RunResult, err error) (*RunResult, error) {
+	if !res.Session.Direct {
+		return res, err
+	}
+	if rerr := session.Remove(res.Session.ID); rerr != nil {
+		return res, fmt.Errorf("%w (and removing direct session %s failed: %v)", err, res.Session.ID, rerr)
+	}
+	return nil, err
+}
+
+// keptNote is the line the error of a failed VM start ends with: how to remove the
+// snapshot kept, or nothing for a direct session (bootFailed removes it).
+func keptNote(sess *session.Session) string {
+	if sess.Direct {
+		return ""
+	}
+	return "\nthe snapshot is kept: brood session rm " + sess.ID + " removes it"
+}
+
 // shareDir is the directory the VM mounts: the snapshot, or the workspace in direct mode.
 func shareDir(sess *session.Session) string {
 	if sess.Direct {
 		return sess.Workspace
 	}
 	return sess.SnapshotDir()
+}
+
+// ErrDirectSession: the session ran in direct mode, so it has no snapshot and nothing
+// to diff, review, apply or undo.
+var ErrDirectSession = errors.New("ran in direct mode")
+
+// RefuseDirect returns, for a session that ran in direct mode, the refusal of command op
+// ("diff", "apply"): an *InvalidError (the CLI exits 2) wrapping ErrDirectSession that
+// names the session and its workspace. It returns nil for a snapshot session.
+func RefuseDirect(op string, sess *session.Session) error {
+	if !sess.Direct {
+		return nil
+	}
+	return &InvalidError{fmt.Errorf("%s session %s: it %w: the agent wrote the workspace %s itself, with no snapshot; there is nothing to review, apply or undo",
+		op, sess.ID, ErrDirectSession, diff.Escape(sess.Workspace))}
 }

@@ -66,9 +66,12 @@ func (w *Workflow) Diff(ctx context.Context, sess *session.Session) (*Gate, erro
 	return diffGate(ctx, "diff", sess)
 }
 
-// diffable refuses a session whose snapshot is incomplete and settles one marked running
-// (only a live VM refuses).
+// diffable refuses a session that ran in direct mode (RefuseDirect) or whose snapshot is
+// incomplete, and settles one marked running (only a live VM refuses).
 func (w *Workflow) diffable(ctx context.Context, op string, sess *session.Session) error {
+	if err := RefuseDirect(op, sess); err != nil {
+		return err
+	}
 	switch sess.State {
 	case session.StateSnapshotting:
 		return fmt.Errorf("%s session %s: the snapshot is incomplete (state %s)", op, sess.ID, sess.State)

@@ -19,6 +19,7 @@ import (
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/guestcfg"
 )
 
 // Timing of a VM session.
@@ -62,6 +63,11 @@ type RunSpec struct {
 	// Env the environment variables forwarded to it, as name/value pairs.
 	Command string
 	Env     [][2]string
+	// HomeFiles are written into the agent's home in the guest before Command starts
+	// (generated agent settings, sshclient.PutHomeFiles); Notes are printed then, one
+	// line each (what was copied or dropped, how the key is used).
+	HomeFiles []guestcfg.HomeFile
+	Notes     []string
 	// Check, when set, is called with the helper's capabilities before the snapshot is
 	// taken; its error ends the run (an image the helper has not built, too many vCPUs).
 	Check func(api.Capabilities) error
@@ -79,6 +85,9 @@ type Stdio struct {
 	In       io.Reader
 	Out, Err io.Writer
 	TTY      bool
+	// Tail, when set, also receives everything the agent writes (stdout, stderr, or the
+	// PTY's output), for the hint after an early exit.
+	Tail io.Writer
 }
 
 // VMRecord is vm.json in the session directory.
@@ -148,6 +157,9 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 			return nil, err
 		}
 	}
+	if err := w.directAllowed(ctx, hc, spec); err != nil { // direct.go: forbid_direct, before anything exists
+		return nil, err
+	}
 	// 2. The snapshot S, in a new session directory.
 	sess, err := w.newSession(ctx, spec) // direct.go: takeSnapshot unless direct mode
 	if err != nil {
@@ -157,7 +169,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 	// 3. The helper's session on the snapshot share, and the VM booted on it.
 	vm, info, signer, err := w.boot(ctx, hc, spec, res)
 	if err != nil {
-		return res, err
+		return bootFailed(res, err) // direct.go: a direct session is removed
 	}
 	// 4. The agent. From here on the VM is running: every path stops it and waits for it
 	// to be gone before the snapshot is looked at (the guest must not change S while it
@@ -234,7 +246,7 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 		if spec.StartHint != nil {
 			hint = spec.StartHint(err, hc.Caps())
 		}
-		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: start VM: %w%s\nthe snapshot is kept: brood session rm %s removes it", sess.ID, err, hint, sess.ID)
+		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: start VM: %w%s%s", sess.ID, err, hint, keptNote(sess))
 	}
 	res.Record.Accel, res.Record.Backend, res.Record.Network = info.Accel, info.Backend, info.Egress
 	prog.Done(info.Backend + ", " + string(info.Accel))
@@ -243,7 +255,7 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 	if err := sess.SetState(session.StateRunning); err != nil {
 		prog.Warn("%v", err)
 	}
-	w.bootNotes(info)
+	w.bootNotes(spec, info)
 	prog.Start("boot")
 	lifetime := defaultLifetime
 	if t := spec.timeout(); t > 0 {
@@ -255,15 +267,17 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 	return vm, info, signer, nil
 }
 
-// bootNotes reports the helper's warning and the VM's network.
-func (w *Workflow) bootNotes(info api.VMInfo) {
+// bootNotes reports the helper's warning, what runs on which image (agentNote), and the
+// VM's network with the LLM provider's hosts.
+func (w *Workflow) bootNotes(spec RunSpec, info api.VMInfo) {
 	prog := w.progress()
 	if info.Warning != "" {
 		prog.Warn("%s", diff.Escape(strings.TrimPrefix(info.Warning, "WARNING: ")))
 	}
+	prog.Printf("%s", agentNote(spec, info)) // agentnotes.go
 	if e := info.Egress; e != nil {
-		prog.Printf("network: profile %s, guest %s, %d allowed host entr(ies), policy %s (brood policy show prints it)",
-			diff.Escape(e.Profile), diff.Escape(e.GuestV4), len(e.Hosts), diff.Escape(e.Digest))
+		prog.Printf("network: profile %s%s, guest %s, %d allowed host entr(ies), policy %s (brood policy show prints it)",
+			diff.Escape(e.Profile), providerNote(e), diff.Escape(e.GuestV4), len(e.Hosts), diff.Escape(e.Digest))
 		if e.Warning != "" {
 			prog.Warn("egress: %s", diff.Escape(e.Warning))
 		}

@@ -102,6 +102,9 @@ func (v *runningVM) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 	v.rec.BootSeconds = boot.Seconds()
 	v.prog.Done(fmt.Sprintf("%s, boot to prompt %s", info.Accel, boot.Round(time.Millisecond)))
 
+	if err := v.prepareHome(runCtx, client); err != nil { // homefiles.go
+		return err
+	}
 	o := sshclient.Options{Command: v.spec.Command, Env: v.spec.Env}
 	for _, kv := range o.Env {
 		v.prog.Printf("forwarding $%s", kv[0])
@@ -203,7 +206,7 @@ func (v *runningVM) wireStdio(o *sshclient.Options, stdio Stdio, cancel context.
 		o.Stdin = inp
 	}
 	if !stdio.TTY {
-		o.Stdout, o.Stderr = stdio.Out, stdio.Err
+		o.Stdout, o.Stderr = tee(stdio.Out, stdio.Tail), tee(stdio.Err, stdio.Tail) // agentnotes.go
 		return done, nil
 	}
 	v.prog.Printf("attached to %s; Ctrl-] detaches and stops the VM", v.spec.Describe)
@@ -215,7 +218,7 @@ func (v *runningVM) wireStdio(o *sshclient.Options, stdio Stdio, cancel context.
 	closers = append(closers, t.Close)
 	o.PTY, o.Term, o.Size, o.Resize = true, os.Getenv("TERM"), t.Size(), t.Resize
 	o.Stdin = &escapeReader{r: inp, onDetach: func() { v.detached = true; cancel() }}
-	o.Stdout, o.Stderr = outF, outF
+	o.Stdout, o.Stderr = tee(outF, stdio.Tail), tee(outF, stdio.Tail)
 	return done, nil
 }
 

@@ -42,3 +42,43 @@ func TestCheckDirect(t *testing.T) {
 		t.Fatalf("malformed policy: %v", err)
 	}
 }
+
+// TestDirectRefusedDestroysSession: a direct-mode StartVM refused under forbid_direct
+// destroys the session it named (its share is the workspace itself); a snapshot
+// session's StartVM is not refused for it, and another user's session is never
+// destroyed by the refusal.
+func TestDirectRefusedDestroysSession(t *testing.T) {
+	testenv.RequireRoot(t) // the system policy must be root-owned
+	dir := filepath.Join(t.TempDir(), "brood")
+	os.Mkdir(dir, 0o755)
+	p := filepath.Join(dir, "policy.toml")
+	os.WriteFile(p, []byte("forbid_direct = true\n"), 0o644)
+	ts := startServer(t, func(c *Config) { c.Egress.PolicyPath = p })
+	c := ts.dial(t)
+	ctx := t.Context()
+	share, err := api.OpenShare(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer share.Close()
+	s, err := c.CreateSession(ctx, share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Direct: true})
+	if callCode(err) != string(api.CodePolicy) || !strings.Contains(err.Error(), "forbid_direct") {
+		t.Fatalf("direct StartVM: %v", err)
+	}
+	if l, err := c.ListSessions(ctx); err != nil || len(l) != 0 {
+		t.Fatalf("sessions after the refusal: %v, %v", l, err)
+	}
+	// Another user's session survives a refusal that names it.
+	other, err := ts.srv.sessions.Create(12345, 12345, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.srv.dropRefused(uint32(os.Getuid())+1, other.ID)
+	if _, err := ts.srv.sessions.Get(other.ID, 12345); err != nil {
+		t.Fatalf("another user's session: %v", err)
+	}
+}

@@ -52,6 +52,7 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 	}
 	policy := writeRootPolicy(t, "deny_hosts = [\"*.bad.test\"]\n[[host]]\nname = \"sys.corp.test\"\nports = [\"443\", \"8443\"]\n")
 	fw := &nftrules.Fake{}
+	guest := testenv.NewNetns(t, "g")
 	var eg *egress.Manager
 	ts := startServerWith(t, func(c *Config) {
 		c.Egress.PolicyPath = policy
@@ -59,7 +60,7 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 		c.Egress.Upstream = "127.0.0.53:53"
 	}, func(s *Server) {
 		var err error
-		if eg, err = egress.New(s.cfg.Egress, t.TempDir(), loTaps{t}, fw, nil, discardLog()); err != nil {
+		if eg, err = egress.New(s.cfg.Egress, t.TempDir(), vethTaps{t, guest}, fw, nil, discardLog()); err != nil {
 			t.Fatal(err)
 		}
 		eg.Discover = func() []netpolicy.Discovered {
@@ -126,7 +127,7 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 	proxy := net.JoinHostPort(sess.Info.DNS, "53")
 	for i, h := range pol.Hosts {
 		addr := netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)})
-		if r, err := query(proxy, h.Name); err != nil || r.Rcode != dns.RcodeSuccess {
+		if r, err := query(guest, proxy, h.Name); err != nil || r.Rcode != dns.RcodeSuccess {
 			t.Errorf("query %s = %v, %v", h.Name, r, err)
 		}
 		for _, p := range []string{"443/tcp", "8443/tcp", "80/tcp", "22/tcp"} {
@@ -137,7 +138,7 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 		}
 	}
 	for i, n := range refused {
-		r, err := query(proxy, n)
+		r, err := query(guest, proxy, n)
 		if err != nil || r.Rcode != dns.RcodeRefused {
 			t.Errorf("query %s = %v, %v; want REFUSED", n, r, err)
 		}
@@ -147,30 +148,58 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 	}
 }
 
-// query asks the DNS server at addr (UDP) for name's A record.
-func query(addr, name string) (*dns.Msg, error) {
+// query asks the DNS server at addr (UDP) for name's A record from netns ns.
+func query(ns, addr, name string) (*dns.Msg, error) {
 	m := new(dns.Msg)
 	m.SetQuestion(dns.Fqdn(name), dns.TypeA)
-	r, _, err := (&dns.Client{Timeout: 5 * time.Second}).Exchange(m, addr)
+	var c net.Conn
+	if err := testenv.InNetns(ns, func() (err error) { c, err = net.Dial("udp", addr); return err }); err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	r, _, err := (&dns.Client{Timeout: 5 * time.Second}).ExchangeWithConn(m, &dns.Conn{Conn: c})
 	return r, err
 }
 
-// loTaps stands in for taps in a test network namespace: the host addresses go on lo, so
-// the session's DNS proxy is reachable from the test.
-type loTaps struct{ t *testing.T }
+// vethTaps stands in for taps in a test network namespace: a veth named as the tap,
+// with the host's IPv4 address, whose peer is eth0 of netns guest (address .2), so the
+// session's DNS proxy is reachable from guest as from a VM (it answers nothing else).
+type vethTaps struct {
+	t     *testing.T
+	guest string
+}
 
-func (l loTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
+func (v vethTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
+	testenv.IP(v.t, "link", "add", name, "type", "veth", "peer", "name", "eth0", "netns", v.guest)
 	for _, a := range addrs {
 		if a.Addr().Is4() {
-			testenv.IP(l.t, "addr", "add", netip.PrefixFrom(a.Addr(), 32).String(), "dev", "lo")
+			testenv.IP(v.t, "addr", "add", a.String(), "dev", name)
+			testenv.IP(v.t, "-n", v.guest, "addr", "add", netip.PrefixFrom(a.Addr().Next(), a.Bits()).String(), "dev", "eth0")
+		}
+	}
+	testenv.IP(v.t, "link", "set", name, "up")
+	testenv.IP(v.t, "-n", v.guest, "link", "set", "eth0", "up")
+	// A fresh veth drops packets until the kernel's link watch has activated it (up to a
+	// second); its operstate turns UP at the same time.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, args := range [][]string{{"-o", "link", "show", name}, {"-n", v.guest, "-o", "link", "show", "eth0"}} {
+		for {
+			out, _ := exec.Command("ip", args...).Output()
+			if strings.Contains(string(out), "state UP") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return nil, fmt.Errorf("veth %s not up: %s", name, out)
+			}
+			time.Sleep(10 * time.Millisecond)
 		}
 	}
 	return nil, nil
 }
-func (loTaps) DeleteLink(string) error              { return nil }
-func (loTaps) ListTaps(string) ([]string, error)    { return nil, nil }
-func (loTaps) DefaultRouteLinks() ([]string, error) { return nil, nil }
-func (loTaps) EnableForwarding(name string) error   { return nil }
+func (vethTaps) DeleteLink(string) error              { return nil }
+func (vethTaps) ListTaps(string) ([]string, error)    { return nil, nil }
+func (vethTaps) DefaultRouteLinks() ([]string, error) { return nil, nil }
+func (vethTaps) EnableForwarding(name string) error   { return nil }
 
 // writeRootPolicy writes a system policy file content into a new temporary directory
 // (root-owned when the test runs as root) and returns its path.

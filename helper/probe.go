@@ -9,12 +9,14 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/helper/vmhost"
+	"brood.dev/brood/internal/version"
 	"brood.dev/brood/sandbox"
 	"brood.dev/brood/sandbox/qemu"
 )
 
-// Version is the helper build version reported by Hello (set with -ldflags -X).
-var Version = "dev"
+// Version is the helper build version reported by Hello and `--version`
+// (internal/version: set with -ldflags -X, else from the binary's build information).
+var Version = version.String()
 
 // probeTimeout bounds the VM backend probe (qemu -version, the KVM ioctls).
 const probeTimeout = 15 * time.Second

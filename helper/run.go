@@ -13,9 +13,10 @@
 // the helper on a control socket and hands Attach the connected SSH channel.
 //
 // Privilege: root, Landlock-confined after startup step 9 (Run). The same binary also
-// runs the runner spawner (package spawner: root, unconfined) and the VM runners (package
-// runner: the session owner's uid, no_new_privs, Landlock); they dispatch from Main's
-// subcommand table.
+// runs the runner spawner (package spawner: root, unconfined), the VM runners (package
+// runner: the session owner's uid, no_new_privs, Landlock) and the per-session egress
+// processes (package egress, ProxyMain: the session owner's uid, no_new_privs, Landlock
+// with no filesystem access); they dispatch from Main's subcommand table.
 package helper
 
 import (
@@ -52,13 +53,15 @@ type Options struct {
 }
 
 // subcommands are the subcommands of broodd-helper, the one table of them: `image`
-// (image.go), the hidden image-unpack (unpack.go: image pull's unprivileged tar parser),
-// vm-spawn (package spawner) and vm-run (the VM runner).
+// (image.go) and the hidden image-unpack (unpack.go: image pull's unprivileged tar
+// parser), vm-spawn (package spawner), vm-run (the VM runner) and egress-proxy (one
+// session's DNS proxy, package egress).
 var subcommands = map[string]func(args []string) int{
 	ImageSubcommand:          imageMain,
 	UnpackSubcommand:         unpackMain,
 	spawner.Subcommand:       spawner.Main,
 	spawner.RunnerSubcommand: runner.Main,
+	egress.ProxySubcommand:   egress.ProxyMain,
 }
 
 // Main runs broodd-helper with args (without the program name) and returns the exit code:
@@ -82,8 +85,13 @@ func Main(args []string) int {
 	fs.StringVar(&o.RuntimeDir, "runtime-dir", "", "override runtime_dir")
 	fs.StringVar(&o.StateDir, "state-dir", "", "override state_dir")
 	fs.DurationVar(&o.IdleTimeout, "idle-timeout", -1, "override idle_seconds (0: never exit)")
+	showVersion := fs.Bool("version", false, "print the build version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Println("broodd-helper", Version)
+		return 0
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "broodd-helper: unexpected arguments %q\n", fs.Args())
@@ -165,6 +173,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	caps, checks, vmh := probeHost(&cfg, ll, log)
+	checks = append(checks, activationCheck(o.Listen))
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if err := notifyReady(ln, ll, log); err != nil {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,6 +38,7 @@ type Server struct {
 	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
 	egress   *egress.Manager // nil: VMs get no network device
 
+	health   Health // survived accept errors and handler panics (Doctor)
 	conns    atomic.Int64
 	lastBusy atomic.Int64 // unix nanoseconds of the last connection close or session change
 	sem      chan struct{}
@@ -88,12 +90,25 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 		go s.watchIdle(ctx, cancel, idle)
 	}
 	var err error
-	for {
+	for fails := 0; ; {
 		var uc *net.UnixConn
 		uc, err = ln.AcceptUnix()
+		if err != nil && ctx.Err() == nil && acceptRetryable(err) {
+			// Out of descriptors or socket memory: the client waits in the backlog; every
+			// session keeps running and the next accept after the back-off takes it.
+			fails++
+			s.health.AcceptErrors.Add(1)
+			s.log.Warn("accept failed; backing off", "err", err, "consecutive", fails, "backoff", acceptBackoff(fails))
+			select {
+			case <-time.After(acceptBackoff(fails)):
+			case <-ctx.Done():
+			}
+			continue
+		}
 		if err != nil {
 			break
 		}
+		fails = 0
 		select {
 		case s.sem <- struct{}{}:
 		default:
@@ -242,6 +257,13 @@ func (s *Server) reply(conn *api.Conn, st *connState, result any, err error, fil
 	if err != nil {
 		return false
 	}
+	if len(body) > api.MaxFrame {
+		// Never drop an answer silently: the client gets an error it shows.
+		s.log.Error("reply too large; sending an error instead", "uid", st.cred.UID, "bytes", len(body), "max", api.MaxFrame)
+		files = nil
+		body, _ = json.Marshal(api.Response{Error: &api.Error{Code: api.CodeInternal,
+			Message: fmt.Sprintf("reply of %d bytes exceeds the %d-byte frame (see the helper's log)", len(body), api.MaxFrame)}})
+	}
 	conn.UnixConn().SetWriteDeadline(time.Now().Add(writeTimeout))
 	return conn.WriteFrame(body, files...) == nil
 }
@@ -267,6 +289,7 @@ func (s *Server) dispatch1(ctx context.Context, st *connState, body []byte, file
 		}
 		s.log.Info("audit: call", "uid", uid, "pid", st.cred.PID, "call", call, "result", code)
 	}()
+	defer s.recoverHandler(&call, uid, &err)
 	req, err := api.DecodeRequest(body)
 	if err != nil {
 		closeFiles(files)
@@ -354,7 +377,7 @@ func (s *Server) callDoctor(_ context.Context, _ *connState, req *api.Request, _
 	if err := api.DecodeArgs(req.Args, &a); err != nil {
 		return nil, nil, err
 	}
-	return api.DoctorReport{Checks: s.doctor}, nil, nil
+	return api.DoctorReport{Checks: append(slices.Clone(s.doctor), s.health.Check())}, nil, nil
 }
 
 func (s *Server) callListImages(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {

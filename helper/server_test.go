@@ -142,7 +142,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("file as share: %v, want bad_fd", err)
 	}
 	rep, err := c.Doctor(ctx)
-	if err != nil || len(rep.Checks) != 1 {
+	if err != nil || len(rep.Checks) != 2 || rep.Checks[1].Name != "helper health" || !rep.Checks[1].OK {
 		t.Errorf("doctor = %+v, %v", rep, err)
 	}
 }

@@ -40,7 +40,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s := strings.ReplaceAll(string(data), "/usr/local/bin/broodd-helper", bin)
+		s := strings.ReplaceAll(string(data), "/usr/sbin/broodd-helper", bin)
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
 			t.Fatal(err)
@@ -57,7 +57,7 @@ func TestSystemdUnitsVerify(t *testing.T) {
 	svc, _ := os.ReadFile(units[1])
 	sock, _ := os.ReadFile(units[0])
 	for _, want := range []string{"Type=notify", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=read-only",
-		"PrivateTmp=yes", "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SETUID CAP_SETGID CAP_KILL CAP_CHOWN", "ExecStopPost=" + bin + " --cleanup"} {
+		"PrivateTmp=yes", "CapabilityBoundingSet=CAP_NET_ADMIN CAP_SETUID CAP_SETGID CAP_KILL CAP_CHOWN CAP_NET_BIND_SERVICE", "ExecStopPost=" + bin + " --cleanup"} {
 		if !strings.Contains(string(svc), want+"\n") {
 			t.Errorf("service lacks %q", want)
 		}

@@ -81,7 +81,9 @@ func (srv *Server) launchVM(s *sessionRecord, arts *artifacts, eg *egress.Sessio
 	srv.log.Info("audit: VM started", "session", s.ID, "uid", s.Owner, "runner", runnerPid, "vmm", vmmPid,
 		"accel", plan.Runner.Accel, "cpus", plan.Runner.CPUs, "memory_mib", plan.Runner.MemoryMiB, "timeout", plan.Timeout,
 		"image", in.Args.Image, "kernel", arts.Release)
-	return vm, plan.Info, nil
+	info := plan.Info
+	describeImage(&info, arts.Image) // vm_image.go
+	return vm, info, nil
 }
 
 // vmNet is the part of eg the VM plan needs; nil without a network.

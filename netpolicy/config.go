@@ -49,6 +49,7 @@ type ConfigFile struct {
 // SystemPolicyFile is /etc/brood/policy.toml as written. Unknown keys are errors.
 //
 //	max_profile       = "standard"   # cap; default: no cap
+//	default_profile   = "locked"     # an agent run's profile when no layer sets one; default: standard
 //	forbid_allow_host = true         # refuse --allow-host and user allow_hosts
 //	forbid_direct     = true         # refuse brood run --workspace-mode direct
 //	allow_hosts       = ["llm-gw.corp.example"]
@@ -58,6 +59,7 @@ type ConfigFile struct {
 //	[images] ...                               # image rules: ociref.Policy
 type SystemPolicyFile struct {
 	MaxProfile      string     `toml:"max_profile"`
+	DefaultProfile  string     `toml:"default_profile"`
 	ForbidAllowHost bool       `toml:"forbid_allow_host"`
 	ForbidDirect    bool       `toml:"forbid_direct"`
 	AllowHosts      []string   `toml:"allow_hosts"`
@@ -72,7 +74,10 @@ type SystemPolicyFile struct {
 
 // SystemPolicy is the parsed system policy. The zero value caps nothing and adds nothing.
 type SystemPolicy struct {
-	MaxProfile      *Profile
+	MaxProfile *Profile
+	// DefaultProfile, when non-nil, is the profile of a session whose layers set none
+	// (instead of Standard); never looser than MaxProfile.
+	DefaultProfile  *Profile
 	ForbidAllowHost bool
 	// ForbidDirect refuses sessions that mount the workspace itself (no snapshot, no
 	// review); the helper enforces it at StartVM.
@@ -120,6 +125,16 @@ func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
 			return nil, err
 		}
 		sp.MaxProfile = &p
+	}
+	if f.DefaultProfile != "" {
+		p, err := ParseProfile(f.DefaultProfile)
+		if err != nil {
+			return nil, fmt.Errorf("default_profile: %w", err)
+		}
+		if sp.MaxProfile != nil && p > *sp.MaxProfile {
+			return nil, fmt.Errorf("default_profile %s is looser than max_profile %s: %w", p, *sp.MaxProfile, ErrBadPolicy)
+		}
+		sp.DefaultProfile = &p
 	}
 	var err error
 	if sp.Allow, err = parseEntries(f.AllowHosts, f.Hosts); err != nil {

@@ -16,6 +16,7 @@ import (
 
 const goodPolicy = `
 max_profile = "standard"
+default_profile = "locked"
 forbid_allow_host = true
 allow_hosts = ["llm-gw.corp.example"]
 deny_hosts = ["*.paste.example"]
@@ -50,7 +51,7 @@ func TestLoadSystemPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sp.MaxProfile == nil || *sp.MaxProfile != Standard || !sp.ForbidAllowHost ||
+	if sp.MaxProfile == nil || *sp.MaxProfile != Standard || sp.DefaultProfile == nil || *sp.DefaultProfile != Locked || !sp.ForbidAllowHost ||
 		len(sp.Allow) != 2 || sp.Allow[1].String() != "apt.corp.example (80/tcp, 443/tcp)" ||
 		len(sp.Deny) != 1 || len(sp.CodeHosts) != 1 {
 		t.Errorf("parsed policy = %+v", sp)
@@ -71,6 +72,8 @@ func TestLoadSystemPolicy(t *testing.T) {
 		"bad port":        "[[host]]\nname = \"a.example\"\nports = [\"0\"]",
 		"wrong type":      "forbid_allow_host = \"yes\"",
 		"unknown in host": "[[host]]\nname = \"a.example\"\nport = 22",
+		"bad default":     "default_profile = \"open\"",
+		"default > max":   "max_profile = \"locked\"\ndefault_profile = \"standard\"",
 	}
 	for name, content := range bad {
 		sp, err := loadSystemPolicy(writePolicy(t, content, 0o644), me)

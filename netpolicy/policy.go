@@ -110,6 +110,10 @@ type Note struct {
 type Effective struct {
 	Profile      Profile
 	ProfileLayer Layer
+	// ProfileSource details how ProfileLayer chose the profile when no configuration
+	// layer did: ProfileBuiltin, ProfileFromDefault or ProfileFromCap; empty when a
+	// layer (user, workspace, flags) set it.
+	ProfileSource string
 	// Hosts lists the allowed entries, in the order they were added, one per pattern.
 	Hosts []Grant
 	// Denied names are refused even when an entry (or Permissive) would allow them.
@@ -181,7 +185,8 @@ func DefaultCodeHosts() []Entry {
 //
 // Profile: the system's max_profile caps it (default: no cap); each layer that sets a
 // profile may not exceed the system cap nor a profile set by a layer above (ErrLoosen);
-// with none set it is Standard, or the cap if that is tighter.
+// with none set it is the system's default_profile, else Standard, or the cap if that is
+// tighter (Effective.ProfileSource says which).
 // Hosts: agent hosts and system-added hosts always; code hosts and discovered registries
 // from Standard up; user and --allow-host hosts unless the system forbids adding hosts
 // (ErrAllowHostForbidden); a workspace may not add hosts (ErrLoosen). Every layer's denials
@@ -233,15 +238,25 @@ func Resolve(in Inputs) (*Effective, error) {
 	return eff, nil
 }
 
+// The sources of a profile no configuration layer set (Effective.ProfileSource).
+const (
+	ProfileBuiltin     = "built-in default" // Standard: no system policy default_profile
+	ProfileFromDefault = "default_profile"  // the system policy's default_profile
+	ProfileFromCap     = "max_profile"      // the default capped by the system policy's max_profile
+)
+
 // resolveProfile sets eff's profile and the layer that chose it (see Resolve).
 func (eff *Effective) resolveProfile(sys *SystemPolicy, in Inputs) error {
 	limit, limitLayer := Permissive, LayerDefault
 	if sys.MaxProfile != nil {
 		limit, limitLayer = *sys.MaxProfile, LayerSystem
 	}
-	eff.Profile, eff.ProfileLayer = min(Standard, limit), LayerDefault
-	if limit < Standard {
-		eff.ProfileLayer = LayerSystem
+	eff.Profile, eff.ProfileLayer, eff.ProfileSource = Standard, LayerDefault, ProfileBuiltin
+	if sys.DefaultProfile != nil {
+		eff.Profile, eff.ProfileLayer, eff.ProfileSource = *sys.DefaultProfile, LayerSystem, ProfileFromDefault
+	}
+	if limit < eff.Profile {
+		eff.Profile, eff.ProfileLayer, eff.ProfileSource = limit, LayerSystem, ProfileFromCap
 	}
 	for _, l := range []struct {
 		layer Layer
@@ -255,7 +270,7 @@ func (eff *Effective) resolveProfile(sys *SystemPolicy, in Inputs) error {
 			return fmt.Errorf("%s profile %s above %s set by %s: %w", l.layer, p, limit, limitLayer, ErrLoosen)
 		}
 		limit, limitLayer = p, l.layer
-		eff.Profile, eff.ProfileLayer = p, l.layer
+		eff.Profile, eff.ProfileLayer, eff.ProfileSource = p, l.layer, ""
 	}
 	return nil
 }
@@ -402,7 +417,7 @@ func (eff *Effective) AnyPort() bool { return eff != nil && eff.Profile == Permi
 // then one line per host, denial and dropped entry.
 func (eff *Effective) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "profile\t%s\t(%s)\n", eff.Profile, eff.ProfileLayer)
+	fmt.Fprintf(&b, "profile\t%s\t(%s)\n", eff.Profile, Source{eff.ProfileLayer, eff.ProfileSource})
 	if eff.AllowHostForbidden {
 		fmt.Fprintf(&b, "allow-host\tforbidden\t(%s)\n", LayerSystem)
 	}

@@ -101,6 +101,43 @@ func TestResolveProfiles(t *testing.T) {
 	}
 }
 
+// TestResolveDefaultProfile: with no layer setting a profile, the system's default_profile
+// chooses it (layer system, source default_profile), else Standard (built-in default), and
+// max_profile caps either; a layer's profile still wins, up to the cap, even above the
+// default (the default is not a cap).
+func TestResolveDefaultProfile(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		sys     *SystemPolicy
+		flags   *Profile
+		want    Profile
+		layer   Layer
+		source  string
+		printed string
+	}{
+		{"no policy", nil, nil, Standard, LayerDefault, ProfileBuiltin, "standard\t(default (built-in default))"},
+		{"default_profile", &SystemPolicy{DefaultProfile: prof(Locked)}, nil, Locked, LayerSystem, ProfileFromDefault, "locked\t(system (default_profile))"},
+		{"permissive default", &SystemPolicy{DefaultProfile: prof(Permissive)}, nil, Permissive, LayerSystem, ProfileFromDefault, "(system (default_profile))"},
+		{"cap below built-in", &SystemPolicy{MaxProfile: prof(Locked)}, nil, Locked, LayerSystem, ProfileFromCap, "locked\t(system (max_profile))"},
+		{"cap below default", &SystemPolicy{MaxProfile: prof(Standard), DefaultProfile: prof(Permissive)}, nil, Standard, LayerSystem, ProfileFromCap, "(system (max_profile))"},
+		{"flag above default", &SystemPolicy{DefaultProfile: prof(Locked)}, prof(Standard), Standard, LayerFlags, "", "standard\t(flags)"},
+	} {
+		eff, err := Resolve(Inputs{System: c.sys, Flags: LayerConfig{Profile: c.flags}, AgentHosts: entries(t, "api.openai.com"), Agent: "codex"})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if eff.Profile != c.want || eff.ProfileLayer != c.layer || eff.ProfileSource != c.source || !strings.Contains(eff.String(), c.printed) {
+			t.Errorf("%s: profile %v by %v (%q), want %v by %v (%q)\n%s", c.name, eff.Profile, eff.ProfileLayer, eff.ProfileSource, c.want, c.layer, c.source, eff)
+		}
+		if got := eff.Allowed("github.com"); got != (c.want >= Standard) {
+			t.Errorf("%s: github.com allowed %v under %v", c.name, got, eff.Profile)
+		}
+	}
+	if _, err := Resolve(Inputs{System: &SystemPolicy{MaxProfile: prof(Standard), DefaultProfile: prof(Locked)}, Flags: LayerConfig{Profile: prof(Permissive)}}); !errors.Is(err, ErrLoosen) {
+		t.Errorf("--egress permissive over max_profile standard: %v, want ErrLoosen", err)
+	}
+}
+
 func TestResolveTightenOnly(t *testing.T) {
 	sys := &SystemPolicy{MaxProfile: prof(Standard), Deny: patterns(t, "*.paste.example"), Allow: entries(t, "llm-gw.corp.example")}
 	base := Inputs{System: sys, AgentHosts: entries(t, "api.openai.com")}

@@ -13,6 +13,9 @@ pkgs=(
   btrfs-progs xfsprogs     # reflink tests on loop filesystems
   tmux                     # interactive PTY tests
   systemd libxml2-utils    # systemd-analyze verify, plist XML check
+  systemd-container        # systemd-nspawn: the packaged units under a real systemd
+  rpm rpmlint lintian      # package checks (packaging/)
+  selinux-policy-dev checkpolicy semodule-utils  # the SELinux module (selinux/)
 )
 missing=()
 for p in "${pkgs[@]}"; do dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p"); done

@@ -19,6 +19,7 @@ import (
 	"brood.dev/brood/frontend"
 	"brood.dev/brood/frontend/helperclient"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/version"
 )
 
 // Exit codes of the brood command (documented in README.md).
@@ -110,6 +111,7 @@ func NewRootCommand() *cobra.Command {
 		Short:         "Run an AI coding agent in a disposable microVM and review its changes",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.String(),
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &exitError{code: ExitUsage, err: err}

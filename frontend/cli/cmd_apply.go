@@ -21,6 +21,7 @@ import (
 
 type applyFlags struct {
 	all, includeRisky, yes, dropMetadata bool
+	branch                               string // --branch (gitcli.go)
 }
 
 func newApplyCommand() *cobra.Command {
@@ -50,7 +51,9 @@ on the new file is printed before anything is written and the change is not appl
 unless --drop-metadata (docs/flush-metadata.md).
 
 With --all, each git ref the agent moved or created (brood diff's commits section) is
-also created as branch brood/ID/<ref> in the workspace's repository; nothing else in
+also created as branch brood/ID/<ref> in the workspace's repository, or with --branch
+NAME as branch NAME (NAME/<ref> for each ref when several changed; refused before
+anything is written when NAME is not a valid branch name or exists); nothing else in
 .git changes (docs/git-review.md).
 
 On a terminal the selection is shown and confirmed; otherwise add --yes. Exit status 3
@@ -59,14 +62,33 @@ such path is printed with the reason.`,
 		Args: idArgs("apply", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := runApply(cmd, args[0], args[1:], f)
-			return applyCommitsAfter(cmd.InOrStdin(), cmd.OutOrStdout(), args[0], f.all, !f.yes, err) // gitcli.go
+			return applyCommitsAfter(cmd.InOrStdin(), cmd.OutOrStdout(), args[0], f.branch, f.all, !f.yes, err) // gitcli.go
 		},
 	}
 	c.Flags().BoolVar(&f.all, "all", false, "apply every change that is not refused, in conflict or high-risk")
 	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with PATH: high-risk changes below named directories too")
 	c.Flags().BoolVarP(&f.yes, "yes", "y", false, "do not ask for confirmation (required without a terminal)")
+	c.Flags().StringVar(&f.branch, "branch", "", "with --all: create the agent's commits as branch NAME (NAME/<ref> for each ref when several changed) instead of brood/ID/<ref>")
 	c.Flags().BoolVar(&f.dropMetadata, "drop-metadata", false, "apply a change even when an extended attribute or ACL of the replaced file cannot be kept")
 	return c
+}
+
+// check refuses a combination of apply's flags and PATH arguments that says nothing
+// or two things (usage errors); tty: stdin is a terminal, so a confirmation can be asked.
+func (f applyFlags) check(paths []string, tty bool) error {
+	switch {
+	case f.all && len(paths) > 0:
+		return usageErr("apply: choose either --all or PATH..., not both")
+	case !f.all && len(paths) == 0:
+		return usageErr("apply: say what to apply: --all or PATH... (see brood apply --help)")
+	case f.all && f.includeRisky:
+		return usageErr("apply: --all never applies high-risk changes: name each one as PATH")
+	case !f.yes && !tty:
+		return usageErr("apply: stdin is not a terminal, so nothing can be confirmed: add --yes to apply without confirmation")
+	case f.branch != "" && !f.all:
+		return usageErr("apply: --branch needs --all (the agent's commits are applied only with --all)")
+	}
+	return nil
 }
 
 func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error {
@@ -77,15 +99,15 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	out := cmd.OutOrStdout()
 	in, inFile := cmd.InOrStdin().(*os.File)
 	tty := inFile && term.IsTerminal(int(in.Fd()))
-	switch {
-	case f.all && len(paths) > 0:
-		return usageErr("apply: choose either --all or PATH..., not both")
-	case !f.all && len(paths) == 0:
-		return usageErr("apply: say what to apply: --all or PATH... (see brood apply --help)")
-	case f.all && f.includeRisky:
-		return usageErr("apply: --all never applies high-risk changes: name each one as PATH")
-	case !f.yes && !tty:
-		return usageErr("apply: stdin is not a terminal, so nothing can be confirmed: add --yes to apply without confirmation")
+	sess, err := openReviewable("apply", id)
+	if err != nil {
+		return err // a direct session, before the flags are judged
+	}
+	if err := f.check(paths, tty); err != nil {
+		return err
+	}
+	if err := checkBranchFlag("apply", sess, f.branch); err != nil { // gitcli.go
+		return err
 	}
 	wf := newWorkflow(nil)
 	g, paths, err := openGate(ctx, wf, "apply", id, paths, out)
@@ -273,7 +295,7 @@ func confirm(in io.Reader, out io.Writer, question string) (bool, error) {
 // workflow's gate (settle a session marked running, roll back an interrupted apply, the
 // diff), saying on out when an interrupted apply was rolled back.
 func openGate(ctx context.Context, wf *frontend.Workflow, verb, id string, paths []string, out io.Writer) (*frontend.Gate, []string, error) {
-	sess, err := openSession(id)
+	sess, err := openReviewable(verb, id)
 	if err != nil {
 		return nil, nil, err
 	}

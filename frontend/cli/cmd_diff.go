@@ -61,7 +61,7 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	sess, err := openSession(id)
+	sess, err := openReviewable("diff", id)
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/version"
 )
 
 // doctorTimeout bounds the whole doctor conversation with the helper.
@@ -39,6 +40,7 @@ func newDoctorCommand() *cobra.Command {
 // runDoctor prints the helper's report to w. A failure is returned with a hint that says
 // how to fix it.
 func runDoctor(ctx context.Context, w io.Writer, socket string) error {
+	fmt.Fprintf(w, "brood:          %s\n", version.String())
 	fmt.Fprintf(w, "helper socket:  %s\n", socket)
 	c, err := api.Dial(ctx, socket)
 	if err != nil {

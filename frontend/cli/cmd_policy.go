@@ -18,9 +18,10 @@ import (
 	"brood.dev/brood/netpolicy/policywire"
 )
 
-// noEgressNote heads `brood policy show` without --egress: the merged policy below is
-// what the layers allow, but a session started without --egress has no network at all.
-const noEgressNote = "without --egress, brood run gives the VM no network device; with --egress PROFILE, these layers apply:"
+// noEgressNote heads `brood policy show` without --egress for the shell agent: the merged
+// policy below is what the layers allow, but brood run shell and brood run-image without
+// --egress have no network at all (an agent's note is agentNetworkNote).
+const noEgressNote = "without --egress, brood run shell and brood run-image give the VM no network device; with --egress PROFILE, these layers apply:"
 
 // notFromHelper starts the first line of `brood policy show` when the helper did not
 // answer and the policy was computed locally.
@@ -46,8 +47,11 @@ func newPolicyCommand() *cobra.Command {
 		Use:   "show",
 		Short: "Print the effective egress profile and hosts, with the layer that set each",
 		Long: `show asks the helper for the policy a brood run with the same agent, flags and files would
-enforce, and prints its answer: the profile, every allowed host with its ports and the layer
-that added it, the denials and the policy's digest (brood run prints the same digest). The
+enforce, and prints its answer: the profile and who chose it (a layer, or for a default the
+system policy's default_profile or the built-in default, standard), every allowed host with
+its ports and the layer that added it, the denials and the policy's digest (brood run prints
+the same digest). Without --egress an agent's run has this network; the shell (the default
+--agent) and run-image have none. The
 helper merges tighten-only: the system policy (IT's; egress.policy_path of the helper's
 config, default ` + netpolicy.SystemPolicyPath + `), your config ($XDG_CONFIG_HOME/brood/config.toml,
 [egress] table), the workspace's .brood.toml ([egress]; it may remove hosts, never add them)
@@ -64,11 +68,12 @@ brood can read, and the first line says so ("` + notFromHelper + `..."): the hel
 configuration may give a different answer.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := policyShowInputs(cmd.Context(), agent, workspace, &flags)
+			in, network, err := policyShowInputs(cmd.Context(), agent, workspace, &flags)
 			if err != nil {
 				return err
 			}
 			p, err := showPolicy(cmd.Context(), in, systemPath)
+			p.Network = network
 			if err != nil {
 				if errors.Is(err, netpolicy.ErrLoosen) || errors.Is(err, netpolicy.ErrAllowHostForbidden) || errors.Is(err, api.ErrPolicy) {
 					return refusedErr(err)
@@ -80,14 +85,14 @@ configuration may give a different answer.`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(p)
 			}
-			p.writeText(cmd.OutOrStdout(), flags.profile == "", in.notes)
+			p.writeText(cmd.OutOrStdout(), policyNote(flags.profile, in.agentRun), in.notes)
 			return nil
 		},
 	}
 	flags.register(show.Flags())
-	show.Flags().StringVar(&agent, "agent", "shell", "the agent whose LLM provider hosts to include (as for brood run AGENT)")
+	show.Flags().StringVar(&agent, "agent", "shell", "the agent whose LLM provider hosts and default network to show (as for brood run AGENT)")
 	show.Flags().StringVar(&workspace, "workspace", ".", "workspace directory (its .brood.toml)")
-	show.Flags().BoolVar(&jsonOut, "json", false, "print JSON: profile, hosts [{name, ports, layer, source}], denied, dropped, digest, from_helper")
+	show.Flags().BoolVar(&jsonOut, "json", false, "print JSON: network, profile, profile_layer, profile_source, hosts [{name, ports, layer, source}],\ndenied, dropped, digest, from_helper")
 	show.Flags().StringVar(&systemPath, "system-policy", netpolicy.SystemPolicyPath, "system policy file of the local computation (no helper)")
 	show.Flags().MarkHidden("system-policy")
 	root.AddCommand(show)
@@ -95,25 +100,35 @@ configuration may give a different answer.`,
 }
 
 // policyShowInputs reads the user config and the workspace's .brood.toml once and builds
-// the egress inputs brood run would send for agentName (resolveAgent, agentForPolicy).
-func policyShowInputs(ctx context.Context, agentName, workspace string, flags *egressFlags) (*egressInputs, error) {
+// the egress inputs brood run would send for agentName (resolveAgent, agentForPolicy,
+// egressFlags.wire), and whether that run would have a network.
+func policyShowInputs(ctx context.Context, agentName, workspace string, flags *egressFlags) (*egressInputs, bool, error) {
 	path, err := userConfigPath()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	user, err := loadUserConfig(path)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	ws, err := loadWorkspaceConfig(workspace)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	a, err := resolveAgent(agentName, user, path)
 	if err != nil {
-		return nil, usageErr("policy show: %v", err)
+		return nil, false, usageErr("policy show: %v", err)
 	}
-	return newEgressInputs(ctx, user, ws, workspace, runRequest{agent: a}.agentForPolicy(), flags, true)
+	egress, err := flags.wire(agentRun(a))
+	if err != nil {
+		return nil, false, err
+	}
+	in, err := newEgressInputs(ctx, user, ws, workspace, runRequest{agent: a}.agentForPolicy(), flags, egress, true)
+	if err != nil {
+		return nil, false, err
+	}
+	in.agentRun = agentRun(a)
+	return in, egress != "", nil
 }
 
 // shownPolicy is what `brood policy show` prints: a policy and where it came from.
@@ -121,7 +136,10 @@ type shownPolicy struct {
 	api.Policy
 	// FromHelper: the helper answered (ResolvePolicy); otherwise NotFromHelper says why
 	// not, and the policy was computed locally.
-	FromHelper    bool   `json:"from_helper"`
+	FromHelper bool `json:"from_helper"`
+	// Network: brood run with the same agent and flags gives the VM a network with this
+	// policy (an agent without --egress, or a profile); false: no network device.
+	Network       bool   `json:"network"`
 	Helper        string `json:"helper,omitempty"` // the helper's socket, when it answered
 	NotFromHelper string `json:"not_from_helper,omitempty"`
 }
@@ -186,20 +204,26 @@ func localPolicy(in *egressInputs, systemPath, why string) (shownPolicy, error) 
 	return shownPolicy{Policy: policywire.Render(eff, sysDigest), NotFromHelper: note}, nil
 }
 
-// writeText prints p one tab-separated line per item: where it came from, then (without
-// --egress) noEgressNote, the profile, hosts, denials, dropped entries, the digest and
-// the configuration files discovery did not read. Helper-supplied text is escaped.
-func (p shownPolicy) writeText(w io.Writer, noEgress bool, notes []netpolicy.Note) {
+// writeText prints p one tab-separated line per item: where it came from, then note
+// (policyNote: the network brood run would give; "" prints nothing), the profile with the
+// layer (and, for a default, the source) that chose it, hosts, denials, dropped entries,
+// the digest and the configuration files discovery did not read. Helper-supplied text is
+// escaped.
+func (p shownPolicy) writeText(w io.Writer, note string, notes []netpolicy.Note) {
 	if p.FromHelper {
 		fmt.Fprintf(w, "from the helper at %s\n", p.Helper)
 	} else {
 		fmt.Fprintln(w, p.NotFromHelper)
 	}
-	if noEgress {
-		fmt.Fprintln(w, noEgressNote)
+	if note != "" {
+		fmt.Fprintln(w, note)
 	}
 	esc := diff.Escape
-	fmt.Fprintf(w, "profile\t%s\t(%s)\n", esc(p.Profile), esc(p.ProfileLayer))
+	chosen := p.ProfileLayer
+	if p.ProfileSource != "" {
+		chosen += ": " + p.ProfileSource
+	}
+	fmt.Fprintf(w, "profile\t%s\t(%s)\n", esc(p.Profile), esc(chosen))
 	if p.AllowHostForbidden {
 		fmt.Fprintf(w, "allow-host\tforbidden\t(%s)\n", netpolicy.LayerSystem)
 	}

@@ -26,30 +26,43 @@ func writeFile(t *testing.T, dir, name, content string) string {
 	return p
 }
 
+// TestEgressFlagsApply: the flags' StartVM egress for an agent run and for shell or
+// run-image: no --egress is the helper's default network for an agent and none
+// otherwise, --egress none is none for both, a profile is that profile; --allow-host
+// without a network and malformed values are usage errors.
 func TestEgressFlagsApply(t *testing.T) {
 	for _, c := range []struct {
-		f       egressFlags
-		wantErr bool
+		f          egressFlags
+		agent      bool
+		wantErr    bool
+		wantEgress string
 	}{
-		{egressFlags{}, false},
-		{egressFlags{profile: "locked", allowHosts: []string{"a.example", "*.b.example:22"}}, false},
-		{egressFlags{allowHosts: []string{"a.example"}}, true}, // no network to allow it on
-		{egressFlags{profile: "open"}, true},
-		{egressFlags{profile: "locked", allowHosts: []string{"*a.example"}}, true},
-		{egressFlags{profile: "locked", allowHosts: []string{"1.2.3.4}"}}, true},
+		{egressFlags{}, false, false, ""},
+		{egressFlags{}, true, false, api.EgressDefault},
+		{egressFlags{profile: "none"}, true, false, ""},
+		{egressFlags{profile: "none"}, false, false, ""},
+		{egressFlags{allowHosts: []string{"a.example"}}, true, false, api.EgressDefault},
+		{egressFlags{profile: "locked", allowHosts: []string{"a.example", "*.b.example:22"}}, false, false, "locked"},
+		{egressFlags{profile: "standard"}, true, false, "standard"},
+		{egressFlags{allowHosts: []string{"a.example"}}, false, true, ""},                 // no network to allow it on
+		{egressFlags{profile: "none", allowHosts: []string{"a.example"}}, true, true, ""}, // nor here
+		{egressFlags{profile: "default"}, true, true, ""},                                 // not a profile name
+		{egressFlags{profile: "open"}, false, true, ""},
+		{egressFlags{profile: "locked", allowHosts: []string{"*a.example"}}, false, true, ""},
+		{egressFlags{profile: "locked", allowHosts: []string{"1.2.3.4}"}}, false, true, ""},
 	} {
 		var a api.StartVMArgs
-		err := c.f.apply(&a)
+		err := c.f.apply(&a, c.agent)
 		if (err != nil) != c.wantErr {
-			t.Errorf("apply(%+v) = %v, want error %v", c.f, err, c.wantErr)
+			t.Errorf("apply(%+v, agent %v) = %v, want error %v", c.f, c.agent, err, c.wantErr)
 			continue
 		}
 		var ee *exitError
 		if err != nil && (!errors.As(err, &ee) || ee.code != ExitUsage) {
 			t.Errorf("apply(%+v) = %v, want a usage error", c.f, err)
 		}
-		if err == nil && (a.Egress != c.f.profile || !slices.Equal(a.AllowHosts, c.f.allowHosts)) {
-			t.Errorf("apply(%+v) set %q %v", c.f, a.Egress, a.AllowHosts)
+		if err == nil && (a.Egress != c.wantEgress || !slices.Equal(a.AllowHosts, c.f.allowHosts)) {
+			t.Errorf("apply(%+v, agent %v) set %q %v, want %q", c.f, c.agent, a.Egress, a.AllowHosts, c.wantEgress)
 		}
 	}
 }

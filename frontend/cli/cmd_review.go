@@ -19,6 +19,7 @@ import (
 // reviewFlags are the choices of `brood review`.
 type reviewFlags struct {
 	all, includeRisky, rejectAll bool
+	branch                       string // --branch (gitcli.go)
 }
 
 func newReviewCommand() *cobra.Command {
@@ -41,15 +42,21 @@ relative to the current directory when it is inside the workspace),
 or --reject-all (record a rejection of everything and change nothing). --all never takes
 a high-risk change; PATH takes one when its path is named exactly, or below a named
 directory with --include-risky; a refused change or a conflict never is taken. Exit status 3 when a change was left out because it is refused, in
-conflict or high-risk, or could not be applied.`,
+conflict or high-risk, or could not be applied.
+
+The agent's commits are created as branches brood/ID/<ref> with --all or when accepted
+interactively; --branch NAME names them NAME instead (NAME/<ref> for each ref when
+several changed), refused before anything is written when NAME is not a valid branch
+name or exists (docs/git-review.md).`,
 		Args: idArgs("review", false),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			err := runReview(cmd, args[0], args[1:], f)
-			return reviewCommitsAfter(cmd, args[0], f.all, f.rejectAll, args[1:], err) // gitcli.go
+			return reviewCommitsAfter(cmd, args[0], f.branch, f.all, f.rejectAll, args[1:], err) // gitcli.go
 		},
 	}
 	c.Flags().BoolVar(&f.all, "all", false, "accept every change that is not refused, in conflict or high-risk, without prompts")
 	c.Flags().BoolVar(&f.includeRisky, "include-risky", false, "with PATH: accept high-risk changes below named directories too")
+	c.Flags().StringVar(&f.branch, "branch", "", "create the accepted commits as branch NAME (NAME/<ref> for each ref when several changed) instead of brood/ID/<ref>")
 	c.Flags().BoolVar(&f.rejectAll, "reject-all", false, "reject every change (recorded) and change nothing")
 	return c
 }
@@ -63,6 +70,10 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 	in, inFile := cmd.InOrStdin().(*os.File)
 	outFile, outIsFile := out.(*os.File)
 	tty := inFile && outIsFile && review.IsTerminal(in) && review.IsTerminal(outFile)
+	sess, err := openReviewable("review", id)
+	if err != nil {
+		return err // a direct session, before the flags are judged
+	}
 	switch {
 	case f.rejectAll && (f.all || len(paths) > 0 || f.includeRisky):
 		return usageErr("review: --reject-all cannot be combined with --all, --include-risky or PATH")
@@ -72,6 +83,11 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 		return usageErr("review: --include-risky needs PATH")
 	case !tty && !f.all && !f.rejectAll && len(paths) == 0:
 		return usageErr("review: not a terminal: choose with --all, --reject-all or PATH... (see brood review --help)")
+	case f.branch != "" && (f.rejectAll || len(paths) > 0):
+		return usageErr("review: --branch needs --all or the interactive review of everything (commits are not applied with --reject-all or PATH)")
+	}
+	if err := checkBranchFlag("review", sess, f.branch); err != nil { // gitcli.go
+		return err
 	}
 
 	wf := newWorkflow(nil)

@@ -33,6 +33,7 @@ type runFlags struct {
 	console      bool
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
+	noSettings   bool        // --no-settings (agenthome.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -66,8 +67,10 @@ agents from $XDG_CONFIG_HOME/brood/config.toml:
   command = ["aider", "--yes"]
   env = ["OPENAI_API_KEY", "AIDER_*"]
 
-Only environment variables matching the agent's patterns reach the VM. Ctrl-] detaches:
-the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
+An agent's VM has a network through the egress firewall with the system policy's
+default_profile, else standard (--egress names another, --egress none turns it off); the
+shell has none unless --egress names a profile. Only environment variables matching the
+agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
@@ -105,6 +108,7 @@ the VM is stopped and the review starts. The exit status is the agent's when it 
 	}
 	addRunFlags(c, &f, true)
 	addDirectFlags(c, &f.direct) // directmode.go
+	c.Flags().BoolVar(&f.noSettings, "no-settings", false, "do not copy the agent's settings from your home (docs/agent-credentials.md)")
 	return c
 }
 
@@ -165,6 +169,10 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 	errF, errIsFile := errw.(*os.File)
 	stdio := frontend.Stdio{In: cmd.InOrStdin(), Out: out, Err: errw,
 		TTY: inIsFile && outIsFile && review.IsTerminal(inF) && review.IsTerminal(outF)}
+	tail := &outputTail{} // agenthint.go: the agent's last output, for printExitHint
+	if agentRun(r.agent) {
+		stdio.Tail = tail
+	}
 	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
 	wf := newWorkflow(prog)
 	warnDirect(errw, spec) // directmode.go: before anything starts
@@ -187,6 +195,9 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 		reviewErr = reviewOrDirect(base, wf, res, stdio, r.flags.keep, errw) // directmode.go: reviewGate unless direct
 	}
 	if st := res.Record.ExitStatus; st != nil && *st != 0 {
+		if agentRun(r.agent) {
+			printExitHint(errw, r, res, tail) // agenthint.go
+		}
 		err := fmt.Errorf("%s exited with status %d", describeAgent(r), *st)
 		if reviewErr != nil {
 			err = fmt.Errorf("%w; %w", err, reviewErr)
@@ -217,26 +228,33 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	}
 	startArgs := api.StartVMArgs{Image: r.image, CPUs: f.cpus, MemoryMiB: f.memory,
 		TimeoutSec: int(f.timeout / time.Second), Agent: r.agentForPolicy(), Direct: f.direct.on()}
-	if err := f.egress.apply(&startArgs); err != nil {
+	if err := f.egress.apply(&startArgs, agentRun(r.agent)); err != nil { // egress_default.go
 		return frontend.RunSpec{}, err
 	}
 	user, ws, err := r.configs()
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
 	}
-	in, err := newEgressInputs(ctx, user, ws, f.workspace, startArgs.Agent, &f.egress, startArgs.Egress != "")
+	in, err := newEgressInputs(ctx, user, ws, f.workspace, startArgs.Agent, &f.egress, startArgs.Egress, startArgs.Egress != "")
 	if err != nil {
 		return frontend.RunSpec{}, err
 	}
 	startArgs.SetPolicyArgs(in.args)
+	home, err := r.agentHome(os.Environ()) // agenthome.go
+	if err != nil {
+		return frontend.RunSpec{}, usageErr("run: %v", err)
+	}
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
-		Command: guestCommand(r.argv), Env: forwardEnv(r.agent.Env, os.Environ()),
+		Command: guestCommand(r.argv), Env: home.withEnv(forwardEnv(r.agent.Env, os.Environ())),
+		HomeFiles: home.files, Notes: home.notes,
 		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {
 			case api.IsCode(err, api.CodeHostResources):
 				return resourcesHint(caps)
+			case startArgs.Egress != "" && strings.Contains(err.Error(), "egress"):
+				return egressStartHint(r, startArgs.Egress) // egress_default.go
 			case api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image"):
 				return imageHint(r, caps.Images)
 			}

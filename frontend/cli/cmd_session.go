@@ -199,9 +199,10 @@ func nonNil[T any](s []T) []T {
 func newSessionListCommand() *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "list",
-		Short: "List sessions (id, created, state, workspace)",
-		Args:  cobra.NoArgs,
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List sessions (id, created, state, mode, workspace)",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionList(cmd.OutOrStdout(), asJSON)
 		},
@@ -226,9 +227,13 @@ func runSessionList(out io.Writer, asJSON bool) error {
 		return enc.Encode(metas)
 	}
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tCREATED\tSTATE\tWORKSPACE")
+	fmt.Fprintln(tw, "ID\tCREATED\tSTATE\tMODE\tWORKSPACE")
 	for _, s := range ss {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), s.State, diff.Escape(s.Workspace))
+		mode := modeSnapshot
+		if s.Direct {
+			mode = modeDirect // directmode.go: no snapshot, nothing to review
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.ID, s.Created.Local().Format(time.DateTime), s.State, mode, diff.Escape(s.Workspace))
 	}
 	return tw.Flush()
 }

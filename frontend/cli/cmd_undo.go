@@ -43,7 +43,7 @@ func runUndo(ctx context.Context, out io.Writer, id string, except []string) err
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	sess, err := openSession(id)
+	sess, err := openReviewable("undo", id)
 	if err != nil {
 		return err
 	}

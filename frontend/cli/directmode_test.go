@@ -3,10 +3,12 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 )
 
@@ -101,5 +103,58 @@ func TestPolicyShowDirect(t *testing.T) {
 		if code != ExitOK || !strings.Contains(out, want) {
 			t.Errorf("%q: exit %d %s\n%s", policy, code, msg, out)
 		}
+	}
+}
+
+// TestDirectSessionRefused: a session that ran in direct mode has no snapshot: diff
+// (also --patch), review, apply, undo and ff refuse it with a usage error (exit 2) that
+// names the session and direct mode, before any flag is judged; session list shows its
+// mode.
+func TestDirectSessionRefused(t *testing.T) {
+	noHelper(t)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	w := t.TempDir()
+	os.WriteFile(filepath.Join(w, "a.txt"), []byte("a\n"), 0o644)
+	sess, err := session.Create(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess.Direct = true
+	if err := sess.SetState(session.StateStopped); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"diff", sess.ID}, {"diff", sess.ID, "--json"}, {"diff", sess.ID, "-p"},
+		{"review", sess.ID}, {"review", sess.ID, "--all"}, {"apply", sess.ID, "--all", "--yes"}, {"apply", sess.ID, "--all"},
+		{"undo", sess.ID}, {"ff", sess.ID, "master"},
+	} {
+		out, msg, code := runBrood(t, args...)
+		want := args[0] + " session " + sess.ID + ": it ran in direct mode: the agent wrote the workspace " + w + " itself"
+		if code != ExitUsage || !strings.Contains(msg, want) || !strings.Contains(msg, "nothing to review") {
+			t.Errorf("%v: exit %d %q\n%s", args, code, msg, out)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(w, "a.txt")); err != nil || string(got) != "a\n" {
+		t.Errorf("workspace changed: %q %v", got, err)
+	}
+	for _, cmd := range []string{"list", "ls"} {
+		out, msg, code := runBrood(t, "session", cmd)
+		if code != ExitOK || !strings.Contains(out, "MODE") || !regexp.MustCompile(sess.ID+`.*stopped\s+direct\s+`).MatchString(out) {
+			t.Errorf("session %s: exit %d %s\n%s", cmd, code, msg, out)
+		}
+	}
+}
+
+// TestDirectModeForbidden: when the helper's policy forbids direct mode, brood run
+// --workspace-mode direct --yes is refused (exit 3) before a session exists anywhere.
+func TestDirectModeForbidden(t *testing.T) {
+	f := newFakeHelper(t)
+	f.Policy = &api.Policy{Profile: "locked", DirectForbidden: true}
+	code, msg, ss := directRun(t, t.TempDir(), "", "run", "--workspace-mode", "direct", "--yes", "shell", "--", "true")
+	if code != ExitRefused || !strings.Contains(msg, "forbid_direct") || len(ss) != 0 {
+		t.Fatalf("exit %d %q sessions %d", code, msg, len(ss))
+	}
+	if calls := f.Calls(); strings.Contains(calls, string(api.CallCreateSession)) {
+		t.Fatalf("a helper session was created: %s", calls)
 	}
 }

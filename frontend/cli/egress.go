@@ -15,12 +15,12 @@ import (
 
 // egressFlags are the egress flags of `brood run` and `brood policy show`.
 type egressFlags struct {
-	profile    string   // --egress: locked, standard, permissive; empty: no network
+	profile    string   // --egress: locked, standard, permissive, none; empty: not given (egress_default.go)
 	allowHosts []string // --allow-host, repeatable
 }
 
 func (f *egressFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.profile, "egress", "", "egress profile: locked (the agent's LLM provider only), standard (+ code hosts and\nthe package registries this host uses), permissive (public internet); empty: no network")
+	fs.StringVar(&f.profile, "egress", "", "egress profile: locked (the agent's LLM provider only), standard (+ code hosts and\nthe package registries this host uses), permissive (public internet), none (no network);\nnot given: an agent gets the system policy's default_profile, else standard; shell and\nrun-image get no network")
 	fs.StringArrayVar(&f.allowHosts, "allow-host", nil, "also allow NAME, *.SUFFIX or NAME:PORT[/proto] (repeatable; host names only, no IP address\nand no public suffix such as *.co.uk or *.github.io; refused if the system policy forbids it)")
 }
 
@@ -30,7 +30,7 @@ func (f *egressFlags) register(fs *pflag.FlagSet) {
 // allow), so that every invalid --allow-host exits alike in run, run-image and policy show.
 func (f *egressFlags) layer() (netpolicy.LayerConfig, error) {
 	var l netpolicy.LayerConfig
-	if f.profile != "" {
+	if f.profile != "" && f.profile != egressNone {
 		p, err := netpolicy.ParseProfile(f.profile)
 		if err != nil {
 			return l, usageErr("--egress %q: %v", f.profile, err)
@@ -50,16 +50,15 @@ func (f *egressFlags) layer() (netpolicy.LayerConfig, error) {
 	return l, nil
 }
 
-// apply checks the flags and copies them into a StartVM request. --allow-host without
-// --egress is a usage error (there would be no network to allow it on).
-func (f *egressFlags) apply(a *api.StartVMArgs) error {
-	if _, err := f.layer(); err != nil {
+// apply checks the flags and copies them into a StartVM request of an agent run or not
+// (wire: the network an agent gets by default). --allow-host without a network is a
+// usage error (there would be no network to allow it on).
+func (f *egressFlags) apply(a *api.StartVMArgs, agent bool) error {
+	egress, err := f.wire(agent)
+	if err != nil {
 		return err
 	}
-	if f.profile == "" && len(f.allowHosts) > 0 {
-		return usageErr("--allow-host needs --egress PROFILE (without one the VM has no network)")
-	}
-	a.Egress = f.profile
+	a.Egress = egress
 	a.AllowHosts = append([]string(nil), f.allowHosts...)
 	return nil
 }
@@ -75,19 +74,22 @@ type egressInputs struct {
 	local netpolicy.Inputs
 	// notes name the configuration files discovery did not read.
 	notes []netpolicy.Note
+	// agentRun: the inputs are those of an agent run (agentRun), which has a network
+	// without --egress.
+	agentRun bool
 }
 
 // newEgressInputs builds the inputs of agent's policy from the user config, the workspace
-// config and the flags. With discover it also discovers the registries of the host's and
-// the user's tool configuration (discoverAll; the user's travel in UserEgress.Discovered).
-// Flag errors are usage errors.
-func newEgressInputs(ctx context.Context, user *userConfig, ws *workspaceConfig, workspace, agent string, flags *egressFlags, discover bool) (*egressInputs, error) {
+// config and the flags; egress is the request's Egress (egressFlags.wire). With discover
+// it also discovers the registries of the host's and the user's tool configuration
+// (discoverAll; the user's travel in UserEgress.Discovered). Flag errors are usage errors.
+func newEgressInputs(ctx context.Context, user *userConfig, ws *workspaceConfig, workspace, agent string, flags *egressFlags, egress string, discover bool) (*egressInputs, error) {
 	fl, err := flags.layer()
 	if err != nil {
 		return nil, err
 	}
 	in := &egressInputs{
-		args: api.ResolvePolicyArgs{Egress: flags.profile, AllowHosts: slices.Clone(flags.allowHosts), Agent: agent,
+		args: api.ResolvePolicyArgs{Egress: egress, AllowHosts: slices.Clone(flags.allowHosts), Agent: agent,
 			UserEgress: egressLayer(user.Egress), WorkspaceEgress: egressLayer(ws.Egress)},
 		local: netpolicy.Inputs{User: user.egress, Workspace: ws.egress, Flags: fl, Agent: agent},
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -112,11 +113,12 @@ func continueAfter(err error) bool {
 
 // applyCommitsAfter is the commits step of `brood apply ID --all` (and of `brood review
 // --all`, or interactively on a terminal with ask): after the file step returned fileErr,
-// it creates each ref the review accepts as branch brood/<id>/<ref> in the workspace
-// (gitreview.Apply, journaled with flush.JournalRef), asking first when ask. It returns
-// fileErr, or a refused error (exit 3) when a ref was refused and fileErr is nil.
-// Without all it only says that commits were not applied.
-func applyCommitsAfter(in io.Reader, out io.Writer, id string, all, ask bool, fileErr error) error {
+// it creates each ref the review accepts as branch brood/<id>/<ref> in the workspace, or
+// under the name given with --branch (branchOf), (gitreview.Apply, journaled with
+// flush.JournalRef), asking first when ask. It returns fileErr, or a refused error (exit
+// 3) when a ref was refused and fileErr is nil. Without all it only says that commits
+// were not applied.
+func applyCommitsAfter(in io.Reader, out io.Writer, id, name string, all, ask bool, fileErr error) error {
 	if !continueAfter(fileErr) {
 		return fileErr
 	}
@@ -141,10 +143,9 @@ func applyCommitsAfter(in io.Reader, out io.Writer, id string, all, ask bool, fi
 		if u.Refused != "" {
 			continue
 		}
-		branch := gitreview.BranchName(sess.ID, u.Name)
+		branch := branchOf(sess.ID, name, g, u.Name)
 		if ask {
-			q := fmt.Sprintf("create branch %s with %d commit(s)? [y/N] ", diff.Escape(strings.TrimPrefix(branch, "refs/heads/")), len(u.Commits))
-			if ok, err := confirm(in, out, q); err != nil || !ok {
+			if ok, err := askRef(in, out, g, u, branch); err != nil || !ok {
 				continue
 			}
 		}
@@ -159,6 +160,99 @@ func applyCommitsAfter(in io.Reader, out io.Writer, id string, all, ask bool, fi
 		return refusedErr(fmt.Errorf("apply session %s: %d ref(s) refused", id, n))
 	}
 	return fileErr
+}
+
+// askRef asks on out whether to create branch for ref u of review g and reads the
+// answers from in, one line each: y or yes creates it; d shows every commit of the ref
+// with its own diff, "d ID" only the commits whose id starts with ID (writeRefPatches,
+// escaped, through the pager on a terminal), then it asks again; anything else, or the
+// end of in, skips the ref.
+func askRef(in io.Reader, out io.Writer, g *gitreview.Review, u *gitreview.RefUpdate, branch string) (bool, error) {
+	for {
+		fmt.Fprintf(out, "create branch %s with %d commit(s)? [y/N, d: show the commits' diffs, d ID: one commit] ",
+			diff.Escape(strings.TrimPrefix(branch, "refs/heads/")), len(u.Commits))
+		line, err := readLine(in)
+		if err != nil {
+			return false, err
+		}
+		answer := strings.ToLower(strings.TrimSpace(line))
+		cmd, arg, _ := strings.Cut(answer, " ")
+		switch {
+		case answer == "y" || answer == "yes":
+			return true, nil
+		case cmd != "d":
+			return false, nil
+		}
+		var b bytes.Buffer
+		if err := writeRefPatches(&b, g, u, strings.TrimSpace(arg)); err != nil {
+			return false, err
+		}
+		if b.Len() == 0 {
+			fmt.Fprintf(out, "no commit of %s starts with %s\n", diff.Escape(u.Name), diff.Escape(arg))
+		}
+		if err := page(out, escapeLines(b.String())); err != nil {
+			return false, err
+		}
+	}
+}
+
+// readLine reads one line from in a byte at a time, so that nothing after it is taken
+// from in (the next question reads on). At the end of in it returns what was read ("",
+// and no error, when nothing was).
+func readLine(in io.Reader) (string, error) {
+	var b []byte
+	var c [1]byte
+	for {
+		n, err := in.Read(c[:])
+		if n == 1 {
+			if c[0] == '\n' {
+				return string(b), nil
+			}
+			b = append(b, c[0])
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			return string(b), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+}
+
+// branchOf is the branch the apply creates for ref of review g in session id:
+// brood/<id>/<ref> (gitreview.BranchName), or with --branch name (non-empty) name itself
+// when ref is the only ref that changed, else name/<ref> (gitreview.NamedBranch).
+func branchOf(id, name string, g *gitreview.Review, ref string) string {
+	if name == "" {
+		return gitreview.BranchName(id, ref)
+	}
+	return gitreview.NamedBranch(name, ref, len(g.Refs) > 1)
+}
+
+// checkBranchFlag refuses --branch name of command op on session sess before anything
+// is written (usage errors, exit 2): a name git would not accept as a branch
+// (gitreview.CheckBranchName), or one whose branch for an appliable ref exists in the
+// workspace or is in git's way there (gitreview.BranchFree). An empty name passes.
+func checkBranchFlag(op string, sess *session.Session, name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := gitreview.CheckBranchName(name); err != nil {
+		return usageErr("%s: --branch: %v", op, err)
+	}
+	g := gitReviewOf(sess)
+	defer g.Close()
+	for _, u := range g.Refs {
+		if u.Refused != "" {
+			continue
+		}
+		branch := branchOf(sess.ID, name, g, u.Name)
+		if err := gitreview.BranchFree(sess.Workspace, branch); err != nil {
+			return usageErr("%s session %s: --branch %s: %v; choose another name", op, sess.ID, diff.Escape(name), err)
+		}
+	}
+	return nil
 }
 
 // undoRefsAfter is the refs step of `brood undo ID`: it removes every branch the applies
@@ -199,16 +293,16 @@ func undoRefsAfter(out io.Writer, id string, fileErr error) error {
 }
 
 // reviewCommitsAfter is the commits step of `brood review`: with --all it creates the
-// branches as apply --all does, on a terminal without a choice it asks per ref; with
-// --reject-all or PATH it only shows the commits.
-func reviewCommitsAfter(cmd *cobra.Command, id string, all, rejectAll bool, paths []string, fileErr error) error {
+// branches as apply --all does (under --branch name when given), on a terminal without
+// a choice it asks per ref; with --reject-all or PATH it only shows the commits.
+func reviewCommitsAfter(cmd *cobra.Command, id, name string, all, rejectAll bool, paths []string, fileErr error) error {
 	in, inFile := cmd.InOrStdin().(*os.File)
 	tty := inFile && term.IsTerminal(int(in.Fd()))
 	switch {
 	case all:
-		return applyCommitsAfter(cmd.InOrStdin(), cmd.OutOrStdout(), id, true, false, fileErr)
+		return applyCommitsAfter(cmd.InOrStdin(), cmd.OutOrStdout(), id, name, true, false, fileErr)
 	case tty && !rejectAll && len(paths) == 0:
-		return applyCommitsAfter(cmd.InOrStdin(), cmd.OutOrStdout(), id, true, true, fileErr)
+		return applyCommitsAfter(cmd.InOrStdin(), cmd.OutOrStdout(), id, name, true, true, fileErr)
 	}
 	if sess, err := openSession(id); err == nil && continueAfter(fileErr) {
 		writeCommits(cmd.OutOrStdout(), id, gitReviewOf(sess))

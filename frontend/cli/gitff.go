@@ -33,7 +33,7 @@ ID moves BRANCH back when it still points where brood put it. Exit status 3 when
 }
 
 func runFF(out io.Writer, id, name string) error {
-	sess, err := openSession(id)
+	sess, err := openReviewable("ff", id)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 
 	"github.com/aymanbagabas/go-udiff"
@@ -16,6 +15,7 @@ import (
 	"brood.dev/brood/frontend/gitreview"
 	"brood.dev/brood/frontend/review"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/internal/hostexec"
 )
 
 // runDiffPatch is `brood diff ID --patch [--commits]`: the unified diff of every text
@@ -29,7 +29,7 @@ func runDiffPatch(cmd *cobra.Command, id string, commits bool) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	sess, err := openSession(id)
+	sess, err := openReviewable("diff", id)
 	if err != nil {
 		return err
 	}
@@ -103,16 +103,30 @@ func writeCommitPatches(b *bytes.Buffer, g *gitreview.Review) error {
 	if g == nil {
 		return nil
 	}
-	for _, u := range g.Refs {
-		for _, c := range u.Commits {
-			fmt.Fprintf(b, "commit %s (%s)\nAuthor: %s\n\n", c.ID, u.Name, c.Author)
-			for _, l := range strings.Split(strings.TrimRight(c.Message, "\n"), "\n") {
-				fmt.Fprintf(b, "    %s\n", l)
-			}
-			b.WriteByte('\n')
-			if err := g.Patch(b, c.ID); err != nil {
-				return err
-			}
+	for i := range g.Refs {
+		if err := writeRefPatches(b, g, &g.Refs[i], ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeRefPatches writes the commits of ref u as git log -p shows them: header, message
+// indented, then the commit's own diff against its first parent (Review.Patch). With
+// prefix non-empty only the commits whose id starts with it. The text is raw: escape it
+// (escapeLines) before it reaches a terminal.
+func writeRefPatches(b *bytes.Buffer, g *gitreview.Review, u *gitreview.RefUpdate, prefix string) error {
+	for _, c := range u.Commits {
+		if !strings.HasPrefix(c.ID, prefix) {
+			continue
+		}
+		fmt.Fprintf(b, "commit %s (%s)\nAuthor: %s\n\n", c.ID, u.Name, c.Author)
+		for _, l := range strings.Split(strings.TrimRight(c.Message, "\n"), "\n") {
+			fmt.Fprintf(b, "    %s\n", l)
+		}
+		b.WriteByte('\n')
+		if err := g.Patch(b, c.ID); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -165,15 +179,8 @@ func page(out io.Writer, s string) error {
 	if review.ColorOK(f) {
 		s = colourPatch(s)
 	}
-	pager := os.Getenv("PAGER")
-	if pager == "" {
-		pager = "less"
-	}
-	cmd := exec.Command("/bin/sh", "-c", pager)
+	cmd := hostexec.Pager(os.Getenv("PAGER"))
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(s), f, os.Stderr
-	if os.Getenv("LESS") == "" {
-		cmd.Env = append(os.Environ(), "LESS=FRX")
-	}
 	if err := cmd.Run(); err != nil {
 		_, err = io.WriteString(out, s)
 		return err

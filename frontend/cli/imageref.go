@@ -7,11 +7,12 @@ import (
 	"brood.dev/brood/sandbox/ociref"
 )
 
-// storeImage is the store image name (errors: usage errors starting with op) s stands for wherever an image is accepted (an
+// storeImage is the store image name s stands for wherever an image is accepted (an
 // agent's `image` in the user config, --image, run-image's IMAGE): an image name as it
 // is, a digest reference (REGISTRY/REPO@sha256:<hex>) mapped offline to the name its
 // pull stored it under (ociref.RefImageName). A tag reference is refused with the
-// command that pulls it and prints the digest reference to use.
+// command that pulls it and prints the digest reference to use. Errors are usage
+// errors starting with op.
 func storeImage(op, s string) (string, error) {
 	if !ociref.IsReference(s) {
 		if !api.ValidImageName(s) {

@@ -529,7 +529,8 @@ echo done`, w, r.socket, r.runtime, r.home, r.base, r.base, r.home)
 			t.Fatal(err)
 		}
 	}
-	code, stdout, stderr := r.run(w, "run", "probe")
+	// An agent gets a network by default; --egress none is the isolation this probe checks.
+	code, stdout, stderr := r.run(w, "run", "--egress", "none", "probe")
 	if code != 0 {
 		t.Fatalf("probe: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}

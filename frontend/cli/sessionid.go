@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"brood.dev/brood/frontend"
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/session"
 )
@@ -39,6 +40,20 @@ func openSession(id string) (*session.Session, error) {
 		return nil, usageErr("%v (see brood session list)", err)
 	}
 	return sess, err
+}
+
+// openReviewable opens session id for command op (diff, review, apply, undo, ff) as
+// openSession does, and refuses a session that ran in direct mode (exit 2,
+// frontend.RefuseDirect): it has no snapshot and nothing to review.
+func openReviewable(op, id string) (*session.Session, error) {
+	sess, err := openSession(id)
+	if err != nil {
+		return nil, err
+	}
+	if err := frontend.RefuseDirect(op, sess); err != nil {
+		return nil, cliErr(err)
+	}
+	return sess, nil
 }
 
 // workspaceRel turns a PATH argument into a '/'-separated path relative to the workspace

@@ -63,4 +63,9 @@ func (c *client) ListSessions(ctx context.Context) ([]api.Session, error) {
 	return append([]api.Session(nil), c.h.Sessions...), nil
 }
 
+func (c *client) ResolvePolicy(ctx context.Context, args api.ResolvePolicyArgs) (api.Policy, error) {
+	c.h.record(api.CallResolvePolicy)
+	return c.h.resolvePolicy(args)
+}
+
 func (c *client) Close() error { return nil }

@@ -26,6 +26,7 @@ import (
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
+	"brood.dev/brood/sandbox/guestcfg"
 )
 
 // SessionID is the helper session id CreateSession returns.
@@ -55,18 +56,25 @@ type Helper struct {
 	// Egress is WaitVM's summary of the DNS decisions; VMEgress StartVM's network.
 	Egress   *api.EgressSummary
 	VMEgress *api.EgressInfo
+	// ImageFile and ImageDigest are StartVM's image file and digest (empty: not said).
+	ImageFile, ImageDigest string
 	// Policy answers resolve_policy (nil: the call is unknown, as to an older helper).
 	Policy *api.Policy
 	// Agent, when set, runs when the guest receives an exec, before it answers: with
 	// the directory of the session's workspace share (the snapshot) and the command, it
 	// changes the snapshot as an agent in /workspace would.
 	Agent func(share, command string)
+	// Output is what the fake guest writes after "ran: CMD", and ExitStatus the
+	// command's exit status (default 0).
+	Output     string
+	ExitStatus uint32
 
 	mu        sync.Mutex
 	calls     []string
 	startArg  api.StartVMArgs
-	env       []string      // env requests the guest received, "NAME=value"
-	gone      chan struct{} // closed when the fake VM is gone (hung up or stopped)
+	env       []string            // env requests the guest received, "NAME=value"
+	homeFiles []guestcfg.HomeFile // home-file requests the guest accepted
+	gone      chan struct{}       // closed when the fake VM is gone (hung up or stopped)
 	goneOnce  sync.Once
 	outcome   api.VMOutcome
 	policyArg api.ResolvePolicyArgs
@@ -105,6 +113,13 @@ func (h *Helper) Env() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]string(nil), h.env...)
+}
+
+// HomeFiles returns the home files the fake guest was sent, in order.
+func (h *Helper) HomeFiles() []guestcfg.HomeFile {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]guestcfg.HomeFile(nil), h.homeFiles...)
 }
 
 // Outcome is how the fake VM ended ("" while it runs).
@@ -175,7 +190,8 @@ func (h *Helper) startVM(a api.StartVMArgs) (api.VMInfo, error) {
 		return api.VMInfo{}, h.StartErr
 	}
 	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.HostKey.PublicKey())))
-	return api.VMInfo{HostKey: key, Accel: sandbox.AccelTCG, Backend: "qemu", Egress: h.VMEgress}, nil
+	return api.VMInfo{HostKey: key, Accel: sandbox.AccelTCG, Backend: "qemu", Egress: h.VMEgress,
+		ImageFile: h.ImageFile, ImageDigest: h.ImageDigest}, nil
 }
 
 // attach returns the client end of a socket pair whose other end is the fake guest.
@@ -252,7 +268,7 @@ func (h *Helper) guest(c net.Conn) {
 }
 
 // session serves one SSH session channel: it records env requests and answers the
-// first exec with "ran: CMD" and status 0. It reports whether an exec ran.
+// first exec with "ran: CMD", then Output, and ExitStatus. It reports whether an exec ran.
 func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 	for req := range reqs {
 		if req.Type == "env" {
@@ -262,6 +278,17 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 			h.env = append(h.env, e.Name+"="+e.Value)
 			h.mu.Unlock()
 		}
+		if req.Type == guestcfg.HomeFileRequest {
+			var f guestcfg.HomeFile
+			ok := ssh.Unmarshal(req.Payload, &f) == nil && f.Check() == nil
+			if ok {
+				h.mu.Lock()
+				h.homeFiles = append(h.homeFiles, f)
+				h.mu.Unlock()
+			}
+			req.Reply(ok, nil)
+			continue
+		}
 		if req.Type != "exec" {
 			req.Reply(req.Type == "env", nil)
 			continue
@@ -269,15 +296,15 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 		var e struct{ Command string }
 		ssh.Unmarshal(req.Payload, &e)
 		h.mu.Lock()
-		agent, share := h.Agent, h.share
+		agent, share, output, status := h.Agent, h.share, h.Output, h.ExitStatus
 		h.mu.Unlock()
 		if agent != nil {
 			agent(share, e.Command)
 		}
 		req.Reply(true, nil)
-		fmt.Fprintf(ch, "ran: %s\n", e.Command)
+		fmt.Fprintf(ch, "ran: %s\n%s", e.Command, output)
 		var st [4]byte
-		binary.BigEndian.PutUint32(st[:], 0)
+		binary.BigEndian.PutUint32(st[:], status)
 		ch.SendRequest("exit-status", false, st[:])
 		ch.Close()
 		return true

@@ -18,11 +18,50 @@ import (
 // "refs/heads/brood/<id>/<short>", where short is the branch name for refs/heads/<b>,
 // "tags/<t>" for refs/tags/<t> and "HEAD" for a detached HEAD.
 func BranchName(id, ref string) string {
-	short := strings.TrimPrefix(ref, "refs/heads/")
+	return "refs/heads/brood/" + id + "/" + refShort(ref)
+}
+
+// refShort is the part of a branch name that stands for ref: the branch name for
+// refs/heads/<b>, "tags/<t>" for refs/tags/<t>, "HEAD" for a detached HEAD.
+func refShort(ref string) string {
 	if strings.HasPrefix(ref, "refs/tags/") {
-		short = "tags/" + strings.TrimPrefix(ref, "refs/tags/")
+		return "tags/" + strings.TrimPrefix(ref, "refs/tags/")
 	}
-	return "refs/heads/brood/" + id + "/" + short
+	return strings.TrimPrefix(ref, "refs/heads/")
+}
+
+// NamedBranch returns the branch Apply creates for ref when the developer names it
+// (brood apply --branch NAME): "refs/heads/<name>" when ref is the only ref that changed
+// (several false), else "refs/heads/<name>/<short>" with short as in BranchName. A name
+// given as "refs/heads/<b>" means <b>. Check the name first with CheckBranchName.
+func NamedBranch(name, ref string, several bool) string {
+	name = "refs/heads/" + strings.TrimPrefix(name, "refs/heads/")
+	if several {
+		return name + "/" + refShort(ref)
+	}
+	return name
+}
+
+// CheckBranchName returns an error naming name (escaped) when refs/heads/<name> is not a
+// branch name git accepts (git-check-ref-format(1), the rules refNameProblem applies to
+// the agent's refs).
+func CheckBranchName(name string) error {
+	full := "refs/heads/" + strings.TrimPrefix(name, "refs/heads/")
+	if name == "" || name == "HEAD" || strings.HasPrefix(name, "-") {
+		return fmt.Errorf("branch %s: not a branch name", escapeText(name))
+	}
+	if why := refNameProblem(full); why != "" {
+		return fmt.Errorf("branch %s: %s", escapeText(name), why)
+	}
+	return nil
+}
+
+// BranchFree returns an error wrapping ErrRefExists when the repository at the root of
+// workspace w cannot get branch (a full ref name): the ref exists, loose or packed, or
+// git's directory/file rule forbids it (a ref is a prefix of it, "refs/heads/a" for
+// "refs/heads/a/b", or lies below it).
+func BranchFree(w, branch string) error {
+	return refFree(filepath.Join(w, ".git"), branch)
 }
 
 // Apply writes the objects u needs into W's object store (one pack, writePack; each
@@ -41,7 +80,7 @@ func (r *Review) Apply(u *RefUpdate, branch string, journal func(ref, value stri
 	if err != nil {
 		return fmt.Errorf("apply %s: %w", escapeText(u.Name), err)
 	}
-	if err := r.refFree(branch); err != nil {
+	if err := refFree(r.wDir, branch); err != nil {
 		return err
 	}
 	if err := r.writePack(u.needed); err != nil {
@@ -53,13 +92,26 @@ func (r *Review) Apply(u *RefUpdate, branch string, journal func(ref, value stri
 	return r.createRef(branch, tip.String())
 }
 
-// refFree returns ErrRefExists when W has branch, as a loose or a packed ref.
-func (r *Review) refFree(branch string) error {
-	wst := openStore(r.wDir, false)
+// refFree returns ErrRefExists when the repository gitDir has branch, as a loose or a
+// packed ref, or a ref that git's directory/file rule puts in its way (BranchFree).
+func refFree(gitDir, branch string) error {
+	wst := openStore(gitDir, false)
+	defer wst.Close()
 	if _, err := wst.Reference(plumbing.ReferenceName(branch)); err == nil {
 		return fmt.Errorf("create %s: %w", escapeText(branch), ErrRefExists)
 	}
-	return nil
+	refs, err := wst.IterReferences()
+	if err != nil {
+		return fmt.Errorf("create %s: list refs: %w", escapeText(branch), err)
+	}
+	defer refs.Close()
+	return refs.ForEach(func(ref *plumbing.Reference) error {
+		n := ref.Name().String()
+		if strings.HasPrefix(branch, n+"/") || strings.HasPrefix(n, branch+"/") {
+			return fmt.Errorf("create %s: %w: %s is in its way", escapeText(branch), ErrRefExists, escapeText(n))
+		}
+		return nil
+	})
 }
 
 // writePack writes the verified objects hashes (those W lacks) into W's object store as
@@ -141,13 +193,13 @@ func (r *Review) createRef(name, value string) error {
 	return atomicfile.SyncDir(filepath.Dir(p))
 }
 
-// DeleteRef removes the loose ref name from the repository at the root of workspace w
-// when it still holds value, then the directories below refs/heads/brood/ it leaves
-// empty. It reports whether the ref was removed; a ref that moved, or was packed by git
+// DeleteRef removes the loose branch name (a full ref below refs/heads/: one an apply
+// created and journaled) from the repository at the root of workspace w when it still
+// holds value, then the directories below refs/heads/ it leaves empty. It reports whether the ref was removed; a ref that moved, or was packed by git
 // since, is left as it is (moved is then false, with an error saying why).
 func DeleteRef(w, name, value string) (bool, error) {
-	if !strings.HasPrefix(name, "refs/heads/brood/") || refNameProblem(name) != "" {
-		return false, fmt.Errorf("delete %s: not a brood branch", escapeText(name))
+	if !strings.HasPrefix(name, "refs/heads/") || refNameProblem(name) != "" {
+		return false, fmt.Errorf("delete %s: not a branch", escapeText(name))
 	}
 	gitDir := filepath.Join(w, ".git")
 	p := filepath.Join(gitDir, filepath.FromSlash(name))

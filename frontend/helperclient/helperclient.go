@@ -35,6 +35,9 @@ type Client interface {
 	StopVM(ctx context.Context, id string) error
 	DestroySession(ctx context.Context, id string) error
 	ListSessions(ctx context.Context) ([]api.Session, error)
+	// ResolvePolicy is the effective policy a StartVM with the same egress inputs gets
+	// (an older helper answers CodeUnknownCall).
+	ResolvePolicy(ctx context.Context, args api.ResolvePolicyArgs) (api.Policy, error)
 	Close() error
 }
 
@@ -44,8 +47,8 @@ type Socket struct{ Path string }
 var _ Helper = Socket{}
 
 // Dial connects to the helper at s.Path, bounded by api.DefaultCallTimeout when ctx has
-// no deadline. The returned Client retries Attach, WaitVM, StopVM, DestroySession and
-// ListSessions once on a new connection when the connection broke under them (the
+// no deadline. The returned Client retries Attach, WaitVM, StopVM, DestroySession,
+// ListSessions and ResolvePolicy once on a new connection when the connection broke under them (the
 // helper closed an idle connection during a slow boot); CreateSession and StartVM are
 // never retried (they are not idempotent).
 func (s Socket) Dial(ctx context.Context) (Client, error) {
@@ -136,6 +139,14 @@ func (h *conn) ListSessions(ctx context.Context) (l []api.Session, err error) {
 		return err
 	})
 	return l, err
+}
+
+func (h *conn) ResolvePolicy(ctx context.Context, args api.ResolvePolicyArgs) (p api.Policy, err error) {
+	err = h.do(ctx, func(c *api.Client) (err error) {
+		p, err = c.ResolvePolicy(ctx, args)
+		return err
+	})
+	return p, err
 }
 
 func (h *conn) Close() error { return h.c.Close() }

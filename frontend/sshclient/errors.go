@@ -11,4 +11,7 @@ var (
 	// ErrNoExitStatus: the connection ended before the guest reported an exit status
 	// (the VM stopped, timed out or crashed under the command).
 	ErrNoExitStatus = errors.New("connection lost before an exit status")
+	// ErrHomeFileRefused: the guest answered a home-file request with failure (the reason
+	// is in the guest log).
+	ErrHomeFileRefused = errors.New("guest refused the home file")
 )

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+
+	"brood.dev/brood/sandbox/guestcfg"
 )
 
 // fakeGuest is a minimal SSH server speaking the requests brood-guest serves (env,
@@ -21,6 +23,7 @@ import (
 type fakeGuest struct {
 	hostSigner ssh.Signer
 	clientKey  ssh.PublicKey
+	homeFiles  chan guestcfg.HomeFile // home-file requests accepted (homefile_test.go)
 }
 
 func newFakeGuest(t *testing.T, client ssh.Signer) *fakeGuest {
@@ -32,7 +35,7 @@ func newFakeGuest(t *testing.T, client ssh.Signer) *fakeGuest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeGuest{hostSigner: hs, clientKey: client.PublicKey()}
+	return &fakeGuest{hostSigner: hs, clientKey: client.PublicKey(), homeFiles: make(chan guestcfg.HomeFile, 8)}
 }
 
 // serve runs the server side on c until the connection ends.
@@ -133,6 +136,13 @@ func (g *fakeGuest) session(sc *ssh.ServerConn, ch ssh.Channel, reqs <-chan *ssh
 					ch.Close()
 				}()
 			}
+		case guestcfg.HomeFileRequest: // refuses the path "refused"
+			var f guestcfg.HomeFile
+			ok := ssh.Unmarshal(req.Payload, &f) == nil && f.Path != "refused"
+			if ok {
+				g.homeFiles <- f
+			}
+			req.Reply(ok, nil)
 		default:
 			if req.WantReply {
 				req.Reply(false, nil)

@@ -260,8 +260,10 @@ type StartVMArgs struct {
 	ClientKey  string `json:"client_key"`
 	// Clock is the host's time (Unix seconds) for the guest's clock.
 	Clock int64 `json:"clock"`
-	// Egress names the egress profile ("locked", "standard", "permissive"); empty means
-	// no network device at all. The helper caps it with the system policy.
+	// Egress names the egress profile ("locked", "standard", "permissive"), or
+	// EgressDefault: a network with the profile the configuration layers choose, else the
+	// system policy's default_profile, else standard; empty means no network device at
+	// all. The helper caps it with the system policy.
 	Egress string `json:"egress,omitempty"`
 	// AllowHosts are --allow-host values ("NAME" or "NAME:PORT[/proto]..."); refused
 	// (CodePolicy) when the system policy forbids adding hosts.
@@ -318,6 +320,9 @@ type EgressInfo struct {
 	GuestV6 string   `json:"guest_v6,omitempty"` // "fd62:726f:6f64::2/126"; empty: the guest has no IPv6
 	DNS6    string   `json:"dns6,omitempty"`     // the proxy's IPv6 address, when GuestV6 is set
 	Hosts   []string `json:"hosts"`              // the allowed host entries ("pattern (443/tcp)")
+	// AgentHosts are the entries of Hosts the agent's LLM provider has (the helper's agent
+	// table: what the agent must reach to work at all), in the same form.
+	AgentHosts []string `json:"agent_hosts,omitempty"`
 	// Digest identifies the effective policy the session enforces (Policy.Digest: the
 	// same value ResolvePolicy answers for the same inputs).
 	Digest string `json:"policy_digest"`
@@ -326,9 +331,13 @@ type EgressInfo struct {
 	Warning      string `json:"warning,omitempty"` // degraded enforcement (e.g. no IPv6 forwarding)
 }
 
+// EgressDefault as StartVMArgs.Egress asks for a network whose profile the helper
+// chooses as when no flag names one: what `brood run AGENT` sends without --egress.
+const EgressDefault = "default"
+
 // ResolvePolicyArgs are the egress inputs of a StartVM request (StartVMArgs.PolicyArgs),
 // with the same meaning and JSON names, except that an empty Egress leaves the profile to
-// the configuration layers (StartVM gives no network then).
+// the configuration layers (StartVM gives no network then), as EgressDefault does.
 type ResolvePolicyArgs struct {
 	Egress          string       `json:"egress,omitempty"`
 	AllowHosts      []string     `json:"allow_hosts,omitempty"`
@@ -354,6 +363,10 @@ func (a *StartVMArgs) SetPolicyArgs(p ResolvePolicyArgs) {
 type Policy struct {
 	Profile      string `json:"profile"`       // "locked", "standard" or "permissive"
 	ProfileLayer string `json:"profile_layer"` // the layer that chose it ("default", "system", "user", ...)
+	// ProfileSource, when no configuration layer chose the profile, says how the default
+	// came about: "built-in default" (standard), "default_profile" (the system policy's)
+	// or "max_profile" (the default capped by the system policy); empty otherwise.
+	ProfileSource string `json:"profile_source,omitempty"`
 	// AllowHostForbidden: the system policy refuses hosts added by the user or flags.
 	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
 	// DirectForbidden: the system policy forbids direct mode (forbid_direct).
@@ -393,14 +406,33 @@ type PolicyNote struct {
 	Why  string `json:"why"`
 }
 
-// EgressSummary condenses a session's egress decision log, returned by WaitVM.
+// EgressSummary condenses a session's egress decision log, returned by WaitVM. It is
+// bounded whatever the guest queried (at most SummaryNames names per list and
+// SummaryPinned addresses, so a WaitVM reply stays far below MaxFrame): Allowed, Refused
+// and Pinned are the top entries, the totals count everything.
 type EgressSummary struct {
-	Allowed  map[string]int `json:"allowed,omitempty"` // name: queries answered
-	Refused  map[string]int `json:"refused,omitempty"` // name: queries refused
+	Allowed  map[string]int `json:"allowed,omitempty"` // top names: queries answered
+	Refused  map[string]int `json:"refused,omitempty"` // top names: queries refused
 	Failed   int            `json:"failed,omitempty"`  // queries answered SERVFAIL
-	Pinned   []string       `json:"pinned,omitempty"`  // distinct addresses pinned
+	Pinned   []string       `json:"pinned,omitempty"`  // distinct addresses pinned (first ones, sorted)
 	Stripped int            `json:"stripped,omitempty"`
+	// Queries counts every decision, logged or dropped; AllowedNames and RefusedNames
+	// count the distinct names of the decisions logged.
+	Queries      int `json:"queries,omitempty"`
+	AllowedNames int `json:"allowed_names,omitempty"`
+	RefusedNames int `json:"refused_names,omitempty"`
+	// Truncated: a list above was cut to its bound, or log entries were dropped.
+	Truncated bool `json:"truncated,omitempty"`
+	// LogDropped counts decisions not written because the log reached its byte quota.
+	LogDropped int `json:"log_dropped,omitempty"`
 }
+
+// Bounds of an EgressSummary: names per list (a name is at most 253 bytes, RFC 1035)
+// and pinned addresses.
+const (
+	SummaryNames  = 32
+	SummaryPinned = 64
+)
 
 // VMInfo answers StartVM.
 type VMInfo struct {
@@ -410,6 +442,11 @@ type VMInfo struct {
 	Accel   sandbox.Accel `json:"accel"`   // sandbox.AccelKVM or sandbox.AccelTCG
 	Warning string        `json:"warning"` // non-empty when degraded (TCG): print it loudly
 	Backend string        `json:"backend"` // "qemu"
+	// ImageFile is the store file the VM boots ("codex-<hex32>.erofs") and ImageDigest the
+	// image tree digest its name carries (hex, the store's short form); empty from a helper
+	// that does not say.
+	ImageFile   string `json:"image_file,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
 	// Egress is the session's network; nil: no network device.
 	Egress *EgressInfo `json:"egress,omitempty"`
 }

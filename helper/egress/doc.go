@@ -1,17 +1,27 @@
 // Package egress is the network side of VM sessions: the address pool each session's
 // link is carved from, the tap (through the Links seam), per-interface forwarding, the
 // session's nft chains and sets (through nftrules.Firewall), the session's DNS proxy
-// (netpolicy/dnsproxy) with its pinner into the nft sets, and the decision log the proxy
-// writes and StopVM summarizes. The policy a session enforces is decided by one function,
-// resolvePolicy, which both Manager.Start and the resolve_policy call use.
+// (netpolicy/dnsproxy), run as one unprivileged egress process per session, and the
+// decision log it reports and StopVM summarizes. The policy a session enforces is decided
+// by one function, resolvePolicy, which both Manager.Start and the resolve_policy call
+// use, and which the pin gate applies again to every pin the egress process asks for.
 //
 // Files: config.go (the [egress] table), pool.go (addresses), policy.go (the policy
-// decision), links.go (the Links seam and its netlink implementation), egress.go
-// (Manager and Session: set-up and teardown of one session's network) and proxy.go (the
-// DNS proxy's sockets, pins and decision log: the guest-facing part, which is meant to
-// move into a per-session unprivileged process).
+// decision), links.go (the Links seam and its netlink implementation), forwarding.go
+// (uplink forwarding recorded and restored), networks.go (the host's own networks a
+// permissive session refuses), egress.go
+// (Manager and Session: set-up and teardown of one session's network), proxy.go (the
+// DNS sockets, bound by root and confined to their tap by tapfilter.go), limits.go (the
+// per-session connection and in-flight caps), procserve.go (the daemon's side of the
+// egress process: start, stop, and the pin gate), proc.go (the egress process itself,
+// ProxyMain), procwire.go (their control messages) and decisionlog.go (the log's byte
+// quota and the bounded summary).
 //
-// Privilege: root, inside the helper daemon (Landlock-confined after startup): it creates
-// taps, writes nft rules and conntrack entries, and binds the DNS port on the taps' host
-// addresses. The DNS proxy it runs parses guest traffic.
+// Privilege: the Manager runs as root inside the helper daemon (Landlock-confined after
+// startup): it creates taps, writes nft rules and conntrack entries, binds the DNS
+// sockets on the taps' host addresses and checks every pin request against the policy.
+// It parses no guest traffic when ProxyExe is set (as Open sets it): ProxyMain, the
+// egress process, does, as the session owner's uid and gid, not dumpable, no_new_privs,
+// under Landlock with no filesystem access and TCP connect only to the upstream's port,
+// with RLIMIT_NOFILE ProcMaxFDs.
 package egress

@@ -49,6 +49,12 @@ type Manager struct {
 	// or route (their proxy still answers AAAA, which they cannot use).
 	IPv6 IPv6Forwarder
 
+	// ProxyExe is the broodd-helper binary that runs each session's DNS proxy as an
+	// unprivileged egress process (ProxySubcommand); empty: the proxy runs inside this
+	// process (tests of other layers). Open sets it.
+	ProxyExe     string
+	upstreamAddr string
+
 	closers []func() // Open's handles
 
 	// fwdMu serializes switching uplink forwarding on (session start) and back (the last
@@ -70,11 +76,12 @@ type Session struct {
 
 	id, tap string
 	slot    int
-	tapFile *os.File // the VMM's queue descriptor; handed to the runner, then closed
-	servers []*dnsproxy.Server
+	tapFile *os.File           // the VMM's queue descriptor; handed to the runner, then closed
+	servers []*dnsproxy.Server // the in-process proxy (no ProxyExe)
+	proc    *proxyProc         // the egress process (ProxyExe)
 	logPath string
 	logFile *os.File
-	logErr  func() error
+	dlog    *decisionLog
 }
 
 // New prepares the host for VM egress: the address pool, the upstream resolver and
@@ -102,7 +109,7 @@ func New(cfg Config, logDir string, links Links, fw nftrules.Firewall, ct *nftru
 		}
 	}
 	e := &Manager{cfg: cfg, links: links, fw: fw, ct: ct, pool: pool, upstream: dnsproxy.NewUpstream(up),
-		logDir: logDir, log: log, sessions: map[string]*Session{}, prior: map[string]priorForwarding{}}
+		upstreamAddr: up, logDir: logDir, log: log, sessions: map[string]*Session{}, prior: map[string]priorForwarding{}}
 	if err := fw.EnsureTable(); err != nil {
 		return nil, err
 	}
@@ -202,7 +209,7 @@ func (e *Manager) Start(a api.StartVMArgs, uid, gid uint32) (*Session, error) {
 	}
 	s.Info = api.EgressInfo{Profile: eff.Profile.String(), Tap: tap,
 		GuestV4: netip.PrefixFrom(s.Addrs.Guest4, 30).String(), DNS: s.Addrs.Host4.String(),
-		Hosts: hostList(eff), Digest: eff.Digest(), SystemDigest: sysDigest}
+		Hosts: hostList(eff), AgentHosts: agentHostList(eff), Digest: eff.Digest(), SystemDigest: sysDigest}
 	if s.V6 {
 		s.Info.GuestV6 = netip.PrefixFrom(s.Addrs.Guest6, 126).String()
 		s.Info.DNS6 = s.Addrs.Host6.String()
@@ -252,14 +259,17 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	if s.logFile, err = os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600); err != nil {
 		return fmt.Errorf("egress decision log: %w", err)
 	}
-	logFn, logErr := dnsproxy.JSONLog(s.logFile)
-	s.logErr = logErr
-	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream, Pinner: sessionPinner{e.fw, s.id}, Log: logFn})
+	s.dlog = newDecisionLog(s.logFile, MaxDecisionLogBytes)
+	if e.ProxyExe != "" {
+		return e.startProc(s, eff, uid, gid)
+	}
+	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream, Pinner: sessionPinner{e.fw, s.id}, Log: s.dlog.Log})
 	if err != nil {
 		return err
 	}
+	lim := newProxyLimits(s.id, e.log)
 	for _, a := range []netip.Addr{ad.Host4, ad.Host6} {
-		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort))
+		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort), s.tap, lim)
 		if err != nil {
 			return err
 		}
@@ -284,6 +294,9 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 		return nil, nil
 	}
 	var errs []error
+	if s.proc != nil {
+		errs = append(errs, s.proc.stop())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), proxyCloseTimeout)
 	for _, srv := range s.servers {
 		errs = append(errs, srv.Close(ctx))
@@ -301,8 +314,9 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 	errs = append(errs, e.links.DeleteLink(s.tap))
 	var sum *api.EgressSummary
 	if s.logFile != nil {
-		errs = append(errs, s.logErr(), s.logFile.Close())
-		sum = summarizeLog(s.logPath)
+		_, _, werr := s.dlog.counts()
+		errs = append(errs, werr, s.logFile.Close())
+		sum = summarize(s.logPath, s.dlog)
 		os.Remove(s.logPath)
 	}
 	e.pool.release(s.slot)
@@ -352,6 +366,12 @@ func Open(cfg Config, logDir string, links Links, fw nftrules.Firewall, log *slo
 		return nil, err
 	}
 	e.closers = []func(){ct.Close}
+	// Each session's DNS proxy runs as this binary's ProxySubcommand (resolved now,
+	// before the daemon confines itself).
+	if e.ProxyExe, err = os.Executable(); err != nil {
+		ct.Close()
+		return nil, fmt.Errorf("egress process binary: %w", err)
+	}
 	// Before confinement: the descriptor that keeps IPv6 forwarding writable (IPv6Conf).
 	if v6, err := OpenIPv6Conf(); err != nil {
 		log.Warn("egress: guests get no IPv6", "err", err)

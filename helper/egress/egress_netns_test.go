@@ -240,6 +240,7 @@ func egressScenario(t *testing.T, names []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	e.ProxyExe = publicTestBinary(t) // each session's DNS proxy is an egress process
 	defer e.StopAll()
 
 	// Refusals come before anything is created.

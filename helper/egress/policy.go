@@ -18,7 +18,8 @@ import (
 // can only tighten what the system allows (netpolicy.Resolve). Registries the client
 // discovered in the user's own configuration (UserEgress.Discovered) are user-controlled
 // whatever the client says: the system's denials remove them and forbid_allow_host drops
-// them, as for user-added hosts. An empty a.Egress leaves the profile to the layers. It
+// them, as for user-added hosts. An empty a.Egress or api.EgressDefault leaves the
+// profile to the layers, then to the system policy's default_profile, then standard. It
 // returns the policy and the system policy's digest ("none" without a file); errors wrap
 // api.ErrPolicy.
 func resolvePolicy(c *Config, a api.ResolvePolicyArgs, discovered []netpolicy.Discovered) (*netpolicy.Effective, string, error) {
@@ -30,7 +31,7 @@ func resolvePolicy(c *Config, a api.ResolvePolicyArgs, discovered []netpolicy.Di
 		return fail(err)
 	}
 	var flags netpolicy.LayerConfig
-	if a.Egress != "" {
+	if a.Egress != "" && a.Egress != api.EgressDefault {
 		prof, err := netpolicy.ParseProfile(a.Egress)
 		if err != nil {
 			return fail(err)
@@ -161,6 +162,19 @@ func hostList(eff *netpolicy.Effective) []string {
 	var out []string
 	for _, g := range eff.Hosts {
 		out = append(out, g.Entry.String())
+	}
+	slices.Sort(out)
+	return out
+}
+
+// agentHostList renders the effective policy's entries that the agent's LLM provider
+// added (netpolicy.LayerAgent), as hostList does.
+func agentHostList(eff *netpolicy.Effective) []string {
+	var out []string
+	for _, g := range eff.Hosts {
+		if g.Source.Layer == netpolicy.LayerAgent {
+			out = append(out, g.Entry.String())
+		}
 	}
 	slices.Sort(out)
 	return out

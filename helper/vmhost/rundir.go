@@ -51,13 +51,15 @@ func writeSessionInitrd(base, dirf *os.File, runDir string, gcfg guestcfg.Config
 		return nil, &os.PathError{Op: "open", Path: out, Err: err}
 	}
 	f := os.NewFile(uintptr(fd), out)
-	if err := unix.Fchown(fd, int(uid), int(gid)); err != nil {
-		f.Close()
-		return nil, &os.PathError{Op: "chown", Path: out, Err: err}
-	}
+	// chmod while root still owns the file: the unit grants no CAP_FOWNER, so root cannot
+	// change the mode of a file it has handed to the user.
 	if err := unix.Fchmod(fd, 0o400); err != nil {
 		f.Close()
 		return nil, &os.PathError{Op: "chmod", Path: out, Err: err}
+	}
+	if err := unix.Fchown(fd, int(uid), int(gid)); err != nil {
+		f.Close()
+		return nil, &os.PathError{Op: "chown", Path: out, Err: err}
 	}
 	return f, nil
 }

@@ -30,6 +30,10 @@ import (
 	"path/filepath"
 )
 
+// ExitError is os/exec's error for a program that ran and exited unsuccessfully, so
+// callers can tell it from a failure to start or wait without importing os/exec.
+type ExitError = exec.ExitError
+
 // Cmd is os/exec's command, so callers can set ExtraFiles, SysProcAttr and the output
 // without importing os/exec themselves.
 type Cmd = exec.Cmd
@@ -57,8 +61,12 @@ type program struct {
 	pass []string
 }
 
-// selfName is the row of brood's own binary re-executing itself (Self).
-const selfName = "(self)"
+// selfName is the row of brood's own binary re-executing itself (Self); pagerName the
+// row of the developer's pager (Pager).
+const (
+	selfName  = "(self)"
+	pagerName = "(pager)"
+)
 
 // programs lists every program brood runs on the host.
 var programs = []program{
@@ -87,6 +95,11 @@ var programs = []program{
 	// mkfs.erofs: packs an image tree into an EROFS file in brood's image cache
 	// (image.FromDir), same caller as mmdebstrap.
 	{name: "mkfs.erofs"},
+	// $PAGER (less when unset): `brood diff -p` on a terminal pipes the escaped patch to
+	// the developer's pager through /bin/sh -c, as git does (Pager). It runs as the
+	// developer, in Dir, with the terminal variables a pager needs and PAGER/LESS from
+	// the developer's own environment; never anything the workspace sets.
+	{name: pagerName, pass: []string{"TERM", "COLORTERM", "LESS", "LESSCHARSET", "LANG", "LC_CTYPE", "HOME", "COLUMNS", "LINES"}},
 	// brood's own binary: broodd-helper (root) starts `vm-spawn` as root and the spawner
 	// starts `vm-run` runners as the developer's uid (helper.StartSpawner), each with
 	// descriptors passed as ExtraFiles.
@@ -96,7 +109,7 @@ var programs = []program{
 // lookup returns the row called name.
 func lookup(name string) (program, error) {
 	for _, p := range programs {
-		if p.name == name && name != selfName {
+		if p.name == name && name != selfName && name != pagerName {
 			return p, nil
 		}
 	}
@@ -150,6 +163,32 @@ func Self(exe string, args ...string) *Cmd {
 	cmd := &exec.Cmd{Path: exe, Args: append([]string{exe}, args...)}
 	setup(cmd, nil)
 	return cmd
+}
+
+// Pager returns the command running the developer's pager: pager (a $PAGER value, run
+// by /bin/sh -c; "less" when empty) with LESS=FRX unless the environment sets LESS, as
+// git does. The caller sets Stdin (the text) and Stdout (the terminal).
+func Pager(pager string) *Cmd {
+	if pager == "" {
+		pager = "less"
+	}
+	p, _ := lookupRow(pagerName)
+	cmd := &exec.Cmd{Path: "/bin/sh", Args: []string{"sh", "-c", pager}}
+	setup(cmd, p.pass)
+	if _, ok := os.LookupEnv("LESS"); !ok {
+		cmd.Env = append(cmd.Env, "LESS=FRX")
+	}
+	return cmd
+}
+
+// lookupRow returns the row called name, including the special rows.
+func lookupRow(name string) (program, bool) {
+	for _, p := range programs {
+		if p.name == name {
+			return p, true
+		}
+	}
+	return program{}, false
 }
 
 // Env returns the environment a program gets: PATH=Path, LC_ALL=C and the variables of

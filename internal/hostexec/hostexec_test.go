@@ -13,12 +13,15 @@ import (
 // fakeSelf is the file name the Self row's fake runs as.
 const fakeSelf = "broodd-helper-fake"
 
+// fakePager is the file name the pager row's fake runs as.
+const fakePager = "pager-fake"
+
 // TestMain turns this test binary into the fake of every listed program when it is run
 // under that program's name: it writes its working directory, standard input and
 // environment to the file named by its last argument.
 func TestMain(m *testing.M) {
 	name := filepath.Base(os.Args[0])
-	if _, err := lookup(name); err == nil || name == fakeSelf {
+	if _, err := lookup(name); err == nil || name == fakeSelf || name == fakePager {
 		dump(os.Args[len(os.Args)-1])
 		os.Exit(0)
 	}
@@ -45,8 +48,11 @@ func TestProgramsDirEnv(t *testing.T) {
 	bin, ws, outDir := t.TempDir(), t.TempDir(), t.TempDir()
 	for _, p := range programs {
 		name := p.name
-		if name == selfName {
+		switch name {
+		case selfName:
 			name = fakeSelf
+		case pagerName:
+			name = fakePager
 		}
 		if err := os.Symlink(exe, filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
@@ -69,9 +75,16 @@ func TestProgramsDirEnv(t *testing.T) {
 	for _, p := range programs {
 		out := filepath.Join(outDir, strings.Trim(p.name, "()"))
 		var cmd *Cmd
-		if p.name == selfName {
+		switch {
+		case p.name == selfName:
 			cmd = Self(filepath.Join(bin, fakeSelf), "vm-spawn", out)
-		} else if cmd, err = Command(context.Background(), p.name, out); err != nil {
+		case p.name == pagerName:
+			// The developer's $PAGER, run by /bin/sh -c; LESS is unset, so LESS=FRX.
+			cmd = Pager("exec " + filepath.Join(bin, fakePager) + " " + out)
+		default:
+			cmd, err = Command(context.Background(), p.name, out)
+		}
+		if err != nil {
 			t.Fatalf("Command(%s): %v", p.name, err)
 		}
 		if b, err := cmd.CombinedOutput(); err != nil {
@@ -83,8 +96,11 @@ func TestProgramsDirEnv(t *testing.T) {
 		}
 		got := strings.Split(strings.TrimSpace(string(data)), "\n")
 		want := []string{"cwd=" + Dir, "stdin=/dev/null", "PATH=" + Path, "LC_ALL=C"}
+		if p.name == pagerName {
+			want = append(want, "LESS=FRX", "PWD="+Dir) // sh exports PWD
+		}
 		for _, k := range p.pass {
-			if v, ok := hostile[k]; ok {
+			if v, ok := os.LookupEnv(k); ok {
 				want = append(want, k+"="+v)
 			}
 		}

@@ -20,6 +20,10 @@ var exempt = map[string]string{
 	"internal/hostexec": "the host exec contract itself",
 	// brood-guest's library: runs inside the VM as its init and SSH server, never on the host.
 	"sandbox/guest": "runs inside the VM",
+	// The package builder (a main package, so nothing links it): scripts/package.sh runs
+	// it on a source checkout at build time for go build, git describe and the SELinux
+	// policy Makefile; it is in no installed binary and never runs in a workspace.
+	"packaging": "build-time package builder (package main)",
 	// Test helpers, linked only by _test.go files: go build of the guest binary, tool
 	// lookups for skipping.
 	"sandbox/vmtest":   "test helper (builds brood-guest for VM tests)",

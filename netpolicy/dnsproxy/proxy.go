@@ -5,8 +5,8 @@
 // it replies. Everything else is answered locally (REFUSED, FORMERR, NOTIMP) and never
 // forwarded. Every answer produces one Decision for the session's egress log.
 //
-// Privilege: today it runs inside the root helper, Landlock-confined; it parses guest
-// traffic, so it is to move into the planned per-session unprivileged egress process.
+// Privilege: none of its own; it parses guest traffic, so broodd-helper runs it in each
+// session's unprivileged, Landlock-confined egress process (package helper/egress).
 package dnsproxy
 
 import (

@@ -11,12 +11,12 @@ import (
 	"brood.dev/brood/netpolicy"
 )
 
-// Render returns eff as api.Policy: the profile and the layer that set it, every allowed
+// Render returns eff as api.Policy: the profile and the layer (and default's source) that set it, every allowed
 // host with its ports (as "443/tcp") and its layer and source, the denials, the entries
 // dropped while merging, eff.Digest() and sysDigest (the system policy file's digest, ""
 // when there is none). Hosts is never nil, so the JSON answer always has a list.
 func Render(eff *netpolicy.Effective, sysDigest string) api.Policy {
-	p := api.Policy{Profile: eff.Profile.String(), ProfileLayer: string(eff.ProfileLayer),
+	p := api.Policy{Profile: eff.Profile.String(), ProfileLayer: string(eff.ProfileLayer), ProfileSource: eff.ProfileSource,
 		AllowHostForbidden: eff.AllowHostForbidden, DirectForbidden: eff.DirectForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
 	for _, g := range eff.Hosts {
 		h := api.PolicyHost{Name: g.Entry.Pattern.String(), Layer: string(g.Source.Layer), Source: g.Source.Detail}

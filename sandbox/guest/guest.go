@@ -73,6 +73,7 @@ type guest struct {
 	cmdline map[string]string
 	mods    *modLoader
 	ready   chan struct{} // closed once root, reaper and network are set up
+	home    string        // the agent's home; "" is homeDir(cfg) (tests set another)
 }
 
 // logf writes one line to the console (fd 2 is /dev/console for init), stamped with

@@ -265,6 +265,13 @@ func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 				return
 			}
 			okReply = true
+		case guestcfg.HomeFileRequest: // homefile.go; only before the command starts
+			if okReply = !started; okReply {
+				if err := g.homeFile(req.Payload); err != nil {
+					g.logf("session: %v", err)
+					okReply = false
+				}
+			}
 		default:
 			okReply = s.setting(req, started)
 		}

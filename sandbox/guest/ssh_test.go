@@ -129,6 +129,14 @@ func ptyLines(s *ssh.Session, cmd string, n int) (string, error) {
 // sessionClient connects an SSH client to a server whose session channels g.session
 // serves, over a socket pair, with a guest running commands as root.
 func sessionClient() (*ssh.Client, error) {
+	g := &guest{cfg: guestcfg.Config{User: "root"}, ready: make(chan struct{}), reaper: newReaper()}
+	close(g.ready)
+	return sessionClientFor(g)
+}
+
+// sessionClientFor connects an SSH client to a server whose session channels g.session
+// serves, over a socket pair.
+func sessionClientFor(g *guest) (*ssh.Client, error) {
 	_, key, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
@@ -137,8 +145,6 @@ func sessionClient() (*ssh.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &guest{cfg: guestcfg.Config{User: "root"}, ready: make(chan struct{}), reaper: newReaper()}
-	close(g.ready)
 	cfg := &ssh.ServerConfig{NoClientAuth: true}
 	cfg.AddHostKey(signer)
 	sc, cc, err := socketPair()

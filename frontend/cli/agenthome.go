@@ -1,0 +1,66 @@
+package cli
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"sort"
+
+	"brood.dev/brood/frontend/agentcfg"
+	"brood.dev/brood/sandbox/guestcfg"
+)
+
+// agentHome is what a built-in agent's guest home gets (frontend/agentcfg): files, the
+// variables to set and the notes for the run output.
+type agentHome struct {
+	files []guestcfg.HomeFile
+	env   [][2]string
+	notes []string
+}
+
+// agentHome builds the guest home of r's agent from environ and the developer's home
+// directory: only for built-in agents with a settings table (none for shell, run-image
+// and custom agents); --no-settings leaves the host settings unread. A host settings file
+// that does not parse is an error naming it.
+func (r runRequest) agentHome(environ []string) (agentHome, error) {
+	name := r.agentForPolicy()
+	if name == "" || !agentcfg.Known(name) {
+		return agentHome{}, nil
+	}
+	opts := agentcfg.Options{NoSettings: r.flags.noSettings}
+	var pre []string
+	home, err := os.UserHomeDir()
+	if err != nil && !opts.NoSettings {
+		pre = append(pre, fmt.Sprintf("settings: not copied: %v", err))
+		opts.NoSettings = true
+	}
+	// The seam where key values would be replaced by placeholders: Build sees only these.
+	secrets := agentcfg.Secrets(name, environ)
+	p, err := agentcfg.Build(name, secrets, home, opts)
+	if err != nil {
+		return agentHome{}, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
+	}
+	h := agentHome{env: p.Env, notes: append(pre, p.Notes...)}
+	for _, f := range p.Files {
+		h.files = append(h.files, guestcfg.HomeFile{Path: f.Path, Mode: uint32(f.Mode & fs.ModePerm), Data: f.Data})
+	}
+	return h, nil
+}
+
+// withEnv returns forwarded with h's variables set (h's value wins for a name in both),
+// sorted by name.
+func (h agentHome) withEnv(forwarded [][2]string) [][2]string {
+	vals := map[string]string{}
+	for _, kv := range forwarded {
+		vals[kv[0]] = kv[1]
+	}
+	for _, kv := range h.env {
+		vals[kv[0]] = kv[1]
+	}
+	out := make([][2]string, 0, len(vals))
+	for n, v := range vals {
+		out = append(out, [2]string{n, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i][0] < out[j][0] })
+	return out
+}

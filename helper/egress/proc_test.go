@@ -1,0 +1,61 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/landlockabi"
+	"brood.dev/brood/internal/testenv"
+)
+
+// confineProbe is the argument that makes the test binary confine itself as the egress
+// process does and report what it can still do (confineProbeMain).
+const confineProbe = "egress-confine-probe"
+
+// confineProbeMain runs confineProc (upstream TCP port 53) and prints one line per
+// attempt: reading a file, creating one, a TCP connect to another port, and its limits.
+func confineProbeMain() int {
+	if err := confineProc(53); err != nil {
+		fmt.Println("confine:", err)
+		return 1
+	}
+	_, err := os.ReadFile("/etc/hostname")
+	fmt.Println("read /etc/hostname:", errors.Is(err, unix.EACCES))
+	_, err = os.Create(os.TempDir() + "/brood-egress-probe")
+	fmt.Println("create in tmp:", errors.Is(err, unix.EACCES))
+	_, err = net.Dial("tcp", "127.0.0.1:80")
+	fmt.Println("connect tcp 127.0.0.1:80:", errors.Is(err, unix.EACCES))
+	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
+	nnp, _ := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
+	var lim unix.Rlimit
+	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
+	fmt.Printf("dumpable %d no_new_privs %d nofile %d/%d\n", dumpable, nnp, lim.Cur, lim.Max)
+	return 0
+}
+
+// TestProcConfinement: once confined, the egress process can neither read nor create a
+// file, nor connect over TCP but to the upstream's port (Landlock, pinned ABI); it is
+// not dumpable, has no_new_privs and RLIMIT_NOFILE ProcMaxFDs.
+func TestProcConfinement(t *testing.T) {
+	if abi, _ := landlockabi.Kernel(); abi < landlockabi.Pinned {
+		testenv.Skip(t, fmt.Sprintf("kernel Landlock ABI %d < pinned %d", abi, landlockabi.Pinned))
+	}
+	out, err := exec.Command(os.Args[0], confineProbe).CombinedOutput()
+	if err != nil {
+		t.Fatalf("probe: %v\n%s", err, out)
+	}
+	want := fmt.Sprintf("read /etc/hostname: true\ncreate in tmp: true\nconnect tcp 127.0.0.1:80: true\ndumpable 0 no_new_privs 1 nofile %d/%d\n", ProcMaxFDs, ProcMaxFDs)
+	if string(out) != want {
+		t.Errorf("confined egress process:\n%s\nwant:\n%s", out, want)
+	}
+	if strings.Contains(string(out), "false") {
+		t.Error("the egress process kept a right it must not have")
+	}
+}

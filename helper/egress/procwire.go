@@ -1,0 +1,57 @@
+package egress
+
+import (
+	"encoding/json"
+	"net/netip"
+)
+
+// ProxySubcommand is the hidden broodd-helper subcommand that runs one session's DNS
+// proxy as an unprivileged process (ProxyMain).
+const ProxySubcommand = "egress-proxy"
+
+// Descriptors of the egress process (ProxyMain), after stdin, stdout and stderr: its end
+// of the control socketpair (SOCK_SEQPACKET) and the four DNS sockets the daemon bound on
+// the session's tap addresses.
+const (
+	procFDCtl = 3 + iota
+	procFDUDP4
+	procFDTCP4
+	procFDUDP6
+	procFDTCP6
+	procFDCount = iota
+)
+
+// procMaxMsg bounds one control message, either way (bytes). A decision with its chain
+// and addresses is a few KiB at most.
+const procMaxMsg = 64 << 10
+
+// procMaxPinAddrs bounds the addresses of one pin request (a DNS answer within the
+// 1232-byte EDNS size holds fewer than 80 A records).
+const procMaxPinAddrs = 128
+
+// Control operations, process to daemon.
+const (
+	opCheck = "check" // may the session resolve Name? reply: OK, Why, Source, Ports
+	opPin   = "pin"   // pin Addrs for Name, TimeoutS seconds. reply: OK or Why
+	opLog   = "log"   // append Decision to the session's decision log; no reply
+	opPanic = "panic" // a handler panicked and was recovered; no reply
+)
+
+// procMsg is one request of the egress process to the daemon.
+type procMsg struct {
+	ID       uint64          `json:"id,omitempty"`
+	Op       string          `json:"op"`
+	Name     string          `json:"name,omitempty"`
+	Addrs    []netip.Addr    `json:"addrs,omitempty"`
+	TimeoutS int64           `json:"timeout_s,omitempty"`
+	Decision json.RawMessage `json:"decision,omitempty"`
+}
+
+// procReply answers a procMsg with the same ID.
+type procReply struct {
+	ID     uint64   `json:"id"`
+	OK     bool     `json:"ok"`
+	Why    string   `json:"why,omitempty"`
+	Source string   `json:"source,omitempty"`
+	Ports  []string `json:"ports,omitempty"` // netpolicy.Port texts ("443/tcp")
+}
