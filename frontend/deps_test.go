@@ -21,12 +21,16 @@ var privileged = []string{
 }
 
 // builders are the packages that write the artifact store (fetch kernels, build
-// initramfs files and images): they run only in the privileged binary, as root.
+// initramfs files and images, pull and unpack OCI images: sandbox/oci and
+// go-containerregistry's registry client): they run only in the privileged binary (the
+// unpacker as an unprivileged child of it). brood maps references with sandbox/ociref.
 var builders = []string{
 	"brood.dev/brood/sandbox/assets",
 	"brood.dev/brood/sandbox/image",
 	"brood.dev/brood/sandbox/initramfs",
 	"brood.dev/brood/sandbox/kernel",
+	"brood.dev/brood/sandbox/oci",
+	"github.com/google/go-containerregistry/pkg/v1/remote",
 }
 
 // allowedShared are the exceptions: the wire protocol both sides import.

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/sandbox/assets"
 	"brood.dev/brood/sandbox/image"
 )
@@ -28,11 +29,16 @@ const ImageSubcommand = "image"
 // for `test`, ~1 min for `codex` on a fast mirror; a slow mirror gets ample slack.
 const imageBuildTimeout = 30 * time.Minute
 
-const imageUsage = `usage: broodd-helper image build [--config FILE] [--state-dir DIR] NAME`
+const imageUsage = `usage: broodd-helper image build [--config FILE] [--state-dir DIR] NAME
+       broodd-helper image pull [--config FILE] [--state-dir DIR] REF`
 
-// imageMain runs `broodd-helper image build ...` with the arguments after "image" and
-// returns the exit code: 0 built, 1 failed, 2 bad usage or no such recipe.
+// imageMain runs `broodd-helper image build ...` (or `image pull ...`: pullMain) with the
+// arguments after "image" and returns the exit code: 0 built, 1 failed, 2 bad usage or
+// no such recipe.
 func imageMain(args []string) int {
+	if len(args) > 0 && args[0] == "pull" {
+		return pullMain(args[1:])
+	}
 	if len(args) == 0 || args[0] != "build" {
 		fmt.Fprintln(os.Stderr, imageUsage)
 		return 2
@@ -136,7 +142,25 @@ func imageList(cfg *Config) (api.ImageList, error) {
 	if err != nil {
 		return api.ImageList{}, fmt.Errorf("list images in %s: %w", cfg.StateDir, err)
 	}
-	return api.ImageList{Store: cfg.StateDir, Images: imgs, Recipes: recipeNames()}, nil
+	pol, err := imagePolicy(cfg)
+	if err != nil {
+		return api.ImageList{}, fmt.Errorf("list images: %w", err)
+	}
+	return api.ImageList{Store: cfg.StateDir, Images: imgs, Recipes: recipeNames(), Policy: pol}, nil
+}
+
+// imagePolicy reads the system policy's [images] table (egress.policy_path) for display.
+func imagePolicy(cfg *Config) (*api.ImagePolicy, error) {
+	sys, err := netpolicy.LoadSystemPolicy(cfg.Egress.PolicyPath)
+	if err != nil {
+		return nil, err
+	}
+	p := &api.ImagePolicy{OnDemandBuilds: true, AllowedImages: []string{}}
+	if sys != nil {
+		p.File, p.RequireDigests, p.OnDemandBuilds = cfg.Egress.PolicyPath, sys.Images.RequireDigests, sys.Images.OnDemand()
+		p.AllowedImages = append(p.AllowedImages, sys.Images.AllowedImages...)
+	}
+	return p, nil
 }
 
 func (s *Server) listImages(req *api.Request) (any, error) {

@@ -53,10 +53,12 @@ type Options struct {
 }
 
 // subcommands are the subcommands of broodd-helper, the one table of them: `image`
-// (image.go) and the hidden vm-spawn (package spawner), vm-run (the VM runner) and
-// egress-proxy (one session's DNS proxy, package egress).
+// (image.go) and the hidden image-unpack (unpack.go: image pull's unprivileged tar
+// parser), vm-spawn (package spawner), vm-run (the VM runner) and egress-proxy (one
+// session's DNS proxy, package egress).
 var subcommands = map[string]func(args []string) int{
 	ImageSubcommand:          imageMain,
+	UnpackSubcommand:         unpackMain,
 	spawner.Subcommand:       spawner.Main,
 	spawner.RunnerSubcommand: runner.Main,
 	egress.ProxySubcommand:   egress.ProxyMain,

@@ -14,6 +14,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/sandbox/ociref"
 )
 
 // SystemPolicyPath is where IT installs the system policy.
@@ -54,6 +56,7 @@ type ConfigFile struct {
 //	deny_hosts        = ["*.paste.example"]
 //	code_hosts        = ["git.corp.example"]   # replaces the default code hosts of Standard
 //	[[host]] ...                               # allow with ports
+//	[images] ...                               # image rules: ociref.Policy
 type SystemPolicyFile struct {
 	MaxProfile      string     `toml:"max_profile"`
 	DefaultProfile  string     `toml:"default_profile"`
@@ -63,6 +66,10 @@ type SystemPolicyFile struct {
 	DenyHosts       []string   `toml:"deny_hosts"`
 	CodeHosts       []string   `toml:"code_hosts"`
 	Hosts           []HostFile `toml:"host"`
+	// Images is the [images] table: which OCI images may be pulled and whether the
+	// helper builds missing images on demand. The same file holds it because it is
+	// IT's, like the egress rules; netpolicy only decodes and validates it.
+	Images ociref.Policy `toml:"images"`
 }
 
 // SystemPolicy is the parsed system policy. The zero value caps nothing and adds nothing.
@@ -79,6 +86,8 @@ type SystemPolicy struct {
 	Deny         []Pattern
 	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
 	CodeHosts []Entry
+	// Images is the [images] table, validated (ociref.Policy.Validate).
+	Images ociref.Policy
 	// Digest is "sha256:<hex>" of the file's bytes as parsed (set by LoadSystemPolicy,
 	// from the same read; empty for a policy built in code).
 	Digest string
@@ -106,7 +115,10 @@ func (f ConfigFile) Parse() (LayerConfig, error) {
 
 // Parse validates the file's values.
 func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
-	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect}
+	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect, Images: f.Images}
+	if err := f.Images.Validate(); err != nil {
+		return nil, fmt.Errorf("system policy [images]: %v: %w", err, ErrBadPolicy)
+	}
 	if f.MaxProfile != "" {
 		p, err := ParseProfile(f.MaxProfile)
 		if err != nil {

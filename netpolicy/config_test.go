@@ -242,3 +242,27 @@ func TestLayerFilesHostNames(t *testing.T) {
 		}
 	}
 }
+
+// The [images] table is decoded strictly and validated with the rest of the policy.
+func TestSystemPolicyImages(t *testing.T) {
+	d := "sha256:" + strings.Repeat("a", 64)
+	sp, err := ParseSystemPolicy([]byte("[images]\nrequire_digests = true\non_demand_builds = false\nallowed_images = [\"127.0.0.1:5000\", \"" + d + "\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !sp.Images.RequireDigests || sp.Images.OnDemand() || len(sp.Images.AllowedImages) != 2 {
+		t.Errorf("Images = %+v", sp.Images)
+	}
+	if sp, err := ParseSystemPolicy(nil); err != nil || !sp.Images.OnDemand() || sp.Images.RequireDigests {
+		t.Errorf("empty policy: %+v, %v; want on-demand builds on, tags allowed", sp, err)
+	}
+	for _, doc := range []string{
+		"[images]\nallowed_images = [\"sha256:abc\"]\n",
+		"[images]\nrequire_digest = true\n",
+		"[images]\non_demand_builds = \"yes\"\n",
+	} {
+		if _, err := ParseSystemPolicy([]byte(doc)); !errors.Is(err, ErrBadPolicy) {
+			t.Errorf("ParseSystemPolicy(%q) = %v; want ErrBadPolicy", doc, err)
+		}
+	}
+}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 
-	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
 )
 
@@ -170,8 +169,8 @@ func checkAgent(name string, a configAgent) error {
 	if !agentNameRe.MatchString(name) {
 		return fmt.Errorf("name must match %s", agentNameRe)
 	}
-	if !api.ValidImageName(a.Image) {
-		return fmt.Errorf("image %q is not an image name", a.Image)
+	if _, err := storeImage("image", a.Image); err != nil { // imageref.go
+		return err
 	}
 	if len(a.Command) == 0 || a.Command[0] == "" {
 		return errors.New("command is empty")

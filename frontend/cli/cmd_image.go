@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/sandbox/ociref"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -19,15 +21,21 @@ import (
 const imageTimeout = 30 * time.Second
 
 // buildCommand is what builds image name: the privileged binary, as root (brood itself
-// never runs as root and links no builder).
-func buildCommand(name string) string { return "sudo broodd-helper image build " + name }
+// never runs as root and links no builder). A pulled image's name (oci-<digest32>) is
+// made by pulling the digest reference it stands for.
+func buildCommand(name string) string {
+	if isPulledName(name) {
+		return pullCommand("REGISTRY/REPO@sha256:<digest>") + " (the digest reference " + name + " stands for)"
+	}
+	return "sudo broodd-helper image build " + name
+}
 
 func newImageCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "image",
-		Short: "List the rootfs images the helper boots, and say how to build one",
+		Short: "List the rootfs images the helper boots, and say how to build or pull one",
 	}
-	c.AddCommand(newImageBuildCommand(), newImageListCommand())
+	c.AddCommand(newImageBuildCommand(), newImageListCommand(), newImagePullCommand())
 	return c
 }
 
@@ -98,7 +106,25 @@ func runImageList(ctx context.Context, out, errw io.Writer, socket string) error
 		return fmt.Errorf("image list: ask the helper which images it boots: %w\n%s", err, helperHint(err, socket))
 	}
 	fmt.Fprintf(errw, "brood: images in the helper's artifact store %s\n", l.Store)
+	if p := l.Policy; p != nil {
+		fmt.Fprintln(errw, imagePolicyLine(p))
+	}
 	return writeImageList(out, l)
+}
+
+// imagePolicyLine is the helper's [images] rules in one line. Helper-supplied text is
+// escaped.
+func imagePolicyLine(p *api.ImagePolicy) string {
+	src := "no system policy file"
+	if p.File != "" {
+		src = diff.Escape(p.File)
+	}
+	allowed := "any image"
+	if len(p.AllowedImages) > 0 {
+		allowed = diff.Escape(strings.Join(p.AllowedImages, ", "))
+	}
+	return fmt.Sprintf("brood: image policy (%s): require_digests %v, on_demand_builds %v, allowed_images: %s",
+		src, p.RequireDigests, p.OnDemandBuilds, allowed)
 }
 
 // writeImageList prints l as a table: one line per image (name, build time, size,
@@ -115,4 +141,32 @@ func writeImageList(w io.Writer, l api.ImageList) error {
 		}
 	}
 	return tw.Flush()
+}
+
+func newImagePullCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "pull REF",
+		Short: "Print the command that pulls an OCI image (broodd-helper, as root)",
+		Long: `OCI images are pulled by the privileged binary into the helper's artifact store:
+
+  ` + pullCommand("REF") + `
+
+fetches REF (REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<hex>) under the system policy's
+[images] rules, unpacks its layers as an unprivileged, confined process, makes the image
+and prints the digest reference to use: image = "REGISTRY/REPO@sha256:<hex>" in the user
+config, --image, or brood run-image (all map it to the stored image without the network).
+brood never runs as root, so this command only checks REF and prints that command.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return runImagePull(args[0]) },
+	}
+}
+
+// runImagePull checks ref's form and returns the usage error that names the command to
+// run (no helper call pulls).
+func runImagePull(ref string) error {
+	if err := (ociref.Policy{}).CheckRef(ref); err != nil { // the zero policy only parses
+		return usageErr("image pull: %v", err)
+	}
+	return usageErr("image pull %s: images are pulled by the privileged binary into the helper's artifact store; run:\n  %s",
+		ref, pullCommand(ref))
 }

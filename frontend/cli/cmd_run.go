@@ -40,7 +40,7 @@ func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
 	c.Flags().IntVar(&f.cpus, "cpus", 0, "vCPUs for the VM (0: the helper's default)")
 	c.Flags().IntVar(&f.memory, "memory", 0, "guest memory in MiB (0: the helper's default)")
 	if withImage {
-		c.Flags().StringVar(&f.image, "image", "", "rootfs image to boot instead of the agent's default (see brood image list)")
+		c.Flags().StringVar(&f.image, "image", "", "rootfs image to boot instead of the agent's default: a name (see brood image list) or REGISTRY/REPO@sha256:<hex> (brood image pull)")
 	}
 	c.Flags().DurationVar(&f.timeout, "timeout", 0, "stop the VM after this long, e.g. 2h (0: the helper's default)")
 	c.Flags().BoolVar(&f.keep, "keep", false, "skip the review now; keep the session for brood review ID later")
@@ -99,6 +99,9 @@ agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review
 			img := a.Image
 			if f.image != "" {
 				img = f.image
+			}
+			if img, err = storeImage("run", img); err != nil { // imageref.go: a digest reference maps offline
+				return err
 			}
 			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f, user: cfg})
 		},

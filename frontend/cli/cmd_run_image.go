@@ -2,8 +2,6 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
-
-	"brood.dev/brood/helper/api"
 )
 
 func newRunImageCommand() *cobra.Command {
@@ -11,7 +9,8 @@ func newRunImageCommand() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "run-image IMAGE [flags] -- CMD...",
 		Short: "Run one command in a microVM booted from IMAGE, then review its changes",
-		Long: `Snapshot the workspace, boot a microVM from IMAGE, run CMD in /workspace and stop the
+		Long: `Snapshot the workspace, boot a microVM from IMAGE (an image name, or an OCI digest
+reference REGISTRY/REPO@sha256:<hex> pulled with brood image pull), run CMD in /workspace and stop the
 VM. When stdin is not a terminal CMD runs without a PTY: its stdout and stderr are
 streamed, stdin is passed through, and its exit status is brood's. No environment
 variable is forwarded. The review gate still applies: on a terminal brood review runs,
@@ -21,11 +20,12 @@ otherwise the diff summary and the commands to review or apply are printed on st
 			if cmd.ArgsLenAtDash() != 1 {
 				return usageErr("run-image: usage: brood run-image IMAGE [flags] -- CMD...")
 			}
-			if !api.ValidImageName(args[0]) {
-				return usageErr("run-image: %q is not an image name (see brood image list)", args[0])
+			img, err := storeImage("run-image", args[0]) // imageref.go: a name or a digest reference
+			if err != nil {
+				return err
 			}
-			a := Agent{Name: "run-image", Image: args[0], Command: args[1:], Source: "command line"}
-			return runVM(cmd, runRequest{agent: a, argv: args[1:], image: args[0], flags: f})
+			a := Agent{Name: "run-image", Image: img, Command: args[1:], Source: "command line"}
+			return runVM(cmd, runRequest{agent: a, argv: args[1:], image: img, flags: f})
 		},
 	}
 	addRunFlags(c, &f, false)

@@ -3,13 +3,15 @@ package oci
 import (
 	"errors"
 	"fmt"
+
+	"brood.dev/brood/sandbox/ociref"
 )
 
 // Sentinel errors of package oci; check them with errors.Is.
 var (
 	// ErrPolicy: the system policy refuses the reference (digest required, not in
-	// allowed_images). The error names the reference and the rule.
-	ErrPolicy = errors.New("refused by the image policy")
+	// allowed_images); it is ociref.ErrPolicy, where the policy lives.
+	ErrPolicy = ociref.ErrPolicy
 	// ErrPlatform: the reference has no image for the wanted platform (linux/GOARCH).
 	ErrPlatform = errors.New("no image for this platform")
 	// ErrDigest: a layer's uncompressed content does not match the diff ID its image

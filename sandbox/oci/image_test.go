@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/sandbox/ociref"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -30,17 +31,17 @@ func TestPullImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, _ := ImageName(d.String())
+	want, _ := ociref.ImageName(d.String())
 	if n, _, ok := store.ParseImageFile(filepath.Base(path)); !ok || n != want || filepath.Dir(path) != images {
 		t.Fatalf("image %s; want %s/%s-<tree digest>%s", path, images, want, store.ImageExt)
 	}
 	if p.Digest != d.String() {
 		t.Errorf("digest %s, want %s", p.Digest, d)
 	}
-	if n, err := RefImageName(p.Pinned()); err != nil || n != want {
+	if n, err := ociref.RefImageName(p.Pinned()); err != nil || n != want {
 		t.Errorf("RefImageName(%s) = %q, %v; want %q", p.Pinned(), n, err, want)
 	}
-	if _, err := RefImageName(rg.host + "/test:v1"); err == nil {
+	if _, err := ociref.RefImageName(rg.host + "/test:v1"); err == nil {
 		t.Errorf("RefImageName of a tag gave a name")
 	}
 	x := filepath.Join(t.TempDir(), "x")

@@ -1,11 +1,11 @@
 // Package oci pulls OCI (and Docker) images from a registry with go-containerregistry
 // and unpacks their layers into a directory tree, which package image then turns into
 // the same read-only EROFS image the recipes build, named by the pulled digest
-// (ImageName).
+// (ociref.ImageName).
 //
 // A reference is parsed with go-containerregistry's name package ("alpine" is
 // index.docker.io/library/alpine:latest). A tag is resolved to the digest the registry
-// serves, which Pulled records so the caller can pin it; Policy (require_digests,
+// serves, which Pulled records so the caller can pin it; ociref.Policy (require_digests,
 // allowed_images) is checked before any network access and again with the resolved
 // digest. From an index the linux/GOARCH manifest is taken. go-containerregistry
 // verifies the manifest against a reference's digest and each blob against the
@@ -53,6 +53,8 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/klauspost/compress/zstd"
+
+	"brood.dev/brood/sandbox/ociref"
 )
 
 // MaxLayers caps an image's layers: 127, Docker's limit (from overlayfs's lower-dir
@@ -62,7 +64,7 @@ const MaxLayers = 127
 // Options configure Pull. The zero value pulls anonymously for linux/GOARCH with the
 // default Limits and no policy restriction.
 type Options struct {
-	Policy   Policy
+	Policy   ociref.Policy
 	Limits   Limits
 	Platform *v1.Platform        // nil: linux/runtime.GOARCH
 	Auth     authn.Authenticator // nil: anonymous
@@ -91,10 +93,6 @@ type Pulled struct {
 
 // Pinned is the digest reference of what was pulled: "REGISTRY/REPO@sha256:<hex>".
 func (p *Pulled) Pinned() string { return p.Repo + "@" + p.Digest }
-
-// IsReference reports whether s is meant as an OCI reference rather than an image
-// name: image names (store.ValidImageName) have no '/', ':' or '@'.
-func IsReference(s string) bool { return strings.ContainsAny(s, "/:@") }
 
 // Pull fetches ref and unpacks its linux/GOARCH image into tree, a directory Pull
 // creates (it must not exist; its parent holds the downloaded layers while they are

@@ -24,6 +24,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"brood.dev/brood/sandbox/ociref"
 )
 
 // testRegistry is go-containerregistry's in-memory registry on 127.0.0.1, with a hook
@@ -163,7 +165,7 @@ func TestPullByTagAndDigest(t *testing.T) {
 	}
 	checkRootfs(t, filepath.Join(dir, "a"))
 
-	p2, err := Pull(t.Context(), p.Pinned(), filepath.Join(dir, "b"), Options{Policy: Policy{RequireDigests: true}})
+	p2, err := Pull(t.Context(), p.Pinned(), filepath.Join(dir, "b"), Options{Policy: ociref.Policy{RequireDigests: true}})
 	if err != nil || p2.Digest != d.String() {
 		t.Fatalf("pull by digest: %+v, %v", p2, err)
 	}
@@ -223,15 +225,15 @@ func TestPullPolicy(t *testing.T) {
 	cases := []struct {
 		name    string
 		ref     string
-		pol     Policy
+		pol     ociref.Policy
 		rule    string
 		network bool // the refusal needs the resolved digest
 	}{
-		{"digest required", tag, Policy{RequireDigests: true}, "require_digests", false},
-		{"other registry", tag, Policy{AllowedImages: []string{"ghcr.io/corp"}}, "allowed_images", false},
-		{"prefix not component", tag, Policy{AllowedImages: []string{rg.host + "/tes"}}, "allowed_images", false},
-		{"other digest", tag, Policy{AllowedImages: []string{"sha256:" + strings.Repeat("0", 64)}}, "allowed_images", true},
-		{"digest of other repo", rg.host + "/test@" + d.String(), Policy{AllowedImages: []string{rg.host + "/other@" + d.String()}}, "allowed_images", false},
+		{"digest required", tag, ociref.Policy{RequireDigests: true}, "require_digests", false},
+		{"other registry", tag, ociref.Policy{AllowedImages: []string{"ghcr.io/corp"}}, "allowed_images", false},
+		{"prefix not component", tag, ociref.Policy{AllowedImages: []string{rg.host + "/tes"}}, "allowed_images", false},
+		{"other digest", tag, ociref.Policy{AllowedImages: []string{"sha256:" + strings.Repeat("0", 64)}}, "allowed_images", true},
+		{"digest of other repo", rg.host + "/test@" + d.String(), ociref.Policy{AllowedImages: []string{rg.host + "/other@" + d.String()}}, "allowed_images", false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -251,7 +253,7 @@ func TestPullPolicy(t *testing.T) {
 		})
 	}
 	for _, allow := range [][]string{{rg.host}, {rg.host + "/test"}, {d.String()}, {rg.host + "/test@" + d.String()}} {
-		if _, err := Pull(t.Context(), tag, filepath.Join(t.TempDir(), "t"), Options{Policy: Policy{AllowedImages: allow}}); err != nil {
+		if _, err := Pull(t.Context(), tag, filepath.Join(t.TempDir(), "t"), Options{Policy: ociref.Policy{AllowedImages: allow}}); err != nil {
 			t.Errorf("allowed_images %q: %v", allow, err)
 		}
 	}
@@ -322,37 +324,6 @@ func TestPullHostileLayer(t *testing.T) {
 	s.untouched(t)
 	if _, err := os.Lstat(s.tree); !os.IsNotExist(err) {
 		t.Errorf("tree left after a failed pull: %v", err)
-	}
-}
-
-func TestPolicyValidate(t *testing.T) {
-	good := Policy{AllowedImages: []string{"ghcr.io", "ghcr.io/corp/", "docker.io/library/debian@sha256:" + strings.Repeat("a", 64), "sha256:" + strings.Repeat("b", 64)}}
-	if err := good.Validate(); err != nil {
-		t.Errorf("Validate: %v", err)
-	}
-	for _, bad := range []string{"sha256:abc", "x@sha256:zz", "UPPER/Case", "ghcr.io/a@sha512:" + strings.Repeat("a", 128)} {
-		if err := (Policy{AllowedImages: []string{bad}}).Validate(); err == nil || !strings.Contains(err.Error(), bad) {
-			t.Errorf("Validate(%q) = %v; want an error naming it", bad, err)
-		}
-	}
-	r := name.MustParseReference("debian:12")
-	if err := (Policy{AllowedImages: []string{"docker.io/library/debian"}}).Check(r, ""); err != nil {
-		t.Errorf("docker.io normalisation: %v", err)
-	}
-}
-
-func TestImageName(t *testing.T) {
-	n, err := ImageName("sha256:" + strings.Repeat("ab", 32))
-	if err != nil || n != "oci-"+strings.Repeat("ab", 16) {
-		t.Errorf("ImageName = %q, %v", n, err)
-	}
-	for _, bad := range []string{"", "sha256:12", "sha512:" + strings.Repeat("a", 64)} {
-		if _, err := ImageName(bad); err == nil {
-			t.Errorf("ImageName(%q) accepted", bad)
-		}
-	}
-	if !IsReference("127.0.0.1:5000/test@sha256:00") || !IsReference("debian:12") || IsReference("codex") {
-		t.Errorf("IsReference wrong")
 	}
 }
 

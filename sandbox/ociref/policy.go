@@ -1,4 +1,4 @@
-package oci
+package ociref
 
 import (
 	"fmt"
@@ -8,10 +8,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 )
 
-// Policy is the system policy's part about OCI images, as written in the policy file:
+// Policy is the system policy's part about images, the `[images]` table of the policy
+// file (/etc/brood/policy.toml, decoded strictly with the rest of it by package
+// netpolicy):
 //
-//	require_digests = true                  # refuse tags: REG/REPO@sha256:<hex> only
-//	allowed_images  = [
+//	[images]
+//	require_digests  = true                 # refuse tags: REG/REPO@sha256:<hex> only
+//	on_demand_builds = false                # brood run never asks the helper to build
+//	allowed_images   = [
 //	  "ghcr.io/corp",                       # a registry/repository prefix (whole components)
 //	  "127.0.0.1:5000",                     # a whole registry
 //	  "docker.io/library/debian@sha256:…",  # one image of one repository
@@ -19,12 +23,18 @@ import (
 //	]
 //
 // The zero value restricts nothing, like the rest of the system policy: an empty
-// allowed_images allows every image and tags are accepted (and resolved to a digest the
-// caller records).
+// allowed_images allows every image, tags are accepted (and resolved to a digest the
+// caller records), and on-demand builds are on.
 type Policy struct {
 	RequireDigests bool     `toml:"require_digests"`
 	AllowedImages  []string `toml:"allowed_images"`
+	// OnDemandBuilds (nil: true) lets the helper build a recipe's missing image when a
+	// session asks for it; false leaves building to `broodd-helper image build`.
+	OnDemandBuilds *bool `toml:"on_demand_builds"`
 }
+
+// OnDemand reports whether on-demand builds are allowed (on_demand_builds, default true).
+func (p Policy) OnDemand() bool { return p.OnDemandBuilds == nil || *p.OnDemandBuilds }
 
 var digestRe = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
 
@@ -117,4 +127,19 @@ func (p Policy) Check(ref name.Reference, digest string) error {
 	}
 	return fmt.Errorf("image %s: policy allowed_images: no entry allows it (%d entries): %w",
 		what, len(p.AllowedImages), ErrPolicy)
+}
+
+// CheckRef parses ref and applies the policy before anything is fetched: a tag is
+// checked without a digest (Check must run again once it is resolved). Errors wrap
+// ErrPolicy, or name the unparsable reference.
+func (p Policy) CheckRef(ref string) error {
+	r, err := name.ParseReference(ref)
+	if err != nil {
+		return fmt.Errorf("image reference %q: %w", ref, err)
+	}
+	digest := ""
+	if d, ok := r.(name.Digest); ok {
+		digest = d.DigestStr()
+	}
+	return p.Check(r, digest)
 }
