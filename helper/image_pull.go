@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/internal/hostexec"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/sandbox/image"
 	"brood.dev/brood/sandbox/oci"
@@ -194,8 +194,7 @@ func runUnpacker(ctx context.Context, work string, req unpackRequest, log io.Wri
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.CommandContext(ctx, exe, UnpackSubcommand)
-	cmd.Dir = "/"
+	cmd := hostexec.SelfContext(ctx, exe, UnpackSubcommand)
 	cmd.Env = append(proxyEnv(), unpackTestEnv...)
 	cmd.Stdin = strings.NewReader(string(body))
 	cmd.Stderr = log

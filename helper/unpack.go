@@ -7,13 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	llsys "github.com/landlock-lsm/go-landlock/landlock/syscall"
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/landlockabi"
+	"brood.dev/brood/internal/hostexec"
 	"brood.dev/brood/sandbox/oci"
 	"brood.dev/brood/sandbox/ociref"
 )
@@ -61,11 +61,12 @@ func unpackMain(args []string) int {
 func unpackStage1() int {
 	exe, err := os.Executable()
 	if err == nil {
-		cmd := exec.Command(exe, UnpackSubcommand, unpackStage2)
+		cmd := hostexec.Self(exe, UnpackSubcommand, unpackStage2)
+		cmd.Env = os.Environ() // the first stage's environment: proxy variables only
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 		cmd.ExtraFiles = []*os.File{os.NewFile(3, unpackDir)}
 		err = cmd.Run()
-		var ee *exec.ExitError
+		var ee *hostexec.ExitError
 		if errors.As(err, &ee) {
 			return ee.ExitCode()
 		}

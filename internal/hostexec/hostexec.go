@@ -191,6 +191,14 @@ func lookupRow(name string) (program, bool) {
 	return program{}, false
 }
 
+// SelfContext is Self for a re-execution that ctx kills when done (as
+// exec.CommandContext): `broodd-helper image pull` bounds its unprivileged unpacker so.
+func SelfContext(ctx context.Context, exe string, args ...string) *Cmd {
+	cmd := exec.CommandContext(ctx, exe, args...)
+	setup(cmd, nil)
+	return cmd
+}
+
 // Env returns the environment a program gets: PATH=Path, LC_ALL=C and the variables of
 // pass that are set in brood's own environment.
 func Env(pass []string) []string {
