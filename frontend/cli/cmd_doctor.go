@@ -70,7 +70,7 @@ func runDoctor(ctx context.Context, w io.Writer, socket string) error {
 		return fmt.Errorf("doctor: %w\n%s", err, helperHint(err, socket))
 	}
 	failed := 0
-	for _, ch := range rep.Checks {
+	for _, ch := range append([]api.Check{versionCheck(version.String(), caps.Helper)}, rep.Checks...) {
 		mark := "ok  "
 		switch {
 		case !ch.OK:
@@ -85,6 +85,19 @@ func runDoctor(ctx context.Context, w io.Writer, socket string) error {
 		return fmt.Errorf("doctor: %d check(s) failed: %w (see above)", failed, ErrDoctorFailed)
 	}
 	return nil
+}
+
+// versionCheck compares this brood's build version (internal/version) with the one the
+// helper reported in Hello. A difference is a warning, not a failure: the protocol
+// version already matched, but a stale binary (an old copy earlier in PATH, or a helper
+// started before the package was upgraded) is the usual cause.
+func versionCheck(client, helper string) api.Check {
+	if client == helper {
+		return api.Check{Name: "version", OK: true, Detail: "brood and broodd-helper are both " + client}
+	}
+	return api.Check{Name: "version", OK: true, Warn: true, Detail: fmt.Sprintf(
+		"brood is %s but broodd-helper is %s: one of them is stale (an old copy earlier in PATH, "+
+			"or a helper started before an upgrade); check `command -v brood broodd-helper` and restart the helper", client, helper)}
 }
 
 // systemdRunDir exists when systemd is the init system (sd_booted(3)).

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/version"
 	"brood.dev/brood/sandbox"
 )
 
@@ -161,5 +162,34 @@ func TestHelperHintWithoutSystemd(t *testing.T) {
 	}
 	if strings.Contains(got, "systemctl") {
 		t.Errorf("hint names systemctl without systemd:\n%s", got)
+	}
+}
+
+// TestDoctorVersionCheck: doctor compares brood's build version with the helper's (Hello's
+// Helper field) and warns, naming both, when they differ; a match is an ok line.
+func TestDoctorVersionCheck(t *testing.T) {
+	for _, tc := range []struct {
+		name, helper string
+		want         string
+		warn         bool
+	}{
+		{"match", version.String(), "[ok  ] version           brood and broodd-helper are both " + version.String(), false},
+		{"mismatch", "v0.0.1-stale", "[warn] version           brood is " + version.String() + " but broodd-helper is v0.0.1-stale", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeHelper(t)
+			f.Caps.Helper = tc.helper
+			f.Doctor = api.DoctorReport{Checks: []api.Check{{Name: "kvm", OK: true, Detail: "/dev/kvm usable"}}}
+			out, err := doctorOutput(t, os.Getenv(api.SocketEnv))
+			if err != nil {
+				t.Fatalf("doctor: %v\n%s", err, out) // a warning is not a failure
+			}
+			if !strings.Contains(out, tc.want) {
+				t.Errorf("output lacks %q:\n%s", tc.want, out)
+			}
+			if got := strings.Contains(out, "[warn]"); got != tc.warn {
+				t.Errorf("a [warn] line: %v, want %v:\n%s", got, tc.warn, out)
+			}
+		})
 	}
 }

@@ -58,6 +58,8 @@ type Helper struct {
 	VMEgress *api.EgressInfo
 	// ImageFile and ImageDigest are StartVM's image file and digest (empty: not said).
 	ImageFile, ImageDigest string
+	// Doctor is the doctor call's answer.
+	Doctor api.DoctorReport
 	// Policy answers resolve_policy (nil: the call is unknown, as to an older helper).
 	Policy *api.Policy
 	// Agent, when set, runs when the guest receives an exec, before it answers: with

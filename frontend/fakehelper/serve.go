@@ -118,6 +118,10 @@ func (h *Helper) dispatch(req *api.Request) (any, []*os.File, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.Images, nil, nil
+	case api.CallDoctor:
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.Doctor, nil, nil
 	case api.CallResolvePolicy:
 		var a api.ResolvePolicyArgs
 		json.Unmarshal(req.Args, &a)
