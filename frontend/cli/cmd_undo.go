@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"brood.dev/brood/frontend"
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/flush"
 )
@@ -51,6 +52,10 @@ func runUndo(ctx context.Context, out io.Writer, id string, except []string) err
 		return err
 	}
 	res, err := newWorkflow(nil).Undo(ctx, sess, except)
+	var running *frontend.RefusedError
+	if errors.As(err, &running) && res.Tx == "" { // its VM is running: nothing was done
+		return cliErr(err)
+	}
 	if errors.Is(err, flush.ErrNothingToUndo) {
 		fmt.Fprintf(out, "nothing to undo in session %s\n", id)
 		return nil
