@@ -35,16 +35,21 @@ func gitReviewOf(sess *session.Session) *gitreview.Review {
 
 // writeCommits prints the commits section of session id (nothing when there is nothing
 // to show): per ref its old and new value and each commit W lacks with its author,
-// subject and diffstat, refused refs with the reason, then notes. Every ref name,
+// subject and diffstat, refused refs with the reason, then notes (without the header
+// when no ref changed). Every ref name,
 // author and message is escaped (diff.Escape).
 func writeCommits(out io.Writer, id string, g *gitreview.Review) error {
 	if g.Empty() {
 		return nil
 	}
 	var b strings.Builder
-	if g.Refused != "" {
+	note := "  note: %s\n"
+	switch {
+	case g.Refused != "":
 		fmt.Fprintf(&b, "commits: not reviewed: %s\n", g.Refused)
-	} else {
+	case len(g.Refs) == 0:
+		note = "note: %s\n" // notes only: no commits header over them
+	default:
 		fmt.Fprintf(&b, "commits (brood apply %s --all creates each ref as branch brood/%s/<ref>):\n", id, id)
 	}
 	for _, u := range g.Refs {
@@ -67,7 +72,7 @@ func writeCommits(out io.Writer, id string, g *gitreview.Review) error {
 		}
 	}
 	for _, n := range g.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
+		fmt.Fprintf(&b, note, n)
 	}
 	_, err := io.WriteString(out, b.String())
 	return err

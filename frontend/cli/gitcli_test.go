@@ -288,3 +288,22 @@ func TestNestedRepositoryNote(t *testing.T) {
 		t.Fatalf("diff:\n%s", out)
 	}
 }
+
+// TestDiffCommitsOnly: a diff with commits and no file change does not say "no changes"
+// above its commits section, and notes alone get no commits header.
+func TestDiffCommitsOnly(t *testing.T) {
+	sess, _ := gitSession(t)
+	s := sess.SnapshotDir()
+	runGit(t, s, "update-ref", "refs/remotes/origin/x", "HEAD")
+	out, msg, code := runBrood(t, "diff", sess.ID)
+	if code != ExitOK || strings.Contains(out, "no changes") || strings.Contains(out, "commits (") ||
+		!strings.HasPrefix(out, "note: ") || !strings.Contains(out, "refs/remotes/origin/x") {
+		t.Fatalf("notes only (%d %s):\n%s", code, msg, out)
+	}
+	runGit(t, s, "commit", "-q", "--allow-empty", "-m", "empty")
+	out, msg, code = runBrood(t, "diff", sess.ID)
+	if code != ExitOK || strings.Contains(out, "no changes") || !strings.HasPrefix(out, "commits (") ||
+		!strings.Contains(out, "refs/heads/master") || !strings.Contains(out, "  note: ") {
+		t.Fatalf("commits only (%d %s):\n%s", code, msg, out)
+	}
+}
