@@ -263,8 +263,10 @@ func checkBranchFlag(op string, sess *session.Session, name string) error {
 // undoRefsAfter is the refs step of `brood undo ID`: it removes every branch the applies
 // of the session created that still holds the commit it was created at
 // (gitreview.DeleteRef). It runs only when the file step succeeded (fileErr nil; else it
-// returns fileErr) and returns an error for a branch left in place.
-func undoRefsAfter(out io.Writer, id string, fileErr error) error {
+// returns fileErr) and returns an error for a branch left in place. nothing is the file
+// step's "no apply left to revert": "nothing to undo" is printed only when no branch
+// was moved, removed or left either.
+func undoRefsAfter(out io.Writer, id string, nothing bool, fileErr error) error {
 	if fileErr != nil {
 		return fileErr // all or nothing: the branches stay while files are not reverted
 	}
@@ -278,6 +280,9 @@ func undoRefsAfter(out io.Writer, id string, fileErr error) error {
 		}
 		return gitreview.DeleteRef(sess.Workspace, r.Ref, r.Value)
 	})
+	if nothing && err == nil && len(done) == 0 && len(problems) == 0 {
+		fmt.Fprintf(out, "nothing to undo in session %s\n", id)
+	}
 	for _, r := range done {
 		if r.Old != "" {
 			fmt.Fprintf(out, "moved branch %s back to %s\n", diff.Escape(strings.TrimPrefix(r.Ref, "refs/heads/")), short(r.Old))

@@ -307,3 +307,20 @@ func TestDiffCommitsOnly(t *testing.T) {
 		t.Fatalf("commits only (%d %s):\n%s", code, msg, out)
 	}
 }
+
+// TestUndoBranchesOnly: undo of an apply that only created a branch says it removed the
+// branch and not "nothing to undo"; a second undo says "nothing to undo".
+func TestUndoBranchesOnly(t *testing.T) {
+	sess, _ := gitSession(t)
+	runGit(t, sess.SnapshotDir(), "commit", "-q", "--allow-empty", "-m", "empty")
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--all", "--yes"); code != ExitOK || !strings.Contains(out, "created branch") {
+		t.Fatalf("apply (%d):\n%s", code, out)
+	}
+	out, code := applyCLI(t, nil, "undo", sess.ID)
+	if code != ExitOK || strings.Contains(out, "nothing to undo") || !strings.Contains(out, "removed branch brood/"+sess.ID+"/master") {
+		t.Fatalf("undo (%d):\n%s", code, out)
+	}
+	if out, code := applyCLI(t, nil, "undo", sess.ID); code != ExitOK || out != "nothing to undo in session "+sess.ID+"\n" {
+		t.Fatalf("second undo (%d):\n%q", code, out)
+	}
+}
