@@ -328,13 +328,14 @@ func describeAgent(r runRequest) string {
 // (unless --keep), then the commits step as in brood review; otherwise the diff summary,
 // the commits section as brood diff prints it (gitcli.go) and the commands to review
 // later, on errw. gr is the session's commit review (nil: W has no repository). A ref refused in the commits section makes a refused error (exit 3), as
-// brood diff does. "no changes" is said only when neither files nor refs changed.
+// brood diff does. "no changes" is said only when neither files nor refs changed (notes
+// follow it).
 func reviewGate(ctx context.Context, wf *frontend.Workflow, g *frontend.Gate, gr *gitreview.Review, stdio frontend.Stdio, keep bool, errw io.Writer) error {
 	id := g.Session.ID
 	noteNested(gr, g.Changes)
-	if len(g.Changes) == 0 && gr.Empty() {
+	if len(g.Changes) == 0 && !hasCommits(gr) {
 		fmt.Fprintf(errw, "no changes in session %s (brood session rm %s removes it)\n", id, id)
-		return nil
+		return writeCommits(errw, id, gr) // notes only
 	}
 	if stdio.TTY && !keep {
 		var err error

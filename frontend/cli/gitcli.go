@@ -78,6 +78,12 @@ func writeCommits(out io.Writer, id string, g *gitreview.Review) error {
 	return err
 }
 
+// hasCommits reports whether review g shows refs or a refusal (more than notes): then
+// there is something to review even when no file changed.
+func hasCommits(g *gitreview.Review) bool {
+	return g != nil && (g.Refused != "" || len(g.Refs) > 0)
+}
+
 // short abbreviates an object id to 12 hex digits.
 func short(id string) string { return id[:min(12, len(id))] }
 
