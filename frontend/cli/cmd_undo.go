@@ -29,7 +29,8 @@ below it; relative to the current directory when it is inside the workspace). Th
 then counts as undone. An interrupted apply or undo is completed by running brood undo
 again. When no apply remains in effect the session is no longer "applied". Once the files
 are reverted, the branches applies created (brood/ID/<ref>) are removed too and branches
-brood ff moved go back, each only while it still points where brood put it.`,
+brood ff moved go back, each only while it still points where brood put it. A session
+whose VM is running is refused (exit 3) before anything is reverted: stop it first.`,
 		Args: idArgs("undo", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nothing, err := runUndo(cmd.Context(), cmd.OutOrStdout(), args[0], except)

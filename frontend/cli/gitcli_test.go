@@ -341,3 +341,14 @@ func TestLinkedWorktreeIsANote(t *testing.T) {
 		t.Fatalf("apply (%d):\n%s", code, out)
 	}
 }
+
+// TestReviewCommitsOnly: brood review of a session with commits and no file change does
+// not say "no changes" before creating the branch.
+func TestReviewCommitsOnly(t *testing.T) {
+	sess, _ := gitSession(t)
+	runGit(t, sess.SnapshotDir(), "commit", "-q", "--allow-empty", "-m", "empty")
+	out, code := applyCLI(t, nil, "review", sess.ID, "--all")
+	if code != ExitOK || strings.Contains(out, "no changes") || !strings.Contains(out, "created branch brood/"+sess.ID+"/master") {
+		t.Fatalf("review --all (%d):\n%s", code, out)
+	}
+}
