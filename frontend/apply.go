@@ -164,9 +164,13 @@ func FlushError(op string, res flush.Result, err error) error {
 // (flush.UndoExcept). Errors wrap flush.ErrNothingToUndo, flush.ErrNotInApply (an
 // except path the apply did not touch) or flush.ErrChangedSinceApply (nothing reverted;
 // the result's Problems name the paths) unchanged, so the caller can tell them apart. A
-// session that ran in direct mode is refused (RefuseDirect).
+// session that ran in direct mode is refused (RefuseDirect), one whose VM is running too
+// (Settle: a *RefusedError naming brood session stop).
 func (w *Workflow) Undo(ctx context.Context, sess *session.Session, except []string) (flush.Result, error) {
 	if err := RefuseDirect("undo", sess); err != nil {
+		return flush.Result{}, err
+	}
+	if err := w.Settle(ctx, sess, "undo", false); err != nil { // a live VM still writes S
 		return flush.Result{}, err
 	}
 	return flush.UndoExcept(ctx, sess, except)

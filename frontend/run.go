@@ -335,7 +335,13 @@ func (w *Workflow) runGate(ctx context.Context, sess *session.Session) (*Gate, e
 	if err != nil {
 		return nil, err
 	}
-	w.progress().Done(fmt.Sprintf("%d change(s)", len(g.Changes)))
+	result := fmt.Sprintf("%d change(s)", len(g.Changes))
+	if w.CountRefs != nil {
+		if n := w.CountRefs(sess); n > 0 {
+			result += fmt.Sprintf(", %d ref(s)", n)
+		}
+	}
+	w.progress().Done(result)
 	return g, nil
 }
 

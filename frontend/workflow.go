@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"brood.dev/brood/frontend/helperclient"
+	"brood.dev/brood/frontend/session"
 )
 
 // Workflow drives sessions against one helper. The zero value is not usable: Helper must
@@ -32,6 +33,10 @@ type Workflow struct {
 	PoweroffWait time.Duration
 	// Flush, when set, replaces flush.Apply (tests feed apply and review one result).
 	Flush FlushFunc
+	// CountRefs, when set, returns how many refs the agent moved or created in the
+	// repository at the root of the session's workspace (the CLI's git review), for the
+	// result of a run's diff step ("2 change(s), 1 ref(s)").
+	CountRefs func(*session.Session) int
 }
 
 // Progress reports the steps of a run (a spinner on a terminal, plain lines in logs).

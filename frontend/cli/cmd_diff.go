@@ -85,6 +85,8 @@ func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) e
 		err = writeDiffJSONGit(out, changes, gr) // gitcli.go
 	case stat:
 		err = writeDiffStat(out, sess, changes, notes)
+	case len(changes) == 0 && hasCommits(gr): // gitcli.go
+		// nothing but the commits section: no "no changes" above it
 	default:
 		err = writeDiffLines(out, changes, notes)
 	}

@@ -96,7 +96,12 @@ func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) err
 		return err
 	}
 	if len(g.Changes) == 0 {
-		fmt.Fprintln(out, "no changes")
+		gr := gitReviewOf(g.Session) // gitcli.go: with commits, the commits step follows
+		commits := hasCommits(gr)
+		gr.Close()
+		if !commits {
+			fmt.Fprintln(out, "no changes")
+		}
 		return nil
 	}
 	if tty && !f.all && !f.rejectAll {

@@ -14,7 +14,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"brood.dev/brood/frontend"
+	"brood.dev/brood/frontend/gitreview"
 	"brood.dev/brood/frontend/review"
+	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/helper/api"
 )
 
@@ -175,6 +177,14 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 	}
 	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
 	wf := newWorkflow(prog)
+	var gr *gitreview.Review // the run's commit review, made once by the diff step
+	defer func() { gr.Close() }()
+	wf.CountRefs = func(s *session.Session) int {
+		if gr = gitReviewOf(s); gr == nil { // gitcli.go
+			return 0
+		}
+		return len(gr.Refs)
+	}
 	warnDirect(errw, spec) // directmode.go: before anything starts
 	res, err := wf.Run(ctx, spec, stdio)
 	if res == nil || !res.Stopped {
@@ -192,7 +202,7 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 	// runs under the command's context: a signal caught for the run does not cut it.
 	reviewErr := err
 	if err == nil {
-		reviewErr = reviewOrDirect(base, wf, res, stdio, r.flags.keep, errw) // directmode.go: reviewGate unless direct
+		reviewErr = reviewOrDirect(base, wf, res, gr, stdio, r.flags.keep, errw) // directmode.go: reviewGate unless direct
 	}
 	if st := res.Record.ExitStatus; st != nil && *st != 0 {
 		if agentRun(r.agent) {
@@ -318,20 +328,37 @@ func describeAgent(r runRequest) string {
 }
 
 // reviewGate runs after the VM is gone, on the run's gate: brood review on a terminal
-// (unless --keep), otherwise the diff summary and the commands to review later, on errw.
-func reviewGate(ctx context.Context, wf *frontend.Workflow, g *frontend.Gate, stdio frontend.Stdio, keep bool, errw io.Writer) error {
+// (unless --keep), then the commits step as in brood review; otherwise the diff summary,
+// the commits section as brood diff prints it (gitcli.go) and the commands to review
+// later, on errw. gr is the session's commit review (nil: W has no repository). A ref refused in the commits section makes a refused error (exit 3), as
+// brood diff does. "no changes" is said only when neither files nor refs changed (notes
+// follow it).
+func reviewGate(ctx context.Context, wf *frontend.Workflow, g *frontend.Gate, gr *gitreview.Review, stdio frontend.Stdio, keep bool, errw io.Writer) error {
 	id := g.Session.ID
-	if len(g.Changes) == 0 {
+	noteNested(gr, g.Changes)
+	if len(g.Changes) == 0 && !hasCommits(gr) {
 		fmt.Fprintf(errw, "no changes in session %s (brood session rm %s removes it)\n", id, id)
-		return nil
+		return writeCommits(errw, id, gr) // notes only
 	}
 	if stdio.TTY && !keep {
-		return reviewInteractive(ctx, wf, g, nil, stdio.In.(*os.File), stdio.Out.(*os.File))
+		var err error
+		if len(g.Changes) > 0 {
+			err = reviewInteractive(ctx, wf, g, nil, stdio.In.(*os.File), stdio.Out.(*os.File))
+		}
+		return applyCommitsAfter(stdio.In, stdio.Out, id, "", true, true, err) // gitcli.go
 	}
-	if err := writeDiffText(errw, g.Changes); err != nil {
+	if len(g.Changes) > 0 {
+		if err := writeDiffText(errw, g.Changes); err != nil {
+			return err
+		}
+	}
+	if err := writeCommits(errw, id, gr); err != nil {
 		return err
 	}
 	printLater(errw, id, false)
+	if n := gr.Blocked(); n > 0 {
+		return refusedErr(fmt.Errorf("run session %s: %d ref(s) refused (brood diff %s shows why)", id, n, id))
+	}
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"brood.dev/brood/frontend"
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/flush"
 )
@@ -28,35 +29,42 @@ below it; relative to the current directory when it is inside the workspace). Th
 then counts as undone. An interrupted apply or undo is completed by running brood undo
 again. When no apply remains in effect the session is no longer "applied". Once the files
 are reverted, the branches applies created (brood/ID/<ref>) are removed too and branches
-brood ff moved go back, each only while it still points where brood put it.`,
+brood ff moved go back, each only while it still points where brood put it. A session
+whose VM is running is refused (exit 3) before anything is reverted: stop it first.`,
 		Args: idArgs("undo", true),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := runUndo(cmd.Context(), cmd.OutOrStdout(), args[0], except)
-			return undoRefsAfter(cmd.OutOrStdout(), args[0], err) // gitcli.go
+			nothing, err := runUndo(cmd.Context(), cmd.OutOrStdout(), args[0], except)
+			return undoRefsAfter(cmd.OutOrStdout(), args[0], nothing, err) // gitcli.go
 		},
 	}
 	c.Flags().StringArrayVar(&except, "except", nil, "leave this path (and everything below it) as it is now; revert the rest")
 	return c
 }
 
-func runUndo(ctx context.Context, out io.Writer, id string, except []string) error {
+// runUndo is the file step of `brood undo ID`: it reverts the last apply of session id
+// still in effect. nothing reports that no apply was left to revert (the refs step then
+// says "nothing to undo" only when it has nothing to do either).
+func runUndo(ctx context.Context, out io.Writer, id string, except []string) (nothing bool, err error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	sess, err := openReviewable("undo", id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if except, err = workspacePaths("undo --except", sess.Workspace, except); err != nil {
-		return err
+		return false, err
 	}
 	res, err := newWorkflow(nil).Undo(ctx, sess, except)
+	var running *frontend.RefusedError
+	if errors.As(err, &running) && res.Tx == "" { // its VM is running: nothing was done
+		return false, cliErr(err)
+	}
 	if errors.Is(err, flush.ErrNothingToUndo) {
-		fmt.Fprintf(out, "nothing to undo in session %s\n", id)
-		return nil
+		return true, nil
 	}
 	if errors.Is(err, flush.ErrNotInApply) {
-		return usageErr("undo: %v", err)
+		return false, usageErr("undo: %v", err)
 	}
 	if errors.Is(err, flush.ErrChangedSinceApply) {
 		var args []string
@@ -65,7 +73,7 @@ func runUndo(ctx context.Context, out io.Writer, id string, except []string) err
 			args = append(args, "--except "+argQuote(p.Path))
 		}
 		fmt.Fprintf(out, "to revert everything else and keep these as they are: brood undo %s %s\n", id, strings.Join(args, " "))
-		return refusedErr(fmt.Errorf("undo session %s: %d path(s) changed since apply %s; nothing reverted (undo is all or nothing unless --except)", id, len(res.Problems), res.Tx))
+		return false, refusedErr(fmt.Errorf("undo session %s: %d path(s) changed since apply %s; nothing reverted (undo is all or nothing unless --except)", id, len(res.Problems), res.Tx))
 	}
 	fmt.Fprintf(out, "reverted %d change(s) of apply %s in %s\n", len(res.Applied), res.Tx, diff.Escape(sess.Workspace))
 	for _, p := range res.Kept {
@@ -75,9 +83,9 @@ func runUndo(ctx context.Context, out io.Writer, id string, except []string) err
 		fmt.Fprintf(out, "left as is %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 	}
 	if err != nil {
-		return fmt.Errorf("undo session %s: %w", id, err)
+		return false, fmt.Errorf("undo session %s: %w", id, err)
 	}
-	return nil
+	return false, nil
 }
 
 // argQuote quotes a workspace path for a shell command line shown to the user; a name

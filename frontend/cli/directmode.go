@@ -10,6 +10,7 @@ import (
 
 	"brood.dev/brood/frontend"
 	"brood.dev/brood/frontend/diff"
+	"brood.dev/brood/frontend/gitreview"
 	"brood.dev/brood/netpolicy"
 )
 
@@ -72,10 +73,10 @@ func warnDirect(errw io.Writer, spec frontend.RunSpec) {
 }
 
 // reviewOrDirect runs the review gate on the run's gate (reviewGate), or for a direct
-// session says there is nothing to review.
-func reviewOrDirect(ctx context.Context, wf *frontend.Workflow, res *frontend.RunResult, stdio frontend.Stdio, keep bool, errw io.Writer) error {
+// session says there is nothing to review. gr is the run's commit review (reviewGate).
+func reviewOrDirect(ctx context.Context, wf *frontend.Workflow, res *frontend.RunResult, gr *gitreview.Review, stdio frontend.Stdio, keep bool, errw io.Writer) error {
 	if !res.Session.Direct {
-		return reviewGate(ctx, wf, res.Gate, stdio, keep, errw)
+		return reviewGate(ctx, wf, res.Gate, gr, stdio, keep, errw)
 	}
 	fmt.Fprintf(errw, "direct mode: nothing to review; the agent's changes are in %s\n", diff.Escape(res.Session.Workspace))
 	return nil

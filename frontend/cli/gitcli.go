@@ -35,16 +35,21 @@ func gitReviewOf(sess *session.Session) *gitreview.Review {
 
 // writeCommits prints the commits section of session id (nothing when there is nothing
 // to show): per ref its old and new value and each commit W lacks with its author,
-// subject and diffstat, refused refs with the reason, then notes. Every ref name,
+// subject and diffstat, refused refs with the reason, then notes (without the header
+// when no ref changed). Every ref name,
 // author and message is escaped (diff.Escape).
 func writeCommits(out io.Writer, id string, g *gitreview.Review) error {
 	if g.Empty() {
 		return nil
 	}
 	var b strings.Builder
-	if g.Refused != "" {
+	note := "  note: %s\n"
+	switch {
+	case g.Refused != "":
 		fmt.Fprintf(&b, "commits: not reviewed: %s\n", g.Refused)
-	} else {
+	case len(g.Refs) == 0:
+		note = "note: %s\n" // notes only: no commits header over them
+	default:
 		fmt.Fprintf(&b, "commits (brood apply %s --all creates each ref as branch brood/%s/<ref>):\n", id, id)
 	}
 	for _, u := range g.Refs {
@@ -67,10 +72,16 @@ func writeCommits(out io.Writer, id string, g *gitreview.Review) error {
 		}
 	}
 	for _, n := range g.Notes {
-		fmt.Fprintf(&b, "  note: %s\n", n)
+		fmt.Fprintf(&b, note, n)
 	}
 	_, err := io.WriteString(out, b.String())
 	return err
+}
+
+// hasCommits reports whether review g shows refs or a refusal (more than notes): then
+// there is something to review even when no file changed.
+func hasCommits(g *gitreview.Review) bool {
+	return g != nil && (g.Refused != "" || len(g.Refs) > 0)
 }
 
 // short abbreviates an object id to 12 hex digits.
@@ -258,8 +269,10 @@ func checkBranchFlag(op string, sess *session.Session, name string) error {
 // undoRefsAfter is the refs step of `brood undo ID`: it removes every branch the applies
 // of the session created that still holds the commit it was created at
 // (gitreview.DeleteRef). It runs only when the file step succeeded (fileErr nil; else it
-// returns fileErr) and returns an error for a branch left in place.
-func undoRefsAfter(out io.Writer, id string, fileErr error) error {
+// returns fileErr) and returns an error for a branch left in place. nothing is the file
+// step's "no apply left to revert": "nothing to undo" is printed only when no branch
+// was moved, removed or left either.
+func undoRefsAfter(out io.Writer, id string, nothing bool, fileErr error) error {
 	if fileErr != nil {
 		return fileErr // all or nothing: the branches stay while files are not reverted
 	}
@@ -273,6 +286,9 @@ func undoRefsAfter(out io.Writer, id string, fileErr error) error {
 		}
 		return gitreview.DeleteRef(sess.Workspace, r.Ref, r.Value)
 	})
+	if nothing && err == nil && len(done) == 0 && len(problems) == 0 {
+		fmt.Fprintf(out, "nothing to undo in session %s\n", id)
+	}
 	for _, r := range done {
 		if r.Old != "" {
 			fmt.Fprintf(out, "moved branch %s back to %s\n", diff.Escape(strings.TrimPrefix(r.Ref, "refs/heads/")), short(r.Old))

@@ -288,3 +288,67 @@ func TestNestedRepositoryNote(t *testing.T) {
 		t.Fatalf("diff:\n%s", out)
 	}
 }
+
+// TestDiffCommitsOnly: a diff with commits and no file change does not say "no changes"
+// above its commits section; notes alone follow "no changes" with no commits header.
+func TestDiffCommitsOnly(t *testing.T) {
+	sess, _ := gitSession(t)
+	s := sess.SnapshotDir()
+	runGit(t, s, "update-ref", "refs/remotes/origin/x", "HEAD")
+	out, msg, code := runBrood(t, "diff", sess.ID)
+	if code != ExitOK || strings.Contains(out, "commits (") ||
+		!strings.HasPrefix(out, "no changes\nnote: ") || !strings.Contains(out, "refs/remotes/origin/x") {
+		t.Fatalf("notes only (%d %s):\n%s", code, msg, out)
+	}
+	runGit(t, s, "commit", "-q", "--allow-empty", "-m", "empty")
+	out, msg, code = runBrood(t, "diff", sess.ID)
+	if code != ExitOK || strings.Contains(out, "no changes") || !strings.HasPrefix(out, "commits (") ||
+		!strings.Contains(out, "refs/heads/master") || !strings.Contains(out, "  note: ") {
+		t.Fatalf("commits only (%d %s):\n%s", code, msg, out)
+	}
+}
+
+// TestUndoBranchesOnly: undo of an apply that only created a branch says it removed the
+// branch and not "nothing to undo"; a second undo says "nothing to undo".
+func TestUndoBranchesOnly(t *testing.T) {
+	sess, _ := gitSession(t)
+	runGit(t, sess.SnapshotDir(), "commit", "-q", "--allow-empty", "-m", "empty")
+	if out, code := applyCLI(t, nil, "apply", sess.ID, "--all", "--yes"); code != ExitOK || !strings.Contains(out, "created branch") {
+		t.Fatalf("apply (%d):\n%s", code, out)
+	}
+	out, code := applyCLI(t, nil, "undo", sess.ID)
+	if code != ExitOK || strings.Contains(out, "nothing to undo") || !strings.Contains(out, "removed branch brood/"+sess.ID+"/master") {
+		t.Fatalf("undo (%d):\n%s", code, out)
+	}
+	if out, code := applyCLI(t, nil, "undo", sess.ID); code != ExitOK || out != "nothing to undo in session "+sess.ID+"\n" {
+		t.Fatalf("second undo (%d):\n%q", code, out)
+	}
+}
+
+// TestLinkedWorktreeIsANote: a workspace whose .git is a gitdir file (a linked worktree)
+// gets a note that its commits are not reviewed, not a refused ref: apply --all --yes
+// applies the files and exits 0, diff exits 0.
+func TestLinkedWorktreeIsANote(t *testing.T) {
+	sess := newStoppedSession(t, map[string]string{".git": "gitdir: /elsewhere/.git/worktrees/w\n", "a.txt": "a\n"}, false)
+	difftest.WriteFiles(sess.SnapshotDir(), map[string]string{"a.txt": "A\n"})
+	const note = "note: commits not reviewed: .git is a gitdir file (linked worktree)\n"
+	out, msg, code := runBrood(t, "diff", sess.ID)
+	if code != ExitOK || out != "modified  a.txt\n"+note {
+		t.Fatalf("diff (%d %s):\n%q", code, msg, out)
+	}
+	out, code = applyCLI(t, nil, "apply", sess.ID, "--all", "--yes")
+	if code != ExitOK || !strings.Contains(out, note) || strings.Contains(out, "refused") || wFile(t, sess, "a.txt") != "A\n" {
+		t.Fatalf("apply (%d):\n%s", code, out)
+	}
+}
+
+// TestReviewCommitsOnly: brood review of a session with commits and no file change does
+// not say "no changes" before creating the branch.
+func TestReviewCommitsOnly(t *testing.T) {
+	sess, _ := gitSession(t)
+	runGit(t, sess.SnapshotDir(), "commit", "-q", "--allow-empty", "-m", "empty")
+	out, code := applyCLI(t, nil, "review", sess.ID, "--all")
+	if code != ExitOK || strings.Contains(out, "no changes") || !strings.Contains(out, "created branch brood/"+sess.ID+"/master") {
+		t.Fatalf("review --all (%d):\n%s", code, out)
+	}
+}

@@ -13,13 +13,15 @@ import (
 // directory, package gitreview reviews the agent's history as commits and applies it as
 // a branch, so a change to one of these is not a file change to list or to flush (it
 // is never written to W). Entries ending in '/' cover everything below; names compare
-// exactly, or by foldName on a case-insensitive W. Not listed, so still listed and refused or high-risk as before: config,
-// hooks/, info/, shallow, objects/info/alternates, anything unknown, and every file of a
-// nested repository.
+// exactly, or by foldName on a case-insensitive W. Not listed, so still listed and
+// refused or high-risk as before: config, hooks/, the rest of info/ (exclude,
+// attributes, grafts, sparse-checkout), shallow, objects/info/alternates, anything
+// unknown, and every file of a nested repository.
 var gitDerivedFiles = []string{
 	"index", "HEAD", "ORIG_HEAD", "FETCH_HEAD", "MERGE_HEAD", "CHERRY_PICK_HEAD", "REVERT_HEAD",
 	"REBASE_HEAD", "AUTO_MERGE", "COMMIT_EDITMSG", "MERGE_MSG", "MERGE_MODE", "SQUASH_MSG",
-	"packed-refs", "logs/", "refs/", "objects/",
+	"packed-refs", "logs/", "refs/", "objects/", // objects/info/packs and commit-graph too
+	"info/refs", // git update-server-info's list of refs (git gc writes it)
 }
 
 // gitDerived reports whether path is one of gitDerivedFiles below the root ".git"

@@ -20,6 +20,7 @@ func TestGitDerivedNotListed(t *testing.T) {
 		".git/ORIG_HEAD": "1111\n", ".git/FETCH_HEAD": "x\n", ".git/packed-refs": "x\n",
 		".git/refs/heads/main": "2222\n", ".git/refs/tags/v1": "2222\n", ".git/logs/HEAD": "x\ny\n",
 		".git/logs/refs/heads/main": "y\n", ".git/objects/ab/cdef": "z", ".git/objects/pack/pack-1.pack": "p",
+		".git/info/refs": "2222\trefs/heads/main\n", ".git/objects/info/packs": "P pack-1.pack\n",
 		// Still listed:
 		".git/config": "[core]\n\thooksPath = /tmp\n", ".git/hooks/pre-commit": "#!/bin/sh\n",
 		".git/info/exclude": "*\n", ".git/objects/info/alternates": "/tmp\n", ".git/shallow": "1111\n",
@@ -32,6 +33,11 @@ func TestGitDerivedNotListed(t *testing.T) {
 		".git/objects/info/alternates", ".git/shallow", "nested/.git/index", "nested/.git/refs/heads/x", "x/.git/index"} {
 		if _, ok := gm[p]; !ok {
 			t.Errorf("%s not listed", p)
+		}
+	}
+	for _, p := range []string{".git/info/refs", ".git/objects/info/packs"} {
+		if c, ok := gm[p]; ok {
+			t.Errorf("derived %s listed as %s", p, c.Kind)
 		}
 	}
 	for p, c := range gm {
@@ -49,6 +55,8 @@ func TestGitDerivedNotListed(t *testing.T) {
 func TestGitDerivedNames(t *testing.T) {
 	for p, want := range map[string]bool{".git/index": true, ".git/refs/heads/a/b": true, ".git/objects": true,
 		".git/objects/info/alternates": false, ".git/objects/info/packs": true, ".git/config": false,
+		".git/info/refs": true, ".git/objects/info/commit-graph": true, ".git/info/exclude": false, ".git/info/attributes": false,
+		".git/info/grafts": false, ".git/info/refs/x": false, ".git/info": false,
 		".git/hooks/x": false, ".GIT/index": false, "a/.git/index": false, ".git": false, ".git/indexx": false} {
 		if got := gitDerived(p, false); got != want {
 			t.Errorf("gitDerived(%q) = %v", p, got)

@@ -12,7 +12,8 @@
 // packed-refs.
 //
 // Only the repository at the root of the workspace is reviewed. A W/.git that is a file
-// (a linked worktree or a submodule's gitdir pointer) is refused with a reason; nested
+// (a linked worktree or a submodule's gitdir pointer) is not reviewed and not refused:
+// the review holds only a note (WorktreeNote); nested
 // repositories keep their git files listed as changes by package diff. Gitlinks
 // (submodule commits, mode 160000) in the agent's trees are shown as such and need no
 // object.

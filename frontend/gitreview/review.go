@@ -96,9 +96,15 @@ func (r *Review) Empty() bool {
 	return r == nil || r.Refused == "" && len(r.Refs) == 0 && len(r.Notes) == 0
 }
 
+// WorktreeNote is the note of a review whose workspace's .git is a file (a linked
+// worktree's or a submodule's "gitdir: PATH" pointer): no commits are reviewed there,
+// and nothing is refused.
+const WorktreeNote = "commits not reviewed: .git is a gitdir file (linked worktree)"
+
 // Inspect reviews the repository at the root of the snapshot s against the one at the
 // root of the workspace w. It returns nil when W has no .git (an agent's new repository
-// is left to package diff), a Review with Refused set when the repository cannot be
+// is left to package diff), a Review with only WorktreeNote when W's .git is a file, a
+// Review with Refused set when the repository cannot be
 // reviewed, and an error only when W's own repository cannot be read.
 func Inspect(w, s string) (*Review, error) {
 	wDir, sDir := filepath.Join(w, ".git"), filepath.Join(s, ".git")
@@ -111,7 +117,8 @@ func Inspect(w, s string) (*Review, error) {
 	}
 	r := &Review{wDir: wDir, sDir: sDir, trees: map[plumbing.Hash]map[string]object.TreeEntry{}}
 	if !wfi.IsDir() {
-		r.Refused = "the workspace's .git is not a directory (a linked worktree or a submodule's gitdir file): commits are not reviewed"
+		// Not a refusal: there is no repository here to review or to write to.
+		r.Notes = []string{WorktreeNote}
 		return r, nil
 	}
 	if why := repoProblem(wDir, sDir); why != "" {

@@ -144,7 +144,7 @@ func TestDetachedHeadAndTags(t *testing.T) {
 	}
 }
 
-func TestWorktreeAndRemovedRepoRefused(t *testing.T) {
+func TestWorktreeNoteAndRemovedRepoRefused(t *testing.T) {
 	w, s := newRepo(t)
 	os.RemoveAll(filepath.Join(s, ".git"))
 	if r, _ := Inspect(w, s); !strings.Contains(r.Refused, "no .git") {
@@ -152,7 +152,7 @@ func TestWorktreeAndRemovedRepoRefused(t *testing.T) {
 	}
 	w2 := t.TempDir()
 	writeFile(t, w2, ".git", "gitdir: /elsewhere\n")
-	if r, _ := Inspect(w2, s); !strings.Contains(r.Refused, "worktree") {
+	if r, _ := Inspect(w2, s); r.Refused != "" || r.Blocked() != 0 || len(r.Refs) != 0 || !reflect.DeepEqual(r.Notes, []string{WorktreeNote}) {
 		t.Fatalf("worktree: %+v", r)
 	}
 }
