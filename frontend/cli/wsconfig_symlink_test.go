@@ -1,0 +1,56 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"brood.dev/brood/helper/api"
+)
+
+// TestWorkspaceConfigSymlinkRefused: a .brood.toml that is a link (to a file outside the
+// workspace, or through a linked directory inside it), a FIFO or an oversized file is
+// refused by policy show and run, before any session, naming the path; no line of the
+// link's target is printed.
+func TestWorkspaceConfigSymlinkRefused(t *testing.T) {
+	noHelper(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	secret := filepath.Join(t.TempDir(), "fake_secret")
+	if err := os.WriteFile(secret, []byte("bogus=1\nanother-secret-line\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ws := t.TempDir()
+	link := filepath.Join(ws, ".brood.toml")
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	out, code := policyShow(t, "--workspace", ws)
+	if code == ExitOK || !strings.Contains(out, link) || !strings.Contains(out, "is a symlink") || strings.Contains(out, "bogus") {
+		t.Errorf("policy show with a linked .brood.toml: exit %d\n%s", code, out)
+	}
+	f := newFakeHelper(t)
+	rc, _, runErr := broodCode(t, "run", "--workspace", ws, "--egress", "locked", "shell", "--", "true")
+	if rc != ExitUsage || !strings.Contains(runErr, "is a symlink") || strings.Contains(runErr, "bogus") || strings.Contains(f.Calls(), string(api.CallCreateSession)) {
+		t.Errorf("run with a linked .brood.toml: exit %d, calls %q\n%s", rc, f.Calls(), runErr)
+	}
+
+	// A FIFO would block the read; a huge file is not a config.
+	if err := os.Remove(link); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(link, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := policyShow(t, "--workspace", ws); code == ExitOK || !strings.Contains(out, "not a regular file") {
+		t.Errorf("policy show with a FIFO .brood.toml: exit %d\n%s", code, out)
+	}
+	os.Remove(link)
+	if err := os.WriteFile(link, []byte("# "+strings.Repeat("x", 2<<20)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code := policyShow(t, "--workspace", ws); code == ExitOK || !strings.Contains(out, "longer than") {
+		t.Errorf("policy show with a 2 MiB .brood.toml: exit %d\n%.300s", code, out)
+	}
+}
