@@ -27,7 +27,7 @@ func TestWorkspaceConfigSymlinkRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, code := policyShow(t, "--workspace", ws)
-	if code == ExitOK || !strings.Contains(out, link) || !strings.Contains(out, "is a symlink") || strings.Contains(out, "bogus") {
+	if code != ExitUsage || !strings.Contains(out, link) || !strings.Contains(out, "is a symlink") || strings.Contains(out, "bogus") {
 		t.Errorf("policy show with a linked .brood.toml: exit %d\n%s", code, out)
 	}
 	f := newFakeHelper(t)
@@ -43,14 +43,38 @@ func TestWorkspaceConfigSymlinkRefused(t *testing.T) {
 	if err := syscall.Mkfifo(link, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := policyShow(t, "--workspace", ws); code == ExitOK || !strings.Contains(out, "not a regular file") {
+	if out, code := policyShow(t, "--workspace", ws); code != ExitUsage || !strings.Contains(out, "not a regular file") {
 		t.Errorf("policy show with a FIFO .brood.toml: exit %d\n%s", code, out)
 	}
 	os.Remove(link)
 	if err := os.WriteFile(link, []byte("# "+strings.Repeat("x", 2<<20)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if out, code := policyShow(t, "--workspace", ws); code == ExitOK || !strings.Contains(out, "longer than") {
+	if out, code := policyShow(t, "--workspace", ws); code != ExitUsage || !strings.Contains(out, "longer than") {
 		t.Errorf("policy show with a 2 MiB .brood.toml: exit %d\n%.300s", code, out)
+	}
+}
+
+// TestPolicyShowWorkspaceChecks: policy show refuses a missing workspace (or a file) as
+// session new does, and a malformed .brood.toml exits ExitUsage from policy show as from
+// run.
+func TestPolicyShowWorkspaceChecks(t *testing.T) {
+	noHelper(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	missing := filepath.Join(t.TempDir(), "nonexistent")
+	if out, code := policyShow(t, "--workspace", missing); code != ExitUsage || !strings.Contains(out, missing) {
+		t.Errorf("policy show --workspace %s: exit %d\n%s", missing, code, out)
+	}
+	ws := t.TempDir()
+	file := writeFile(t, ws, "plain", "x")
+	if out, code := policyShow(t, "--workspace", file); code != ExitUsage || !strings.Contains(out, "not a directory") {
+		t.Errorf("policy show --workspace FILE: exit %d\n%s", code, out)
+	}
+	writeFile(t, ws, ".brood.toml", "bogus = \n")
+	out, code := policyShow(t, "--workspace", ws)
+	newFakeHelper(t)
+	rc, _, runErr := broodCode(t, "run", "--workspace", ws, "--egress", "locked", "shell", "--", "true")
+	if code != ExitUsage || rc != ExitUsage {
+		t.Errorf("bad .brood.toml: policy show exit %d, run exit %d\n%s\n%s", code, rc, out, runErr)
 	}
 }
