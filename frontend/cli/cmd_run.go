@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"brood.dev/brood/sandbox"
 	"context"
 	"fmt"
 	"io"
@@ -211,11 +212,8 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 // cargo and go configuration).
 func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	f := r.flags
-	if f.cpus < 0 || f.memory < 0 || f.timeout < 0 {
-		return frontend.RunSpec{}, usageErr("run: --cpus, --memory and --timeout cannot be negative")
-	}
-	if f.timeout > 0 && f.timeout < time.Second {
-		return frontend.RunSpec{}, usageErr("run: --timeout %v is shorter than a second", f.timeout)
+	if err := f.checkVMFlags(); err != nil {
+		return frontend.RunSpec{}, err
 	}
 	if !api.ValidImageName(r.image) {
 		return frontend.RunSpec{}, usageErr("run: %q is not an image name", r.image)
@@ -260,6 +258,23 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	}, nil
 }
 
+// checkVMFlags checks --cpus, --memory and --timeout against the helper's own limits
+// (sandbox.MaxCPUs, MinMemoryMiB..MaxMemoryMiB, at most DefaultTimeout; 0 is the helper's
+// default) before any session or snapshot exists; errors exit ExitUsage and give the range.
+func (f runFlags) checkVMFlags() error {
+	switch {
+	case f.cpus < 0 || f.cpus > sandbox.MaxCPUs:
+		return usageErr("run: --cpus %d not in 1..%d (0: the helper's default)", f.cpus, sandbox.MaxCPUs)
+	case f.memory != 0 && (f.memory < sandbox.MinMemoryMiB || f.memory > sandbox.MaxMemoryMiB):
+		return usageErr("run: --memory %d MiB not in %d..%d (0: the helper's default)", f.memory, sandbox.MinMemoryMiB, sandbox.MaxMemoryMiB)
+	case f.timeout < 0 || f.timeout > sandbox.DefaultTimeout:
+		return usageErr("run: --timeout %v not in 1s..%v (0: the helper's default)", f.timeout, sandbox.DefaultTimeout)
+	case f.timeout > 0 && f.timeout < time.Second:
+		return usageErr("run: --timeout %v is shorter than a second", f.timeout)
+	}
+	return nil
+}
+
 // checkBootable refuses a run the helper's capabilities already show cannot boot, before
 // anything is snapshotted: an image the helper has not built, more vCPUs or memory than
 // the host has. A helper that does not report these (nil Images, zero limits) is left
@@ -272,7 +287,7 @@ func checkBootable(caps api.Capabilities, r runRequest, f runFlags) error {
 		return usageErr("run: --cpus %d asks for more than the host has%s", f.cpus, resourcesHint(caps))
 	}
 	if caps.HostMemoryMiB > 0 && f.memory > caps.HostMemoryMiB {
-		return usageErr("run: --memory %d asks for more than the host has%s", f.memory, resourcesHint(caps))
+		return usageErr("run: --memory %d MiB not in %d..%d: more than the host has%s", f.memory, sandbox.MinMemoryMiB, caps.HostMemoryMiB, resourcesHint(caps))
 	}
 	return nil
 }
