@@ -239,11 +239,19 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
 	}
+	// recipes asks the helper which images it can build, for a hint (nil: unknown).
+	recipes := func() []string {
+		l, err := askImages(orBackground(ctx), api.SocketPath())
+		if err != nil {
+			return nil
+		}
+		return l.Recipes
+	}
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
 		Command: guestCommand(r.argv), Env: home.withEnv(forwardEnv(r.agent.Env, os.Environ())),
 		HomeFiles: home.files, Notes: home.notes,
-		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f) },
+		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {
 			case api.IsCode(err, api.CodeHostResources):
@@ -251,7 +259,7 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 			case startArgs.Egress != "" && strings.Contains(err.Error(), "egress"):
 				return egressStartHint(r, startArgs.Egress) // egress_default.go
 			case api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image"):
-				return imageHint(r, caps.Images)
+				return imageHint(r, caps.Images, recipes())
 			}
 			return ""
 		},
@@ -279,9 +287,9 @@ func (f runFlags) checkVMFlags() error {
 // anything is snapshotted: an image the helper has not built, more vCPUs or memory than
 // the host has. A helper that does not report these (nil Images, zero limits) is left
 // to StartVM.
-func checkBootable(caps api.Capabilities, r runRequest, f runFlags) error {
+func checkBootable(caps api.Capabilities, r runRequest, f runFlags, recipes func() []string) error {
 	if caps.Images != nil && !slices.Contains(caps.Images, r.image) {
-		return fmt.Errorf("%w: %q%s", ErrNoImage, r.image, imageHint(r, caps.Images))
+		return fmt.Errorf("%w: %q%s", ErrNoImage, r.image, imageHint(r, caps.Images, recipes()))
 	}
 	if caps.HostCPUs > 0 && f.cpus > caps.HostCPUs {
 		return usageErr("run: --cpus %d asks for more than the host has%s", f.cpus, resourcesHint(caps))
@@ -303,11 +311,18 @@ func resourcesHint(caps api.Capabilities) string {
 }
 
 // imageHint says how to get the image r cannot boot. built lists the helper's built
-// images (nil: unknown). --image is suggested only to `brood run` without it (the image
+// images, recipes the names it can build (nil: unknown); a name with no recipe gets the
+// recipes, not a build command. --image is suggested only to `brood run` without it (the image
 // was the agent's default), never when it was given or to run-image, which has none.
-func imageHint(r runRequest, built []string) string {
+func imageHint(r runRequest, built, recipes []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
+	switch {
+	case recipes != nil && !slices.Contains(recipes, r.image):
+		// No build command for a name the helper cannot build.
+		fmt.Fprintf(&b, "\nhint: the helper has no recipe %q (recipes: %s)", r.image, strings.Join(recipes, ", "))
+	default:
+		fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
+	}
 	switch {
 	case built == nil:
 		b.WriteString("\nbrood image list shows the built images")

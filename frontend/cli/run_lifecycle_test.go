@@ -83,7 +83,7 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 		notWant string
 	}{
 		{"run-image", []string{"run-image", "nosuchimage", "--", "true"}, ExitError,
-			[]string{"image not built: \"nosuchimage\"", "built images: codex, test"}, "--image"},
+			[]string{"image not built: \"nosuchimage\"", "built images: codex, test", `no recipe "nosuchimage" (recipes: codex, test)`}, "image build"},
 		{"run --image", []string{"run", "--image", "nosuch", "shell"}, ExitError,
 			[]string{"image not built: \"nosuch\"", "built images: codex, test"}, "--image"},
 		{"agent default", []string{"run", "claude-code"}, ExitError,
@@ -102,6 +102,7 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeHelper(t)
 			f.Caps.Images, f.Caps.HostCPUs, f.Caps.HostMemoryMiB = []string{"codex", "test"}, 2, 4096
+			f.Images.Recipes = []string{"codex", "test"}
 			code, _, stderr, ss := fakeRun(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr)
