@@ -173,7 +173,10 @@ func decodeConfig(path string, data []byte, v any) error {
 		var strict *toml.StrictMissingError
 		if errors.As(err, &strict) {
 			// Name the unknown keys (line, column and key), not just "missing fields".
-			return fmt.Errorf("parse config %s: %w: unknown keys:\n%s", path, ErrConfig, strings.TrimSpace(strict.String()))
+			// go-toml marks a table v's type lacks "missing table": to the user it is a
+			// table this file may not hold.
+			msg := strings.ReplaceAll(strings.TrimSpace(strict.String()), "missing table", "table unknown or not allowed here")
+			return fmt.Errorf("parse config %s: %w: unknown keys:\n%s", path, ErrConfig, msg)
 		}
 		return fmt.Errorf("parse config %s: %w: %w", path, ErrConfig, err)
 	}

@@ -78,3 +78,19 @@ func TestPolicyShowWorkspaceChecks(t *testing.T) {
 		t.Errorf("bad .brood.toml: policy show exit %d, run exit %d\n%s\n%s", code, rc, out, runErr)
 	}
 }
+
+// TestForbiddenTableNamed: a table .brood.toml may not hold ([agents.*] belongs to the
+// user config, [run] exists nowhere) is reported as unknown or not allowed, never as
+// "missing".
+func TestForbiddenTableNamed(t *testing.T) {
+	noHelper(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ws := t.TempDir()
+	for _, body := range []string{"[agents.shell]\nimage = \"x\"\n", "[run]\nx = 1\n"} {
+		writeFile(t, ws, ".brood.toml", body)
+		out, code := policyShow(t, "--workspace", ws)
+		if code != ExitUsage || !strings.Contains(out, "unknown or not allowed here") || strings.Contains(out, "missing") {
+			t.Errorf(".brood.toml %q: exit %d\n%s", body, code, out)
+		}
+	}
+}
