@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/hostilews"
 )
 
 // TestWorkspaceConfigSymlinkRefused: a .brood.toml that is a link (to a file outside the
@@ -92,5 +93,28 @@ func TestForbiddenTableNamed(t *testing.T) {
 		if code != ExitUsage || !strings.Contains(out, "unknown or not allowed here") || strings.Contains(out, "missing") {
 			t.Errorf(".brood.toml %q: exit %d\n%s", body, code, out)
 		}
+	}
+}
+
+// TestHostileWorkspaceLinks: in a workspace holding every hostilews member with each
+// hostilews.Links file replaced by a link to a developer's file, policy show refuses
+// each link by name and prints no line of its target.
+func TestHostileWorkspaceLinks(t *testing.T) {
+	noHelper(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	ws, marks := t.TempDir(), t.TempDir()
+	hostilews.Plant(t, ws, marks)
+	hostilews.PlantLinks(t, ws, t.TempDir())
+	out, code := policyShow(t, "--workspace", ws)
+	if code != ExitUsage || strings.Contains(out, "HOSTILE-LINK-SECRET") {
+		t.Errorf("policy show in a workspace with linked config files: exit %d\n%s", code, out)
+	}
+	for _, l := range hostilews.Links {
+		if !strings.Contains(out, filepath.Join(ws, l)+": is a symlink") {
+			t.Errorf("%s not refused as a link:\n%s", l, out)
+		}
+	}
+	if m := hostilews.Markers(t, marks); len(m) != 0 {
+		t.Errorf("hostile workspace code ran: %v", m)
 	}
 }
