@@ -311,13 +311,13 @@ func resourcesHint(caps api.Capabilities) string {
 }
 
 // imageHint says how to get the image r cannot boot. built lists the helper's built
-// images, recipes the names it can build (nil: unknown); a name with no recipe gets the
+// images, recipes the names it can build (empty: unknown); a name with no recipe gets the
 // recipes, not a build command. --image is suggested only to `brood run` without it (the image
 // was the agent's default), never when it was given or to run-image, which has none.
 func imageHint(r runRequest, built, recipes []string) string {
 	var b strings.Builder
 	switch {
-	case recipes != nil && !slices.Contains(recipes, r.image):
+	case len(recipes) > 0 && !slices.Contains(recipes, r.image):
 		// No build command for a name the helper cannot build.
 		fmt.Fprintf(&b, "\nhint: the helper has no recipe %q (recipes: %s)", r.image, strings.Join(recipes, ", "))
 	default:

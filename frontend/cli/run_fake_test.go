@@ -127,7 +127,8 @@ func TestRunStartVMRefused(t *testing.T) {
 	if len(ss) != 1 || ss[0].State != session.StateReady {
 		t.Errorf("sessions %+v", ss)
 	}
-	if calls := f.Calls(); !strings.HasSuffix(calls, "start_vm destroy_session") {
+	// The hint may ask for the recipes (list_images) after the VM was refused.
+	if calls := f.Calls(); !strings.Contains(calls, "start_vm destroy_session") {
 		t.Errorf("calls %s", calls)
 	}
 }
