@@ -140,6 +140,22 @@ func (d Discoverer) workspaceRel(p string) (string, bool) {
 	return "", false
 }
 
+// readFile reads a configuration file: one inside the workspace (by its path as named)
+// with ReadWorkspaceFile (no link followed, a regular file, at most
+// MaxWorkspaceFileBytes), any other with os.ReadFile.
+func (d Discoverer) readFile(path string) ([]byte, error) {
+	a, err := filepath.Abs(path)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range d.wsDirs {
+		if rel, err := filepath.Rel(w, a); err == nil && rel != "." && rel != ".." && !strings.HasPrefix(rel, "../") {
+			return ReadWorkspaceFile(w, filepath.ToSlash(rel), MaxWorkspaceFileBytes)
+		}
+	}
+	return os.ReadFile(path)
+}
+
 // WorkspaceNotRead starts the Why of a Note about a configuration file skipped because it
 // lies inside the workspace (Discoverer.Workspace).
 const WorkspaceNotRead = "not read: it is workspace content"
@@ -230,7 +246,7 @@ func (d Discoverer) apt(c *collector) {
 		files = append(files, m...)
 	}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := d.readFile(f)
 		if err != nil {
 			continue
 		}
@@ -292,7 +308,7 @@ func (d Discoverer) cargo(c *collector) {
 	found, ok := false, false
 	for _, name := range []string{"config.toml", "config"} {
 		f := filepath.Join(home, name)
-		data, err := os.ReadFile(f)
+		data, err := d.readFile(f)
 		if err != nil {
 			continue
 		}

@@ -337,3 +337,34 @@ func BenchmarkDiscover(b *testing.B) {
 		Discoverer{Workspace: b.TempDir()}.Discover(context.Background())
 	}
 }
+
+// TestDiscoverWorkspaceLinkNotFollowed: a flagged configuration file inside the workspace
+// that is a symbolic link (to a file of the developer's outside it) is not read, and a
+// note names it as a link.
+func TestDiscoverWorkspaceLinkNotFollowed(t *testing.T) {
+	ws, x := t.TempDir(), t.TempDir()
+	home := filepath.Join(ws, "home")
+	secret := filepath.Join(x, "secret-npmrc")
+	writeTestFile(t, secret, "registry=https://secret.corp.example/\n", 0o600)
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, filepath.Join(home, ".npmrc")); err != nil {
+		t.Fatal(err)
+	}
+	risk := func(rel string) string { return "package-manager config" }
+	d := Discoverer{Root: t.TempDir(), Home: home, Workspace: ws, WorkspaceRisk: risk, Getenv: func(string) string { return "" }}
+	found, notes := d.Discover(context.Background())
+	for _, f := range found {
+		if f.Entry.Pattern.Name == "secret.corp.example" {
+			t.Errorf("a linked workspace .npmrc was followed: %+v", f)
+		}
+	}
+	named := false
+	for _, n := range notes {
+		named = named || (strings.Contains(n.What, filepath.Join(home, ".npmrc")) && strings.Contains(n.Why, "is a symlink"))
+	}
+	if !named {
+		t.Errorf("no note names the link: %v", notes)
+	}
+}

@@ -3,6 +3,7 @@ package netpolicy
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -162,8 +163,11 @@ func (d Discoverer) readSource(c *collector, s source, path string) {
 	if !ok {
 		return
 	}
-	data, err := os.ReadFile(path)
+	data, err := d.readFile(path)
 	if err != nil {
+		if errors.Is(err, ErrWorkspaceSymlink) || errors.Is(err, ErrWorkspaceNotRegular) {
+			c.notes = append(c.notes, Note{s.tool + " " + path, "not read: " + err.Error()})
+		}
 		return
 	}
 	path = from

@@ -129,7 +129,16 @@ const workspaceConfigName = ".brood.toml"
 func loadWorkspaceConfig(workspace string) (*workspaceConfig, error) {
 	path := filepath.Join(workspace, workspaceConfigName)
 	var c workspaceConfig
-	if err := readConfigFile(path, &c); err != nil {
+	// The repository chose this file: never through a link (it could name any file of the
+	// developer's, and a parse error would print its lines), never a FIFO, at most 1 MiB.
+	data, err := netpolicy.ReadWorkspaceFile(workspace, workspaceConfigName, netpolicy.MaxWorkspaceFileBytes)
+	if errors.Is(err, os.ErrNotExist) {
+		return &c, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("config: %w: %w", ErrConfig, err)
+	}
+	if err := decodeConfig(path, data, &c); err != nil {
 		return nil, err
 	}
 	l, err := c.Egress.Parse()
@@ -151,13 +160,22 @@ func readConfigFile(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("read config %s: %w", path, err)
 	}
+	return decodeConfig(path, data, v)
+}
+
+// decodeConfig decodes data, the TOML file at path, into v strictly (unknown keys are
+// errors naming each key with its line and column). Errors wrap ErrConfig.
+func decodeConfig(path string, data []byte, v any) error {
 	dec := toml.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var strict *toml.StrictMissingError
 		if errors.As(err, &strict) {
 			// Name the unknown keys (line, column and key), not just "missing fields".
-			return fmt.Errorf("parse config %s: %w: unknown keys:\n%s", path, ErrConfig, strings.TrimSpace(strict.String()))
+			// go-toml marks a table v's type lacks "missing table": to the user it is a
+			// table this file may not hold.
+			msg := strings.ReplaceAll(strings.TrimSpace(strict.String()), "missing table", "table unknown or not allowed here")
+			return fmt.Errorf("parse config %s: %w: unknown keys:\n%s", path, ErrConfig, msg)
 		}
 		return fmt.Errorf("parse config %s: %w: %w", path, ErrConfig, err)
 	}

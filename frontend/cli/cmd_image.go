@@ -52,7 +52,7 @@ builds the image NAME from its recipe with mmdebstrap, and makes sure the guest 
 (Debian's, fetched with apt-get download) and the initramfs with brood-guest are there
 too. brood never runs as root, so this command only checks NAME against the helper's
 recipes (when a helper answers) and prints that command.`,
-		Args: cobra.ExactArgs(1),
+		Args: namedArgs(1, 1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), imageTimeout)
 			defer cancel()

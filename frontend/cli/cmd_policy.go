@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -103,17 +104,25 @@ configuration may give a different answer.`,
 // the egress inputs brood run would send for agentName (resolveAgent, agentForPolicy,
 // egressFlags.wire), and whether that run would have a network.
 func policyShowInputs(ctx context.Context, agentName, workspace string, flags *egressFlags) (*egressInputs, bool, error) {
+	// The same checks and exit codes as session new (workspace) and run (config files).
+	fi, err := os.Stat(workspace)
+	if err != nil {
+		return nil, false, usageErr("policy show: workspace: %v", err)
+	}
+	if !fi.IsDir() {
+		return nil, false, usageErr("policy show: workspace %q is not a directory", workspace)
+	}
 	path, err := userConfigPath()
 	if err != nil {
 		return nil, false, err
 	}
 	user, err := loadUserConfig(path)
 	if err != nil {
-		return nil, false, err
+		return nil, false, usageErr("policy show: %v", err)
 	}
 	ws, err := loadWorkspaceConfig(workspace)
 	if err != nil {
-		return nil, false, err
+		return nil, false, usageErr("policy show: %v", err)
 	}
 	a, err := resolveAgent(agentName, user, path)
 	if err != nil {

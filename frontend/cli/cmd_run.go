@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"brood.dev/brood/sandbox"
 	"context"
 	"fmt"
 	"io"
@@ -73,7 +74,7 @@ An agent's VM has a network through the egress firewall with the system policy's
 default_profile, else standard (--egress names another, --egress none turns it off); the
 shell has none unless --egress names a profile. Only environment variables matching the
 agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: namedArgs(1, -1, "AGENT", "COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dash := cmd.ArgsLenAtDash()
 			if dash == 0 {
@@ -224,11 +225,8 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 // cargo and go configuration).
 func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	f := r.flags
-	if f.cpus < 0 || f.memory < 0 || f.timeout < 0 {
-		return frontend.RunSpec{}, usageErr("run: --cpus, --memory and --timeout cannot be negative")
-	}
-	if f.timeout > 0 && f.timeout < time.Second {
-		return frontend.RunSpec{}, usageErr("run: --timeout %v is shorter than a second", f.timeout)
+	if err := f.checkVMFlags(); err != nil {
+		return frontend.RunSpec{}, err
 	}
 	if !api.ValidImageName(r.image) {
 		return frontend.RunSpec{}, usageErr("run: %q is not an image name", r.image)
@@ -254,11 +252,19 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
 	}
+	// recipes asks the helper which images it can build, for a hint (nil: unknown).
+	recipes := func() []string {
+		l, err := askImages(orBackground(ctx), api.SocketPath())
+		if err != nil {
+			return nil
+		}
+		return l.Recipes
+	}
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
 		Command: guestCommand(r.argv), Env: home.withEnv(forwardEnv(r.agent.Env, os.Environ())),
 		HomeFiles: home.files, Notes: home.notes,
-		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f) },
+		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {
 			case api.IsCode(err, api.CodeHostResources):
@@ -266,26 +272,43 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 			case startArgs.Egress != "" && strings.Contains(err.Error(), "egress"):
 				return egressStartHint(r, startArgs.Egress) // egress_default.go
 			case api.IsCode(err, api.CodeUnavailable) || strings.Contains(err.Error(), "image"):
-				return imageHint(r, caps.Images)
+				return imageHint(r, caps.Images, recipes())
 			}
 			return ""
 		},
 	}, nil
 }
 
+// checkVMFlags checks --cpus, --memory and --timeout against the helper's own limits
+// (sandbox.MaxCPUs, MinMemoryMiB..MaxMemoryMiB, at most DefaultTimeout; 0 is the helper's
+// default) before any session or snapshot exists; errors exit ExitUsage and give the range.
+func (f runFlags) checkVMFlags() error {
+	switch {
+	case f.cpus < 0 || f.cpus > sandbox.MaxCPUs:
+		return usageErr("run: --cpus %d not in 1..%d (0: the helper's default)", f.cpus, sandbox.MaxCPUs)
+	case f.memory != 0 && (f.memory < sandbox.MinMemoryMiB || f.memory > sandbox.MaxMemoryMiB):
+		return usageErr("run: --memory %d MiB not in %d..%d (0: the helper's default)", f.memory, sandbox.MinMemoryMiB, sandbox.MaxMemoryMiB)
+	case f.timeout < 0 || f.timeout > sandbox.DefaultTimeout:
+		return usageErr("run: --timeout %v not in 1s..%v (0: the helper's default)", f.timeout, sandbox.DefaultTimeout)
+	case f.timeout > 0 && f.timeout < time.Second:
+		return usageErr("run: --timeout %v is shorter than a second", f.timeout)
+	}
+	return nil
+}
+
 // checkBootable refuses a run the helper's capabilities already show cannot boot, before
 // anything is snapshotted: an image the helper has not built, more vCPUs or memory than
 // the host has. A helper that does not report these (nil Images, zero limits) is left
 // to StartVM.
-func checkBootable(caps api.Capabilities, r runRequest, f runFlags) error {
+func checkBootable(caps api.Capabilities, r runRequest, f runFlags, recipes func() []string) error {
 	if caps.Images != nil && !slices.Contains(caps.Images, r.image) {
-		return fmt.Errorf("%w: %q%s", ErrNoImage, r.image, imageHint(r, caps.Images))
+		return fmt.Errorf("%w: %q%s", ErrNoImage, r.image, imageHint(r, caps.Images, recipes()))
 	}
 	if caps.HostCPUs > 0 && f.cpus > caps.HostCPUs {
 		return usageErr("run: --cpus %d asks for more than the host has%s", f.cpus, resourcesHint(caps))
 	}
 	if caps.HostMemoryMiB > 0 && f.memory > caps.HostMemoryMiB {
-		return usageErr("run: --memory %d asks for more than the host has%s", f.memory, resourcesHint(caps))
+		return usageErr("run: --memory %d MiB not in %d..%d: more than the host has%s", f.memory, sandbox.MinMemoryMiB, caps.HostMemoryMiB, resourcesHint(caps))
 	}
 	return nil
 }
@@ -301,11 +324,18 @@ func resourcesHint(caps api.Capabilities) string {
 }
 
 // imageHint says how to get the image r cannot boot. built lists the helper's built
-// images (nil: unknown). --image is suggested only to `brood run` without it (the image
+// images, recipes the names it can build (empty: unknown); a name with no recipe gets the
+// recipes, not a build command. --image is suggested only to `brood run` without it (the image
 // was the agent's default), never when it was given or to run-image, which has none.
-func imageHint(r runRequest, built []string) string {
+func imageHint(r runRequest, built, recipes []string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
+	switch {
+	case len(recipes) > 0 && !slices.Contains(recipes, r.image):
+		// No build command for a name the helper cannot build.
+		fmt.Fprintf(&b, "\nhint: the helper has no recipe %q (recipes: %s)", r.image, strings.Join(recipes, ", "))
+	default:
+		fmt.Fprintf(&b, "\nhint: is the image built? %s (brood image list shows the recipes)", buildCommand(r.image))
+	}
 	switch {
 	case built == nil:
 		b.WriteString("\nbrood image list shows the built images")

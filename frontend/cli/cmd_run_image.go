@@ -15,7 +15,7 @@ VM. When stdin is not a terminal CMD runs without a PTY: its stdout and stderr a
 streamed, stdin is passed through, and its exit status is brood's. No environment
 variable is forwarded. The review gate still applies: on a terminal brood review runs,
 otherwise the diff summary and the commands to review or apply are printed on stderr.`,
-		Args: cobra.MinimumNArgs(2),
+		Args: namedArgs(2, -1, "IMAGE", "COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
 				return usageErr("run-image: usage: brood run-image IMAGE [flags] -- CMD...")

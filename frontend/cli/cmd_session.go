@@ -246,7 +246,7 @@ func newSessionRmCommand() *cobra.Command {
 		Long: `Remove each session ID: its snapshot, manifest, base copies and journal.
 A session whose VM is running is refused (exit 3) unless --force, which stops the VM
 through the helper first. A session marked running whose VM is gone is removed.`,
-		Args: cobra.MinimumNArgs(1),
+		Args: namedArgs(1, -1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionRm(cmd.Context(), cmd.OutOrStdout(), args, force)
 		},
@@ -285,7 +285,7 @@ func newSessionStopCommand() *cobra.Command {
 		Long: `Ask the helper to stop the VM using session ID's snapshot and mark the session
 stopped, so that brood diff, review and apply can read it. A session marked running
 whose VM is already gone (brood was killed) is only marked stopped.`,
-		Args: cobra.ExactArgs(1),
+		Args: namedArgs(1, 1, "ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runSessionStop(cmd.Context(), cmd.OutOrStdout(), args[0])
 		},

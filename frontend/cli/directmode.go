@@ -51,7 +51,8 @@ func (f directFlags) check() error {
 		return nil
 	case modeDirect:
 		if !f.yes {
-			return usageErr("run: --workspace-mode direct gives the agent your workspace itself, read-write, with no snapshot, no review and no undo: add --yes to run so")
+			return usageErr("run: --workspace-mode direct gives the agent your workspace itself, read-write, with no snapshot, no review and no undo; " +
+				"it reads .git/config credentials and .env files and can write .git/hooks or core.fsmonitor, which run code on this host at your next git command: add --yes to run so")
 		}
 		return nil
 	}
@@ -68,7 +69,9 @@ func warnDirect(errw io.Writer, spec frontend.RunSpec) {
 		ws = spec.Workspace
 	}
 	fmt.Fprintf(errw, "WARNING: DIRECT MODE: the VM mounts %s itself, read-write.\n"+
-		"WARNING: no snapshot, no review, no undo: every write of the agent lands in the workspace as it happens.\n",
+		"WARNING: no snapshot, no review, no undo: every write of the agent lands in the workspace as it happens.\n"+
+		"WARNING: the agent reads every file there, credentials too: .git/config (remote URLs with tokens), .env files.\n"+
+		"WARNING: it can write .git/hooks or core.fsmonitor in .git/config, which run its code on this host at your next git command.\n",
 		diff.Escape(ws))
 }
 

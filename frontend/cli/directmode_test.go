@@ -70,6 +70,11 @@ func TestDirectModeSharesWorkspace(t *testing.T) {
 	if !strings.Contains(msg, "WARNING: DIRECT MODE: the VM mounts "+w+" itself, read-write.") || !strings.Contains(msg, "nothing to review") {
 		t.Fatalf("no warning:\n%s", msg)
 	}
+	for _, risk := range []string{".git/config", ".env", ".git/hooks", "core.fsmonitor", "on this host at your next git command"} {
+		if !strings.Contains(msg, risk) {
+			t.Errorf("the direct-mode warning does not name %q:\n%s", risk, msg)
+		}
+	}
 	if !f.StartArgs().Direct || f.Share() != w {
 		t.Fatalf("StartVM direct=%v, shared %q, want %q", f.StartArgs().Direct, f.Share(), w)
 	}

@@ -25,7 +25,7 @@ BRANCH as it is now) and BRANCH is not checked out in the workspace or one of it
 worktrees (moving a checked-out branch needs the index and the files updated, which
 brood never writes: use git merge --ff-only brood/ID/BRANCH there). Journaled: brood undo
 ID moves BRANCH back when it still points where brood put it. Exit status 3 when refused.`,
-		Args: cobra.ExactArgs(2),
+		Args: namedArgs(2, 2, "ID", "BRANCH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runFF(cmd.OutOrStdout(), args[0], args[1])
 		},

@@ -83,7 +83,7 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 		notWant string
 	}{
 		{"run-image", []string{"run-image", "nosuchimage", "--", "true"}, ExitError,
-			[]string{"image not built: \"nosuchimage\"", "built images: codex, test"}, "--image"},
+			[]string{"image not built: \"nosuchimage\"", "built images: codex, test", `no recipe "nosuchimage" (recipes: codex, test)`}, "image build"},
 		{"run --image", []string{"run", "--image", "nosuch", "shell"}, ExitError,
 			[]string{"image not built: \"nosuch\"", "built images: codex, test"}, "--image"},
 		{"agent default", []string{"run", "claude-code"}, ExitError,
@@ -91,11 +91,18 @@ func TestRunChecksImageAndSizesBeforeSnapshot(t *testing.T) {
 		{"cpus", []string{"run-image", "--cpus", "64", "test", "--", "true"}, ExitUsage,
 			[]string{"--cpus 64 asks for more than the host has", "this host has 2 CPU(s) and 4096 MiB", "--cpus 1..2"}, "--memory 0"},
 		{"memory", []string{"run-image", "--memory", "5000", "test", "--", "true"}, ExitUsage,
-			[]string{"--memory 5000 asks for more than the host has"}, "--cpus 0"},
+			[]string{"--memory 5000 MiB not in 128..4096: more than the host has"}, "--cpus 0"},
+		{"memory too small", []string{"run-image", "--memory", "1", "test", "--", "true"}, ExitUsage,
+			[]string{"--memory 1 MiB not in 128..262144"}, ""},
+		{"cpus over the helper's limit", []string{"run-image", "--cpus", "999", "test", "--", "true"}, ExitUsage,
+			[]string{"--cpus 999 not in 1..64"}, ""},
+		{"timeout over the helper's limit", []string{"run", "--timeout", "9h", "shell"}, ExitUsage,
+			[]string{"--timeout 9h0m0s not in 1s..8h0m0s"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeHelper(t)
 			f.Caps.Images, f.Caps.HostCPUs, f.Caps.HostMemoryMiB = []string{"codex", "test"}, 2, 4096
+			f.Images.Recipes = []string{"codex", "test"}
 			code, _, stderr, ss := fakeRun(t, tc.args...)
 			if code != tc.code {
 				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr)

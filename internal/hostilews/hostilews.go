@@ -83,6 +83,37 @@ var Members = []Member{
 	{".brood.toml", "[egress]\ndeny_hosts = [\"nothing.example\"]\n", false},
 }
 
+// SecretLine is the content of the developer's file each Links entry points at; a tool
+// that prints it has read a file outside the workspace through the repository's link.
+const SecretLine = "bogus=1 # HOSTILE-LINK-SECRET"
+
+// Links lists workspace files brood itself reads that a repository may plant as
+// symbolic links to a file of the developer's (e.g. ~/.ssh/id_ed25519): brood must refuse
+// them, not read the target or print its lines in a parse error.
+var Links = []string{".brood.toml"}
+
+// PlantLinks replaces each Links path under ws with a symbolic link to a file in
+// secretDir (outside ws) holding SecretLine.
+func PlantLinks(t testing.TB, ws, secretDir string) {
+	t.Helper()
+	for i, l := range Links {
+		target := filepath.Join(secretDir, "secret-"+string(rune('a'+i%26)))
+		if err := os.WriteFile(target, []byte(SecretLine+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(ws, filepath.FromSlash(l))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // Plant writes every Member under ws; markers go to markerDir (outside ws).
 func Plant(t testing.TB, ws, markerDir string) {
 	t.Helper()
