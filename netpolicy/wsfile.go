@@ -77,4 +77,3 @@ func ReadWorkspaceFile(ws, rel string, limit int64) ([]byte, error) {
 	}
 	return data, nil
 }
-

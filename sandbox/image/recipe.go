@@ -161,7 +161,7 @@ var Recipes = map[string]Recipe{
 	"opencode": npmRecipe(npmAgent{name: "opencode", suite: "trixie", bin: "opencode",
 		nativePkg: "opencode-linux-x64-baseline", native: "opencode", prune: []string{"opencode-linux-x64"}}),
 	"gemini": npmRecipe(npmAgent{name: "gemini", suite: "trixie", bin: "gemini"}),
-	"hermes":      pipRecipe("hermes", "trixie", "hermes"),
+	"hermes": pipRecipe("hermes", "trixie", "hermes"),
 }
 
 // MmdebstrapArgs returns mmdebstrap's arguments to build r into dir. mode is
