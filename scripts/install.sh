@@ -125,9 +125,11 @@ step "1/5 packages and Go modules"
 step "2/5 build and install the package"
 arch="$(dpkg --print-architecture)"
 deb="$(ARCHES="$arch" FORMATS=deb ./scripts/package.sh | tail -n1)"
+# --allow-downgrades: this checkout's package replaces whatever brood is installed, even one
+# whose version sorts later (an untagged build's version ends in its commit hash).
 # apt resolves the dependencies (QEMU, nftables, erofs-utils, ...) and keeps edited
 # /etc/brood files on an upgrade.
-DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall "./$deb"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --reinstall --allow-downgrades "./$deb"
 shadow_check brood "$BROOD"
 shadow_check broodd-helper "$HELPER"
 
