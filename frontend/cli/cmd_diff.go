@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/aymanbagabas/go-udiff"
 	"github.com/spf13/cobra"
 
 	"brood.dev/brood/frontend/diff"
@@ -278,15 +277,6 @@ func lineStat(sess *session.Session, c diff.Change) (added, deleted int, ok bool
 	if diff.IsBinary(before) || diff.IsBinary(after) {
 		return 0, 0, false
 	}
-	for _, e := range udiff.Lines(string(before), string(after)) {
-		deleted += strings.Count(string(before[e.Start:e.End]), "\n")
-		if e.End > e.Start && before[e.End-1] != '\n' {
-			deleted++
-		}
-		added += strings.Count(e.New, "\n")
-		if e.New != "" && !strings.HasSuffix(e.New, "\n") {
-			added++
-		}
-	}
+	added, deleted = diff.LineCounts(before, after)
 	return added, deleted, true
 }

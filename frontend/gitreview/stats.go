@@ -1,7 +1,6 @@
 package gitreview
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"strings"
@@ -55,30 +54,11 @@ func (r *Review) describe(c *object.Commit) (Commit, error) {
 		if err != nil {
 			return rc, err
 		}
-		a, d := lineCounts(before, after)
+		a, d := diff.LineCounts(before, after)
 		rc.Insertions += a
 		rc.Deletions += d
 	}
 	return rc, nil
-}
-
-// lineCounts counts the lines added and deleted between two contents; binary contents
-// (a NUL byte, diff.IsBinary) count no lines.
-func lineCounts(before, after []byte) (added, deleted int) {
-	if diff.IsBinary(before) || diff.IsBinary(after) || bytes.Equal(before, after) {
-		return 0, 0
-	}
-	for _, e := range udiff.Lines(string(before), string(after)) {
-		deleted += strings.Count(string(before[e.Start:e.End]), "\n")
-		if e.End > e.Start && before[e.End-1] != '\n' {
-			deleted++
-		}
-		added += strings.Count(e.New, "\n")
-		if e.New != "" && !strings.HasSuffix(e.New, "\n") {
-			added++
-		}
-	}
-	return added, deleted
 }
 
 // Patch writes the unified diff of commit id (one of the review's commits) against its
