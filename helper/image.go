@@ -43,21 +43,15 @@ func imageMain(args []string) int {
 		fmt.Fprintln(os.Stderr, imageUsage)
 		return 2
 	}
-	fs := flag.NewFlagSet("broodd-helper image build", flag.ContinueOnError)
-	configPath := fs.String("config", DefaultConfigPath, "helper configuration `file` (TOML): state_dir")
-	stateDir := fs.String("state-dir", "", "override state_dir (the artifact store's root)")
-	if err := fs.Parse(args[1:]); err != nil {
+	name, configPath, stateDir, ok := imageArgs("build", imageUsage, args[1:])
+	if !ok {
 		return 2
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, imageUsage)
-		return 2
-	}
-	cfg, err := imageConfig(*configPath, *stateDir)
+	cfg, err := imageConfig(configPath, stateDir)
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 		defer stop()
-		err = buildImage(ctx, &cfg, fs.Arg(0), os.Stdout, os.Stderr)
+		err = buildImage(ctx, &cfg, name, os.Stdout, os.Stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "broodd-helper: %v\n", err)
@@ -67,6 +61,23 @@ func imageMain(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// imageArgs parses the arguments of `broodd-helper image VERB` (after VERB): --config,
+// --state-dir and exactly one operand (an image name or reference). ok is false after
+// flag's own message or usage was printed to stderr (exit 2).
+func imageArgs(verb, usage string, args []string) (operand, configPath, stateDir string, ok bool) {
+	fs := flag.NewFlagSet("broodd-helper image "+verb, flag.ContinueOnError)
+	cfgFlag := fs.String("config", DefaultConfigPath, "helper configuration `file` (TOML): state_dir, egress.policy_path")
+	dirFlag := fs.String("state-dir", "", "override state_dir (the artifact store's root)")
+	if err := fs.Parse(args); err != nil {
+		return "", "", "", false
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, usage)
+		return "", "", "", false
+	}
+	return fs.Arg(0), *cfgFlag, *dirFlag, true
 }
 
 // imageConfig loads the configuration the helper would run with and applies --state-dir.

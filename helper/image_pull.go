@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -67,22 +66,16 @@ type unpackAnswer struct {
 // pullMain runs `broodd-helper image pull ...` with the arguments after "pull": exit 0
 // pulled, 1 failed or refused, 2 bad usage.
 func pullMain(args []string) int {
-	fs := flag.NewFlagSet("broodd-helper image pull", flag.ContinueOnError)
-	configPath := fs.String("config", DefaultConfigPath, "helper configuration `file` (TOML): state_dir, egress.policy_path")
-	stateDir := fs.String("state-dir", "", "override state_dir (the artifact store's root)")
-	if err := fs.Parse(args); err != nil {
+	ref, configPath, stateDir, ok := imageArgs("pull", pullUsage, args)
+	if !ok {
 		return 2
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, pullUsage)
-		return 2
-	}
-	cfg, err := imageConfig(*configPath, *stateDir)
+	cfg, err := imageConfig(configPath, stateDir)
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 		defer stop()
 		var p *pulledImage
-		if p, err = pullImage(ctx, &cfg, fs.Arg(0), os.Stderr); err == nil {
+		if p, err = pullImage(ctx, &cfg, ref, os.Stderr); err == nil {
 			fmt.Printf("%s %s %s\n", p.Pinned, p.Name, p.File)
 		}
 	}
