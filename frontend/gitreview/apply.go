@@ -176,13 +176,7 @@ func (r *Review) createRef(name, value string) error {
 	if err != nil {
 		return fmt.Errorf("create %s: %w", escapeText(name), err)
 	}
-	_, err = f.WriteString(value + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+	err = writeRefLock(f, value)
 	if err == nil {
 		err = os.Link(p+".lock", p)
 	}
@@ -223,4 +217,18 @@ func DeleteRef(w, name, value string) (bool, error) {
 		}
 	}
 	return true, atomicfile.SyncDir(stop)
+}
+
+// writeRefLock writes value (a 40-hex object id) and a newline into the ref's lock file
+// f, syncs it and closes it, as git's own ref writes do; it returns the first error of
+// the write, the fsync or the close. f is closed either way.
+func writeRefLock(f *os.File, value string) error {
+	_, err := f.WriteString(value + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }

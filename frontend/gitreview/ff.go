@@ -128,13 +128,7 @@ func swapRef(gitDir, name, from, to string) error {
 		lock.Close()
 		return fmt.Errorf("update %s: it changed since it was checked; left as it is", escapeText(name))
 	}
-	_, err = lock.WriteString(to + "\n")
-	if err == nil {
-		err = lock.Sync()
-	}
-	if cerr := lock.Close(); err == nil {
-		err = cerr
-	}
+	err = writeRefLock(lock, to)
 	if err == nil {
 		err = os.Rename(p+".lock", p)
 	}
