@@ -12,7 +12,8 @@
 // 3..8. The runner confines itself and drives the vmhost.Host's sandbox.Backend; it reports to
 // the helper on a control socket and hands Attach the connected SSH channel.
 //
-// Privilege: root, Landlock-confined after startup step 9 (Run). The same binary also
+// Privilege: root with only the unit's capability set (dropped in-process at startup step
+// 1b, however it was started), Landlock-confined after startup step 9 (Run). The same binary also
 // runs the runner spawner (package spawner: root, unconfined), the VM runners (package
 // runner: the session owner's uid, no_new_privs, Landlock) and the per-session egress
 // processes (package egress, ProxyMain: the session owner's uid, no_new_privs, Landlock
@@ -116,6 +117,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 
+	// 1b. Drop to the unit's capability set, however the helper was started (a root shell
+	// keeps every capability): before any child starts, so none inherits more.
+	if err := dropCapabilities(log); err != nil {
+		return err
+	}
+
 	// 2. Scrub the environment and inherited descriptors: nothing the invoker left
 	// behind reaches the runners.
 	if err := scrubInherited(); err != nil {
@@ -173,7 +180,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	caps, checks, vmh := probeHost(&cfg, ll, log)
-	checks = append(checks, activationCheck(o.Listen))
+	checks = append(checks, activationCheck(o.Listen), capabilitiesCheck())
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if err := notifyReady(ln, ll, log); err != nil {
