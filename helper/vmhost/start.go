@@ -51,13 +51,17 @@ func Start(p Plan, l Launch) (*Handle, error) {
 		}
 	}
 	if err != nil {
-		removeRunDir(runDir)
+		if rerr := removeRunDir(runDir); rerr != nil {
+			l.Log.Warn("run dir left in place", "err", rerr)
+		}
 		return nil, err
 	}
 	// 2. The runner.
 	v, err := spawn(p, l, runDir, []*os.File{l.Share, dirf, l.Kernel, initrd, l.Image})
 	if err != nil {
-		removeRunDir(runDir)
+		if rerr := removeRunDir(runDir); rerr != nil {
+			l.Log.Warn("run dir left in place", "err", rerr)
+		}
 		return nil, err
 	}
 	// 3. The handshake; from here on readEvents owns the run directory and removes it.

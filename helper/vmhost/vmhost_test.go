@@ -75,6 +75,7 @@ func TestCleanupRunDirs(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(d, "sub", "deeper"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	os.Chmod(filepath.Dir(d), 0o755) // as the helper makes it (EnsureDir): owners remove their run dirs through it
 	ln, err := net.Listen("unix", filepath.Join(d, runner.SSHSocketName))
 	if err != nil {
 		t.Fatal(err)

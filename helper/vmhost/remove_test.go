@@ -1,0 +1,123 @@
+//go:build linux
+
+package vmhost
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+
+	"brood.dev/brood/internal/testenv"
+)
+
+// Two unprivileged uids of the run dir removal tests: the session owner (the attacker)
+// and the victim whose directory the owner moves into the run dir.
+const (
+	ownerUID  = 4242
+	victimUID = 4343
+)
+
+// asUID runs argv as uid (and gid = uid), failing the test on error.
+func asUID(t *testing.T, uid uint32, argv ...string) {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v as uid %d: %v\n%s", argv, uid, err, out)
+	}
+}
+
+// stolenTree lays out the attack of a session owner on another user's files: the
+// victim's directory "drop" (mode 0777, so that others may move it) holds their private
+// directory (0700) with a 0600 file, which the owner cannot delete; "drop" sits in a
+// directory both may write. The owner, as their own uid, renames "drop" into their run
+// dir next to files and directories of their own (one mode 0000). It returns the
+// runtime dir, the run dir and the victim's file path inside it.
+func stolenTree(t *testing.T) (runtimeDir, runDir, secret string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	runtimeDir, err := os.MkdirTemp("", "rundir-attack-") // t.TempDir's parent is 0700
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(runtimeDir) })
+	os.Chmod(runtimeDir, 0o755)
+	shared := filepath.Join(runtimeDir, "shared")
+	os.Mkdir(shared, 0o777)
+	os.Chmod(shared, 0o777) // not sticky: the owner may rename the victim's directory
+	drop := filepath.Join(shared, "drop")
+	private := filepath.Join(drop, "private")
+	os.MkdirAll(private, 0o700)
+	if err := os.WriteFile(filepath.Join(private, "secret"), []byte("victim's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(drop, 0o777)
+	for _, p := range []string{filepath.Join(private, "secret"), private, drop} {
+		if err := os.Chown(p, victimUID, victimUID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parent := filepath.Join(runtimeDir, RunParent)
+	os.Mkdir(parent, 0o755)
+	runDir = filepath.Join(parent, "0badc0de")
+	os.Mkdir(runDir, 0o700)
+	os.Chown(runDir, ownerUID, ownerUID)
+	asUID(t, ownerUID, "/bin/sh", "-c", `mkdir -p "$1/own/deeper" && echo x > "$1/own/f" && chmod 0 "$1/own/deeper" && mv "$2" "$1/stolen"`,
+		"sh", runDir, drop)
+	secret = filepath.Join(runDir, "stolen", "private", "secret")
+	// The harm is real: the owner cannot delete the victim's file themself.
+	cmd := exec.Command("/bin/rm", "-rf", filepath.Join(runDir, "stolen", "private"))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: ownerUID, Gid: ownerUID}}
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("the owner deleted the victim's private directory themself: %s", out)
+	}
+	return runtimeDir, runDir, secret
+}
+
+// checkVictimIntact: the victim's file still holds its content and, like its
+// directory, is still the victim's.
+func checkVictimIntact(t *testing.T, secret string) {
+	t.Helper()
+	if b, err := os.ReadFile(secret); err != nil || string(b) != "victim's" {
+		t.Errorf("victim's file after removal: %q, %v", b, err)
+	}
+	for _, p := range []string{secret, filepath.Dir(secret), filepath.Dir(filepath.Dir(secret))} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || st.Uid != victimUID {
+			t.Errorf("%s: owner %d, %v (want uid %d, never chowned)", p, st.Uid, err, victimUID)
+		}
+	}
+}
+
+// TestRemoveRunDirKeepsForeignTree: a session owner moved another user's private
+// directory into their run dir; removing the run dir deletes the owner's own files and
+// directories (even one they made mode 0000) and leaves the victim's directory and file
+// as they were, owner included, reporting ErrForeignTree.
+func TestRemoveRunDirKeepsForeignTree(t *testing.T) {
+	_, runDir, secret := stolenTree(t)
+	err := removeRunDir(runDir)
+	if !errors.Is(err, ErrForeignTree) {
+		t.Errorf("removeRunDir = %v, want ErrForeignTree", err)
+	}
+	checkVictimIntact(t, secret)
+	if _, err := os.Lstat(filepath.Join(runDir, "own")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the owner's own directory is still there: %v", err)
+	}
+}
+
+// TestCleanupRunDirsKeepsForeignTree: the same attack against the startup cleanup of
+// run dirs a crashed helper left.
+func TestCleanupRunDirsKeepsForeignTree(t *testing.T) {
+	runtimeDir, runDir, secret := stolenTree(t)
+	got, err := CleanupRunDirs(runtimeDir)
+	if !errors.Is(err, ErrForeignTree) || len(got) != 0 {
+		t.Errorf("CleanupRunDirs = %v, %v; want nothing removed and ErrForeignTree", got, err)
+	}
+	checkVictimIntact(t, secret)
+	if _, err := os.Lstat(filepath.Join(runDir, "own")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the owner's own directory is still there: %v", err)
+	}
+}
