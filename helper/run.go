@@ -191,6 +191,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, sp)
 	srv.EnableEgress(eg) // nil: VMs get no network device
+	srv.firewall = hostFirewallProbe()
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()
 	return err

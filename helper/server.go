@@ -34,9 +34,10 @@ type Server struct {
 	sessions *Table
 	caps     api.Capabilities // template; Peer is filled per connection
 	doctor   []api.Check
-	vmHost   *vmhost.Host    // nil: this helper runs no VMs
-	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
-	egress   *egress.Manager // nil: VMs get no network device
+	vmHost   *vmhost.Host     // nil: this helper runs no VMs
+	spawner  *spawner.Client  // starts runners outside the helper's Landlock domain
+	egress   *egress.Manager  // nil: VMs get no network device
+	firewall func() api.Check // Doctor's host firewall check, run per call; nil: none
 
 	health   Health // survived accept errors and handler panics (Doctor)
 	conns    atomic.Int64
@@ -377,7 +378,11 @@ func (s *Server) callDoctor(_ context.Context, _ *connState, req *api.Request, _
 	if err := api.DecodeArgs(req.Args, &a); err != nil {
 		return nil, nil, err
 	}
-	return api.DoctorReport{Checks: append(slices.Clone(s.doctor), s.health.Check())}, nil, nil
+	checks := append(slices.Clone(s.doctor), s.health.Check())
+	if s.firewall != nil {
+		checks = append(checks, s.firewall())
+	}
+	return api.DoctorReport{Checks: checks}, nil, nil
 }
 
 func (s *Server) callListImages(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
