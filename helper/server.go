@@ -90,6 +90,7 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	if idle := s.cfg.IdleTimeout(); idle > 0 {
 		go s.watchIdle(ctx, cancel, idle)
 	}
+	go s.watchUnstarted(ctx) // limits.go
 	var err error
 	for fails := 0; ; {
 		var uc *net.UnixConn

@@ -19,7 +19,12 @@ func (srv *Server) startVM(s *sessionRecord, a api.StartVMArgs, onExit func(api.
 		return nil, api.VMInfo{}, fmt.Errorf("start VM: no VM backend on this host: %w", api.ErrUnavailable)
 	}
 	limits := vmhost.HostResources()
-	if _, _, err := vmhost.Check(a, *srv.vmHost, limits); err != nil {
+	sizes, _, err := vmhost.Check(a, *srv.vmHost, limits)
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	// 1b. The owner's quota: vCPUs and memory of all their VMs together (limits.go).
+	if err := srv.sessions.reserve(s, sizes, userQuotaFor(srv.cfg, limits)); err != nil {
 		return nil, api.VMInfo{}, err
 	}
 	// 2. The boot artifacts, from the root-owned store.
