@@ -76,6 +76,9 @@ type Config struct {
 
 	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
 	allowGIDs []uint32
+	// cgroupDir is the directory of the per-uid cgroups (userCgroups), set by Run before
+	// confinement; empty without them.
+	cgroupDir string
 }
 
 // DefaultConfig returns the built-in configuration.

@@ -75,8 +75,21 @@ func (srv *Server) launchVM(s *sessionRecord, arts *artifacts, eg *egress.Sessio
 	if eg != nil {
 		l.Tap, l.Egress = eg.TapFile(), srv.egress
 	}
+	if cg := srv.cgroups; cg != nil { // the owner's cgroup (cgroup_linux.go)
+		q := userQuotaFor(srv.cfg, in.Limits)
+		l.Place = func(pid int) error { return cg.Place(pid, s.Owner, q) }
+		l.OnExit = func(e api.VMExit) {
+			cg.Release(s.Owner)
+			if onExit != nil {
+				onExit(e)
+			}
+		}
+	}
 	vm, err := vmhost.Start(plan, l)
 	if err != nil {
+		if srv.cgroups != nil {
+			srv.cgroups.Release(s.Owner)
+		}
 		return nil, api.VMInfo{}, err
 	}
 	if eg != nil {

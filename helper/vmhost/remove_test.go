@@ -4,11 +4,16 @@ package vmhost
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/internal/testenv"
 )
@@ -119,5 +124,62 @@ func TestCleanupRunDirsKeepsForeignTree(t *testing.T) {
 	checkVictimIntact(t, secret)
 	if _, err := os.Lstat(filepath.Join(runDir, "own")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the owner's own directory is still there: %v", err)
+	}
+}
+
+// fsuids returns the filesystem uid of every thread of this process
+// (/proc/self/task/*/status, the fourth field of Uid:).
+func fsuids(t *testing.T) map[string]string {
+	t.Helper()
+	tasks, _ := filepath.Glob("/proc/self/task/*/status")
+	out := map[string]string{}
+	for _, p := range tasks {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue // the thread exited meanwhile
+		}
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Fields(line); len(f) == 5 && f[0] == "Uid:" {
+				out[p] = f[4]
+			}
+		}
+	}
+	return out
+}
+
+// TestAsOwnerThreadNotReused: fn runs with the owner's filesystem uid, and afterwards no
+// thread of the process is left with it (the locked thread exits with its goroutine;
+// polled, since the runtime ends the thread just after the goroutine returns), except
+// the main thread, which the Go runtime cannot end and parks for good instead
+// (runtime.mexit: "wedge" m0).
+func TestAsOwnerThreadNotReused(t *testing.T) {
+	testenv.RequireRoot(t)
+	for i := 0; i < 20; i++ {
+		err := asOwner(ownerUID, ownerUID, func() error {
+			if cur, _ := unix.SetfsuidRetUid(-1); cur != ownerUID {
+				return fmt.Errorf("fsuid in fn = %d", cur)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := 0
+		main := fmt.Sprintf("/proc/self/task/%d/status", os.Getpid())
+		for p, u := range fsuids(t) {
+			if u != "0" && p != main {
+				left++
+			}
+		}
+		if left == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d threads keep a non-root filesystem uid: %v", left, fsuids(t))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
