@@ -376,7 +376,11 @@ func firstSession(t *testing.T, c *container, start time.Time) {
 	t.Helper()
 	doctor := c.must("dev", "brood", "doctor")
 	t.Logf("brood doctor:\n%s", doctor)
-	for _, want := range []string{"brood:          " + testDescribe, "helper:         " + testDescribe, "socket activation (systemd broodd-helper.socket)"} {
+	for _, want := range []string{"brood:          " + testDescribe, "helper:         " + testDescribe, "socket activation (systemd broodd-helper.socket)",
+		// The unit's capability set, as the helper itself reports it (helper.capabilitiesCheck).
+		"[ok  ] capabilities      effective cap_chown,cap_kill,cap_setgid,cap_setuid,cap_net_bind_service,cap_net_admin; " +
+			"bounding cap_chown,cap_kill,cap_setgid,cap_setuid,cap_net_bind_service,cap_net_admin; ambient (none); inheritable (none)",
+		"[ok  ] host firewall     no other nft or iptables-nft table drops"} {
 		if !strings.Contains(doctor, want) {
 			t.Errorf("doctor output lacks %q", want)
 		}
