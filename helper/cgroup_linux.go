@@ -33,6 +33,11 @@ type userCgroups struct {
 	controllers []string // of "memory", "cpu": the ones enabled for the per-uid directories
 }
 
+var (
+	_ cgroupPlacer = (*userCgroups)(nil)
+	_ cgroupPlacer = systemdScopes{}
+)
+
 // cgroupSlice is the directory holding the per-uid cgroups.
 const cgroupSlice = "brood.slice"
 

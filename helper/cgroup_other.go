@@ -28,3 +28,12 @@ func (cg *userCgroups) RemoveEmpty() int                   { return 0 }
 func (cg *userCgroups) Check(err error) api.Check {
 	return api.Check{Name: "user cgroups", OK: true, Warn: true, Detail: err.Error()}
 }
+
+// systemdScopes is unavailable off Linux.
+type systemdScopes struct{}
+
+func (systemdScopes) Place(int, uint32, userQuota) error { return errors.ErrUnsupported }
+func (systemdScopes) Release(uint32)                     {}
+
+// systemdBooted: never off Linux.
+func systemdBooted() bool { return false }

@@ -9,6 +9,14 @@ import (
 	"brood.dev/brood/helper/vmhost"
 )
 
+// cgroupPlacer puts a VM runner (before it starts its VMM) in its owner's cgroup, with
+// the owner's quota as its limits, and lets go of an owner's cgroup when their VM ends:
+// userCgroups (cgroupfs, without systemd) or systemdScopes (transient scopes, with).
+type cgroupPlacer interface {
+	Place(pid int, uid uint32, q userQuota) error
+	Release(uid uint32)
+}
+
 // userQuota is what all of one uid's VMs together may use at once: vCPUs and guest
 // memory in MiB (docs/helper-limits.md).
 type userQuota struct {

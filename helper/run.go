@@ -196,7 +196,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 // however the helper was started (dropCapabilities: a root shell keeps every
 // capability), then scrubs what the invoker left (scrubInherited): nothing of it reaches
 // the children. It returns the cgroups (nil without) and their Doctor check.
-func dropPrivileges(cfg *Config, cleanup bool, log *slog.Logger) (*userCgroups, api.Check, error) {
+func dropPrivileges(cfg *Config, cleanup bool, log *slog.Logger) (cgroupPlacer, api.Check, error) {
 	cg, check := runnerCgroups(cfg, cleanup, log)
 	if err := dropCapabilities(log); err != nil {
 		return nil, check, err
@@ -204,12 +204,18 @@ func dropPrivileges(cfg *Config, cleanup bool, log *slog.Logger) (*userCgroups, 
 	return cg, check, scrubInherited()
 }
 
-// runnerCgroups opens the per-uid cgroups (openUserCgroups; not for --cleanup), lets
-// the helper's Landlock domain write their directory (cfg.cgroupDir) and returns them
-// (nil when there are none) with their Doctor check.
-func runnerCgroups(cfg *Config, cleanup bool, log *slog.Logger) (*userCgroups, api.Check) {
+// runnerCgroups returns how runners are put in per-uid cgroups (nil: not at all, and not
+// for --cleanup) and its Doctor check: systemd's transient scopes when systemd is PID 1
+// (systemdScopes), else the helper's own cgroupfs directories (openUserCgroups), whose
+// directory it lets the helper's Landlock domain write (cfg.cgroupDir).
+func runnerCgroups(cfg *Config, cleanup bool, log *slog.Logger) (cgroupPlacer, api.Check) {
 	if cleanup {
 		return nil, api.Check{}
+	}
+	if systemdBooted() {
+		log.Info("per-user cgroups: systemd transient scopes in brood-user-<uid>.slice")
+		return systemdScopes{}, api.Check{Name: "user cgroups", OK: true, Detail: "runners are placed in transient scopes of systemd " +
+			"in brood-user-<uid>.slice, with MemoryMax and CPUQuota from the per-user quotas"}
 	}
 	cg, err := openUserCgroups("/")
 	if err != nil {

@@ -38,7 +38,7 @@ type Server struct {
 	spawner  *spawner.Client  // starts runners outside the helper's Landlock domain
 	egress   *egress.Manager  // nil: VMs get no network device
 	firewall func() api.Check // Doctor's host firewall check, run per call; nil: none
-	cgroups  *userCgroups     // per-uid cgroups of runners; nil: runners stay in the helper's
+	cgroups  cgroupPlacer     // per-uid cgroups of runners; nil: runners stay in the helper's
 
 	health   Health // survived accept errors and handler panics (Doctor)
 	conns    atomic.Int64
@@ -71,7 +71,7 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 // EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without),
 // their runners started by sp and placed in cg's per-uid cgroups (nil: the helper's own).
 // Call it before Serve.
-func (s *Server) EnableVMs(h vmhost.Host, sp *spawner.Client, cg *userCgroups) {
+func (s *Server) EnableVMs(h vmhost.Host, sp *spawner.Client, cg cgroupPlacer) {
 	s.vmHost, s.spawner, s.cgroups = &h, sp, cg
 }
 

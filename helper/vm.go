@@ -3,7 +3,10 @@ package helper
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/egress"
@@ -77,7 +80,14 @@ func (srv *Server) launchVM(s *sessionRecord, arts *artifacts, eg *egress.Sessio
 	}
 	if cg := srv.cgroups; cg != nil { // the owner's cgroup (cgroup_linux.go)
 		q := userQuotaFor(srv.cfg, in.Limits)
-		l.Place = func(pid int) error { return cg.Place(pid, s.Owner, q) }
+		l.Place = func(pid int) error {
+			if err := cg.Place(pid, s.Owner, q); err != nil {
+				return err
+			}
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+			srv.log.Info("audit: runner placed", "session", s.ID, "uid", s.Owner, "runner", pid, "cgroup", strings.TrimSpace(string(b)))
+			return nil
+		}
 		l.OnExit = func(e api.VMExit) {
 			cg.Release(s.Owner)
 			if onExit != nil {
