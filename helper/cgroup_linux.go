@@ -131,8 +131,20 @@ func cpuMax(vcpus int) string {
 }
 
 // Place moves pid into uid's cgroup, creating it if needed, after writing its limits
-// from q (for the controllers enabled). Errors name the file written.
+// from q (for the controllers enabled). Another helper's startup (RemoveEmpty) may
+// remove an empty directory between the mkdir and the move: that is retried a few
+// times. Errors name the file written.
 func (cg *userCgroups) Place(pid int, uid uint32, q userQuota) error {
+	var err error
+	for range 3 {
+		if err = cg.place(pid, uid, q); !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return err
+}
+
+func (cg *userCgroups) place(pid int, uid uint32, q userQuota) error {
 	dir := filepath.Join(cg.dir, userCgroupName(uid))
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return fmt.Errorf("create cgroup %s: %w", dir, err)
