@@ -60,7 +60,13 @@ func TestUserCgroupPlacement(t *testing.T) {
 		t.Errorf("/proc/%d/cgroup = %q, want the line %q", pid, got, want)
 	}
 	user := filepath.Join(cg.dir, "brood-user-4242.slice")
-	for _, f := range []string{filepath.Join(mount, "cgroup.procs"), filepath.Join(mount, parent, "cgroup.procs"), filepath.Join(user, "cgroup.subtree_control")} {
+	owned := []string{filepath.Join(mount, "cgroup.procs"), filepath.Join(mount, parent, "cgroup.procs"), filepath.Join(user, "cgroup.subtree_control")}
+	for _, f := range []string{"memory.max", "cpu.max"} {
+		if _, err := os.Stat(filepath.Join(user, f)); err == nil {
+			owned = append(owned, filepath.Join(user, f))
+		}
+	}
+	for _, f := range owned {
 		sh := exec.Command("/bin/sh", "-c", `echo "$1" > "$2"`, "sh", strconv.Itoa(pid), f)
 		sh.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242}}
 		if out, err := sh.CombinedOutput(); err == nil {
