@@ -300,9 +300,12 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dirs, err := vmhost.CleanupRunDirs(runtimeDir)
+	dirs, left, err := vmhost.CleanupRunDirs(runtimeDir)
 	if err != nil {
 		return err
+	}
+	if left != nil {
+		log.Warn("run dirs left in place", "err", left)
 	}
 	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners, "run_dirs", dirs)
 	return nil
@@ -373,7 +376,10 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 	}
 	defer host.Close()
 	rep, err := host.cleanup(log)
-	dirs, derr := vmhost.CleanupRunDirs(runtimeDir)
+	dirs, left, derr := vmhost.CleanupRunDirs(runtimeDir)
+	if left != nil {
+		log.Warn("run dirs left in place", "err", left)
+	}
 	uplinks, ferr := restoreForwarding(host, runtimeDir)
 	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs,
 		"uplink_forwarding_restored", uplinks)

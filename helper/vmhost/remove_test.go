@@ -117,9 +117,9 @@ func TestRemoveRunDirKeepsForeignTree(t *testing.T) {
 // run dirs a crashed helper left.
 func TestCleanupRunDirsKeepsForeignTree(t *testing.T) {
 	runtimeDir, runDir, secret := stolenTree(t)
-	got, err := CleanupRunDirs(runtimeDir)
-	if !errors.Is(err, ErrForeignTree) || len(got) != 0 {
-		t.Errorf("CleanupRunDirs = %v, %v; want nothing removed and ErrForeignTree", got, err)
+	got, left, err := CleanupRunDirs(runtimeDir)
+	if err != nil || !errors.Is(left, ErrForeignTree) || len(got) != 0 {
+		t.Errorf("CleanupRunDirs = %v, %v, %v; want nothing removed and ErrForeignTree left", got, left, err)
 	}
 	checkVictimIntact(t, secret)
 	if _, err := os.Lstat(filepath.Join(runDir, "own")); !errors.Is(err, os.ErrNotExist) {

@@ -101,25 +101,26 @@ func checkStreamSocket(f *os.File) error {
 
 // CleanupRunDirs removes every per-session run directory under <runtimeDir>/vm (left by
 // a crashed helper: at startup no session exists), each as its owner (removeRunDirAt),
-// and returns the names of those it removed. A run dir that holds another uid's tree
-// stays, with that tree intact, and is reported in the joined error (wrapping
-// ErrForeignTree). A missing directory is not an error.
-func CleanupRunDirs(runtimeDir string) ([]string, error) {
+// and returns the names of those it removed. A run dir that could not be removed (one
+// that holds another uid's tree stays, with that tree intact: ErrForeignTree) is
+// reported in left, joined, and never in err: a user's run dir must not stop the helper
+// from starting. err is the failure to open or list <runtimeDir>/vm; a missing one is
+// not an error.
+func CleanupRunDirs(runtimeDir string) (removed []string, left, err error) {
 	parent := filepath.Join(runtimeDir, RunParent)
 	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open run dirs", Path: parent, Err: err}
+		return nil, nil, &os.PathError{Op: "open run dirs", Path: parent, Err: err}
 	}
 	f := os.NewFile(uintptr(pfd), parent)
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, fmt.Errorf("list run dirs %s: %w", parent, err)
+		return nil, nil, fmt.Errorf("list run dirs %s: %w", parent, err)
 	}
-	var removed []string
 	var errs []error
 	for _, n := range names {
 		if err := removeRunDirAt(pfd, n); err != nil {
@@ -128,5 +129,5 @@ func CleanupRunDirs(runtimeDir string) ([]string, error) {
 		}
 		removed = append(removed, n)
 	}
-	return removed, errors.Join(errs...)
+	return removed, errors.Join(errs...), nil
 }
