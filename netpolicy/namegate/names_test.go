@@ -22,8 +22,8 @@ func TestNames(t *testing.T) {
 	}
 	check("ok.test", netip.AddrPortFrom(a, 443), true)
 	check("OK.TEST.", netip.AddrPortFrom(a, 443), true)
-	check("ok.test", netip.AddrPortFrom(b, 443), false)  // another address
-	check("ok.test", netip.AddrPortFrom(a, 80), false)   // a port the entry does not allow
+	check("ok.test", netip.AddrPortFrom(b, 443), false)   // another address
+	check("ok.test", netip.AddrPortFrom(a, 80), false)    // a port the entry does not allow
 	check("evil.test", netip.AddrPortFrom(a, 443), false) // another name, same address
 	now = now.Add(29 * time.Second)
 	check("ok.test", netip.AddrPortFrom(a, 443), true)

@@ -22,12 +22,12 @@ var update = flag.Bool("update", false, "rewrite testdata/session.netlink from n
 // goldenSession is the session testdata/session.nft.in describes.
 func goldenSession() Session {
 	return Session{
-		ID:      "t1",
-		ProxyV4: netip.MustParseAddr("10.99.0.1"),
-		ProxyV6: netip.MustParseAddr("fd99::1"),
-		GuestV4: netip.MustParseAddr("10.99.0.2"),
-		GuestV6: netip.MustParseAddr("fd99::2"),
-		GuestLL: netip.MustParseAddr("fe80::5054:ff:fe62:7264"),
+		ID:        "t1",
+		ProxyV4:   netip.MustParseAddr("10.99.0.1"),
+		ProxyV6:   netip.MustParseAddr("fd99::1"),
+		GuestV4:   netip.MustParseAddr("10.99.0.2"),
+		GuestV6:   netip.MustParseAddr("fd99::2"),
+		GuestLL:   netip.MustParseAddr("fe80::5054:ff:fe62:7264"),
 		GatePort4: 40443,
 		GatePort6: 40444,
 	}
