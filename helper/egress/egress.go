@@ -76,16 +76,17 @@ type Session struct {
 	V6    bool           // the guest gets its IPv6 address and route (forwarding is on)
 	Info  api.EgressInfo // what StartVM reports about the network
 
-	id, tap string
-	slot    int
-	tapFile *os.File           // the VMM's queue descriptor; handed to the runner, then closed
-	servers []*dnsproxy.Server // the in-process proxy (no ProxyExe)
-	gate    *namegate.Gate     // the in-process name gate (no ProxyExe)
-	gateLns []*net.TCPListener // the name gate's listeners until they are handed over
-	proc    *proxyProc         // the egress process (ProxyExe)
-	logPath string
-	logFile *os.File
-	dlog    *decisionLog
+	id, tap   string
+	slot      int
+	tapFile   *os.File           // the VMM's queue descriptor; handed to the runner, then closed
+	servers   []*dnsproxy.Server // the in-process proxy (no ProxyExe)
+	gate      *namegate.Gate     // the in-process name gate (no ProxyExe)
+	gateLns   []*net.TCPListener // the name gate's listeners until they are handed over
+	gatePorts [2]uint16          // their ports on Addrs.Host4, Addrs.Host6
+	proc      *proxyProc         // the egress process (ProxyExe)
+	logPath   string
+	logFile   *os.File
+	dlog      *decisionLog
 }
 
 // New prepares the host for VM egress: the address pool, the upstream resolver and
@@ -254,6 +255,7 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	if ns.GatePort4, ns.GatePort6, err = s.bindGates(); err != nil {
 		return err
 	}
+	s.gatePorts = [2]uint16{ns.GatePort4, ns.GatePort6}
 	if ns.AnyPort {
 		if ns.Refused, err = e.hostNetworks(); err != nil {
 			return err

@@ -373,6 +373,12 @@ func gateScenario(t *testing.T, names []string) {
 		if !strings.HasPrefix(got, "HTTP/1.1 200 OK") || !strings.HasSuffix(got, "host=ok.pkg.test") {
 			t.Errorf("GET with the allowed Host: %q, %v", got, err)
 		}
+		// A second request pipelined on the same connection, for another tenant: the gate
+		// added "Connection: close" to the first, so the server answers the first only.
+		got, err = rawFirst(g1, "192.0.2.10:80", []byte("GET / HTTP/1.1\r\nHost: ok.pkg.test\r\n\r\nGET / HTTP/1.1\r\nHost: evil.pkg.test\r\n\r\n"))
+		if strings.Count(got, "HTTP/1.1 200 OK") != 1 || strings.Contains(got, "evil") || !strings.Contains(got, "Connection: close") {
+			t.Errorf("two pipelined requests: %q, %v; want one answer, for ok.pkg.test", got, err)
+		}
 		for _, req := range []string{
 			"GET / HTTP/1.1\r\nHost: evil.pkg.test\r\n\r\n",
 			"GET http://evil.pkg.test/ HTTP/1.1\r\nHost: ok.pkg.test\r\n\r\n",
@@ -408,6 +414,18 @@ func gateScenario(t *testing.T, names []string) {
 			})
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("UDP to %s: %v, want ECONNREFUSED", addr, err)
+			}
+		}
+	})
+	t.Run("the gate's own port: only redirected connections reach it", func(t *testing.T) {
+		for _, ap := range []string{net.JoinHostPort(s.Addrs.Host4.String(), fmt.Sprint(s.gatePorts[0])),
+			net.JoinHostPort(s.Addrs.Host6.String(), fmt.Sprint(s.gatePorts[1]))} {
+			if err := connectIn(g1, ap, time.Second); err == nil {
+				t.Errorf("the guest connected to the gate's listener %s directly", ap)
+			}
+			if c, err := net.DialTimeout("tcp", ap, time.Second); err == nil { // a local process, over lo
+				c.Close()
+				t.Errorf("a local process connected to the gate's listener %s", ap)
 			}
 		}
 	})
@@ -448,9 +466,9 @@ func gateScenario(t *testing.T, names []string) {
 			t.Fatal(err)
 		}
 		t.Logf("summary: admitted %d refused %d failed %d; refused %v", sum.ConnsAdmitted, sum.ConnsRefused, sum.ConnsFailed, sum.RefusedConns)
-		// Admitted: 2 spliced, alt, fragmented, ok after expiry. Refused: evil, ok to .20,
-		// no SNI, IP literal, not TLS, three on 80, slowloris, short after expiry.
-		if sum.ConnsAdmitted != 6 || sum.ConnsRefused != 10 || sum.RefusedConns["evil.pkg.test -> 192.0.2.10:443"] != 1 ||
+		// Admitted: 2 spliced, alt, two on 80, fragmented, ok after expiry. Refused: evil,
+		// ok to .20, no SNI, IP literal, not TLS, three on 80, slowloris, short after expiry.
+		if sum.ConnsAdmitted != 7 || sum.ConnsRefused != 10 || sum.RefusedConns["evil.pkg.test -> 192.0.2.10:443"] != 1 ||
 			sum.RefusedConns["short.pkg.test -> 192.0.2.10:443"] != 1 || sum.RefusedConns["(no name) -> 192.0.2.10:443"] < 3 {
 			t.Errorf("summary = %+v", sum)
 		}

@@ -304,17 +304,32 @@ func readTLSName(c *net.TCPConn, _ netip.AddrPort) ([]byte, string, error) {
 	return head, h.ServerName, nil
 }
 
+// readHTTPName reads the first request head and returns the bytes read with a
+// "Connection: close" header added to that head (withClose), and its Host.
 func readHTTPName(c *net.TCPConn, dst netip.AddrPort) ([]byte, string, error) {
 	var host string
+	var n int
 	port := strconv.Itoa(int(dst.Port()))
-	head, err := readUntil(c, func(b []byte) (err error) { host, _, err = ParseHTTPHost(b, port); return err })
+	head, err := readUntil(c, func(b []byte) (err error) { host, n, err = ParseHTTPHost(b, port); return err })
 	switch {
 	case err != nil:
 		return nil, "", fmt.Errorf("request head: %w", err)
 	case isIPLiteral(host):
 		return nil, host, errors.New("Host is an IP address")
 	}
-	return head, host, nil
+	return withClose(head, n), host, nil
+}
+
+// withClose inserts "Connection: close" as the last header line of the request head
+// b[:n] (which ends with the empty line). The server must then close the connection
+// after its response to this request and not act on further requests received on it
+// (RFC 9112 9.6), so the one request whose Host the gate checked is the only one a
+// compliant server answers on the connection.
+func withClose(b []byte, n int) []byte {
+	out := make([]byte, 0, len(b)+19)
+	out = append(out, b[:n-2]...)
+	out = append(out, "Connection: close\r\n"...)
+	return append(out, b[n-2:]...)
 }
 
 func (g *Gate) log(d Decision) {

@@ -281,3 +281,16 @@ func waitFor(t *testing.T, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestWithClose(t *testing.T) {
+	in := []byte("GET / HTTP/1.1\r\nHost: ok.test\r\n\r\nGET /2 HTTP/1.1\r\n")
+	_, n, err := ParseHTTPHost(in, "80")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(withClose(in, n))
+	want := "GET / HTTP/1.1\r\nHost: ok.test\r\nConnection: close\r\n\r\nGET /2 HTTP/1.1\r\n"
+	if got != want {
+		t.Errorf("withClose = %q, want %q", got, want)
+	}
+}

@@ -263,9 +263,7 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	b.rule(fwd, ctEstablished(), verdict(expr.VerdictAccept))
 	b.rule(fwd, b.anonLookup(expr.MetaKeyL4PROTO, nftables.TypeInetProto, [][]byte{{unix.IPPROTO_TCP}, {unix.IPPROTO_UDP}}),
 		b.thDportIn(DNSPorts), counter(), verdict(expr.VerdictDrop))
-	if !s.AnyPort {
-		b.rule(fwd, l4proto(unix.IPPROTO_UDP), b.thDport([]uint16{QUICPort}), counter(), rejectPortUnreachable())
-	}
+	b.quicReject(fwd, s)
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(RefusedV4Name, 0), counter(), rejectAdmin())
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(RefusedV6Name, 0), counter(), rejectAdmin())
 	b.sessionRefused(fwd, s)
@@ -314,13 +312,27 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 		{tapMap(InMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: inName}}}},
 	}
 	if s.Gated() {
-		nat := &nftables.Chain{Table: t, Name: NATChainNameOf(s.ID)}
-		rs.Chains = append(rs.Chains, nat)
-		b.gateRedirect(nat, s, v4, v6)
-		rs.Elements = append(rs.Elements, Set{tapMap(NATMapName),
-			[]nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: nat.Name}}}})
+		b.gateChain(s, tapKey, v4, v6)
 	}
 	return rs, nil
+}
+
+// quicReject adds, unless s is AnyPort, `udp dport 443 counter reject with icmpx type
+// port-unreachable` to chain c.
+func (b *builder) quicReject(c *nftables.Chain, s Session) {
+	if !s.AnyPort {
+		b.rule(c, l4proto(unix.IPPROTO_UDP), b.thDport([]uint16{QUICPort}), counter(), rejectPortUnreachable())
+	}
+}
+
+// gateChain adds a gated session's redirect chain s<id>_nat (gateRedirect) and its
+// nat_taps element.
+func (b *builder) gateChain(s Session, tapKey []byte, v4, v6 *nftables.Set) {
+	nat := &nftables.Chain{Table: b.rs.Table, Name: NATChainNameOf(s.ID)}
+	b.rs.Chains = append(b.rs.Chains, nat)
+	b.gateRedirect(nat, s, v4, v6)
+	b.rs.Elements = append(b.rs.Elements, Set{tapMap(NATMapName),
+		[]nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: nat.Name}}}})
 }
 
 // gateRedirect adds to chain c (reached from tap_prerouting, hook prerouting, type nat)
