@@ -86,7 +86,8 @@ type Gate struct {
 	cfg Config
 
 	Admitted, Refused, Failed atomic.Int64
-	// OverCap counts connections reset at once because MaxConns were open.
+	// OverCap counts connections reset at once because MaxConns were open (they are
+	// counted and logged as Refused too).
 	OverCap atomic.Int64
 	open    atomic.Int64
 
@@ -161,7 +162,8 @@ func (g *Gate) Serve(l net.Listener) error {
 		if g.open.Add(1) > int64(g.cfg.MaxConns) {
 			g.open.Add(-1)
 			g.OverCap.Add(1)
-			reset(tc)
+			g.refuse(tc, Decision{Time: time.Now().UTC(), Gate: "tcp",
+				Reason: fmt.Sprintf("over the session's cap of %d connections held at once", g.cfg.MaxConns)})
 			continue
 		}
 		g.conns.Add(1)

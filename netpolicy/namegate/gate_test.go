@@ -226,7 +226,8 @@ func TestGateSlowlorisAndCap(t *testing.T) {
 	}
 	waitFor(t, func() bool { return g.Open() == 0 })
 	d := g.decisions()
-	if len(d) != 2 || d[0].Verdict != Refused || d[0].Reason != "no complete first message within 300ms" {
+	if len(d) != 3 || d[0].Reason != "over the session's cap of 2 connections held at once" ||
+		d[1].Verdict != Refused || d[1].Reason != "no complete first message within 300ms" || d[2].Reason != d[1].Reason {
 		t.Errorf("decisions = %+v", d)
 	}
 	// A full ClientHello is admitted now.
