@@ -1,9 +1,13 @@
 package namegate
 
 import (
+	"bufio"
+	"bytes"
 	"crypto/tls"
 	"errors"
+	"io"
 	"net"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -191,6 +195,8 @@ func TestParseHTTPHost(t *testing.T) {
 		{"GET / HTTP/1.1\r\n\r\n", "", ErrMalformed},
 		{"GET / HTTP/1.1\r\nHost: a@b.test\r\n\r\n", "", ErrMalformed},
 		{"\x16\x03\x01\x00\x05hello\r\n\r\n", "", ErrMalformed},
+		{"GET / HTTP/1.1\r\nHost: .\r\n\r\n", "", ErrMalformed},
+		{"GET / HTTP/1.1\nHost: ok.test\n\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", "", ErrMalformed},
 	} {
 		host, n, err := ParseHTTPHost([]byte(tc.in), "80")
 		if (tc.err == nil) != (err == nil) || (tc.err != nil && !errors.Is(err, tc.err)) || host != tc.host {
@@ -248,6 +254,21 @@ func FuzzParseHTTPHost(f *testing.F) {
 		}
 		if host == "" || host != normalize(host) || strings.ContainsAny(host, " \t\r\n/\\@") {
 			t.Fatalf("host %q", host)
+		}
+		// The head ends where net/http ends it, and the Connection: close the gate adds
+		// applies to this first request.
+		closed := withClose(b, n)
+		br := bufio.NewReader(bytes.NewReader(closed))
+		req, err := http.ReadRequest(br)
+		if err != nil || !req.Close {
+			t.Fatalf("with Connection: close: %v, close %v", err, req != nil && req.Close)
+		}
+		if h2, n2, err := ParseHTTPHost(closed, "80"); err != nil || h2 != host || n2 != n+len("Connection: close\r\n") {
+			t.Fatalf("with Connection: close: %q %d %v, was %q %d", h2, n2, err, host, n)
+		}
+		// What follows the head is passed on untouched.
+		if rest, _ := io.ReadAll(br); string(rest) != string(b[n:]) {
+			t.Fatalf("bytes after the head changed: %q, want %q", rest, b[n:])
 		}
 	})
 }

@@ -16,7 +16,8 @@ import (
 // MaxHelloBytes). Refused with ErrMalformed: anything ReadRequest refuses (two Host
 // headers included), a version other than 1.x, CONNECT, a request target in
 // absolute-form (a server would route by its authority, not by Host) or authority-form,
-// a missing or empty Host, and a Host port other than wantPort.
+// a missing or empty Host, a Host port other than wantPort, and a bare LF in the head
+// (so the head is exactly the bytes through the first CRLF CRLF).
 func ParseHTTPHost(b []byte, wantPort string) (string, int, error) {
 	end := bytes.Index(b, []byte("\r\n\r\n"))
 	if end < 0 {
@@ -29,9 +30,18 @@ func ParseHTTPHost(b []byte, wantPort string) (string, int, error) {
 	if n > MaxHelloBytes {
 		return "", 0, ErrTooLarge
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(b[:n])))
+	for i, c := range b[:n] {
+		if c == '\n' && (i == 0 || b[i-1] != '\r') { // a bare LF would end lines (and the head) early
+			return "", 0, fmt.Errorf("HTTP request head with a bare LF: %w", ErrMalformed)
+		}
+	}
+	br := bufio.NewReader(bytes.NewReader(b[:n]))
+	req, err := http.ReadRequest(br)
 	if err != nil {
 		return "", 0, fmt.Errorf("HTTP request: %w: %w", ErrMalformed, err)
+	}
+	if _, err := br.Peek(1); err == nil {
+		return "", 0, fmt.Errorf("HTTP request head ends before its empty line: %w", ErrMalformed)
 	}
 	switch {
 	case req.ProtoMajor != 1:
@@ -52,8 +62,9 @@ func ParseHTTPHost(b []byte, wantPort string) (string, int, error) {
 	if port != "" && port != wantPort {
 		return "", 0, fmt.Errorf("HTTP Host port %s (connection to %s): %w", port, wantPort, ErrMalformed)
 	}
+	host = normalize(host)
 	if host == "" || strings.ContainsAny(host, " \t/\\@") {
 		return "", 0, fmt.Errorf("HTTP Host %q: %w", req.Host, ErrMalformed)
 	}
-	return normalize(host), n, nil
+	return host, n, nil
 }
