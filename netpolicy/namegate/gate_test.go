@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,7 +86,7 @@ func tlsServer(t *testing.T, names ...string) (string, *tls.Config) {
 }
 
 // isReset reports whether err is the connection reset a refused connection gets.
-func isReset(err error) bool { return errors.Is(err, io.EOF) == false && err != nil }
+func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 var https = []netpolicy.Port{{Proto: netpolicy.TCP, Num: 443}}
 
@@ -254,6 +256,7 @@ func TestGateRefusals(t *testing.T) {
 		"ECH with allowed": buildHello([2]any{uint16(0), sniData(name("ok.test"))}, [2]any{uint16(extECH), []byte{0}}),
 		"not TLS":          []byte("GET / HTTP/1.1\r\nHost: ok.test\r\n\r\n"),
 		"closed early":     realHello(t, "ok.test")[:20],
+		"oversized":        reframe(t, buildHello([2]any{uint16(0), sniData(name("ok.test"))}, [2]any{uint16(0x1234), make([]byte, 40<<10)}), 1<<14),
 	} {
 		c, err := net.Dial("tcp", g.addr)
 		if err != nil {
@@ -268,9 +271,19 @@ func TestGateRefusals(t *testing.T) {
 		}
 		c.Close()
 	}
-	waitFor(t, func() bool { return g.Refused.Load() == 5 })
+	waitFor(t, func() bool { return g.Refused.Load() == 6 })
 	if g.Admitted.Load() != 0 || len(g.dials) != 0 {
 		t.Errorf("admitted %d, dials %v", g.Admitted.Load(), g.dials)
+	}
+	var reasons []string
+	for _, d := range g.decisions() {
+		reasons = append(reasons, d.Reason)
+	}
+	for _, want := range []string{"ClientHello without server_name", "server_name is an IP address",
+		"ClientHello with encrypted_client_hello (the name served is hidden)", "ClientHello: larger than the gate reads"} {
+		if !slices.Contains(reasons, want) {
+			t.Errorf("no decision with reason %q in %q", want, reasons)
+		}
 	}
 }
 
