@@ -1,7 +1,6 @@
 package namegate
 
 import (
-	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -24,15 +23,6 @@ const (
 // browsers' ClientHellos with post-quantum key shares are about 2 KiB, well inside one
 // 16 KiB TLS record; twice that covers one split over two records.
 const MaxHelloBytes = 32 << 10
-
-// Errors of the parsers. ErrIncomplete asks for more bytes; every other error refuses
-// the connection.
-var (
-	ErrIncomplete = errors.New("incomplete")
-	ErrTooLarge   = errors.New("larger than the gate reads")
-	ErrNotTLS     = errors.New("not a TLS handshake record")
-	ErrMalformed  = errors.New("malformed")
-)
 
 // Hello is what the gate takes from a ClientHello.
 type Hello struct {
