@@ -308,3 +308,30 @@ func TestWithClose(t *testing.T) {
 		t.Errorf("withClose = %q, want %q", got, want)
 	}
 }
+
+func TestGateDialFailure(t *testing.T) {
+	// The destination refuses: the upstream address is a closed port on loopback.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := l.Addr().String()
+	l.Close()
+	dst := netip.MustParseAddrPort("192.0.2.10:443")
+	names := &Names{}
+	names.Add("ok.test", []netip.Addr{dst.Addr()}, https, time.Minute)
+	g := newLoopGate(t, names, dst, closed, Config{})
+	c, err := net.Dial("tcp", g.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write(realHello(t, "ok.test"))
+	if _, err := c.Read(make([]byte, 1)); !isReset(err) {
+		t.Errorf("read = %v, want a reset", err)
+	}
+	waitFor(t, func() bool { return g.Failed.Load() == 1 })
+	if d := g.decisions(); len(d) != 1 || d[0].Verdict != Failed || d[0].Name != "ok.test" || g.Admitted.Load() != 0 {
+		t.Errorf("decisions = %+v, admitted %d", d, g.Admitted.Load())
+	}
+}
