@@ -196,6 +196,8 @@ func TestParseHTTPHost(t *testing.T) {
 		{"GET / HTTP/1.1\r\nHost: a@b.test\r\n\r\n", "", ErrMalformed},
 		{"\x16\x03\x01\x00\x05hello\r\n\r\n", "", ErrMalformed},
 		{"GET / HTTP/1.1\r\nHost: .\r\n\r\n", "", ErrMalformed},
+		{"GET / HTTP/1.1\r\nHost: ok.test\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: H2C\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n", "", ErrMalformed},
+		{"GET / HTTP/1.1\r\nHost: ok.test\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n", "ok.test", nil},
 		{"GET / HTTP/1.1\nHost: ok.test\n\nGET / HTTP/1.1\r\nHost: evil.test\r\n\r\n", "", ErrMalformed},
 	} {
 		host, n, err := ParseHTTPHost([]byte(tc.in), "80")

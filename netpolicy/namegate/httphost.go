@@ -16,7 +16,8 @@ import (
 // MaxHelloBytes). Refused with ErrMalformed: anything ReadRequest refuses (two Host
 // headers included), a version other than 1.x, CONNECT, a request target in
 // absolute-form (a server would route by its authority, not by Host) or authority-form,
-// a missing or empty Host, a Host port other than wantPort, and a bare LF in the head
+// a missing or empty Host, an upgrade to HTTP/2 (h2c, RFC 7540 3.2), a Host port other
+// than wantPort, and a bare LF in the head
 // (so the head is exactly the bytes through the first CRLF CRLF).
 func ParseHTTPHost(b []byte, wantPort string) (string, int, error) {
 	end := bytes.Index(b, []byte("\r\n\r\n"))
@@ -52,6 +53,8 @@ func ParseHTTPHost(b []byte, wantPort string) (string, int, error) {
 		return "", 0, fmt.Errorf("HTTP request target %q not in origin form: %w", req.RequestURI, ErrMalformed)
 	case req.Host == "":
 		return "", 0, fmt.Errorf("HTTP request without Host: %w", ErrMalformed)
+	case upgradesToH2C(req.Header):
+		return "", 0, fmt.Errorf("HTTP upgrade to h2c (later streams name their own authority): %w", ErrMalformed)
 	}
 	host, port := req.Host, ""
 	if h, p, err := net.SplitHostPort(req.Host); err == nil {
@@ -67,4 +70,20 @@ func ParseHTTPHost(b []byte, wantPort string) (string, int, error) {
 		return "", 0, fmt.Errorf("HTTP Host %q: %w", req.Host, ErrMalformed)
 	}
 	return host, n, nil
+}
+
+// upgradesToH2C reports whether h asks to switch the connection to HTTP/2 (an Upgrade
+// token h2c, or an HTTP2-Settings header).
+func upgradesToH2C(h http.Header) bool {
+	if len(h.Values("HTTP2-Settings")) > 0 {
+		return true
+	}
+	for _, v := range h.Values("Upgrade") {
+		for _, tok := range strings.Split(v, ",") {
+			if strings.EqualFold(strings.TrimSpace(tok), "h2c") {
+				return true
+			}
+		}
+	}
+	return false
 }
