@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -31,7 +30,8 @@ import (
 const gateNetnsEnv = "BROOD_GATE_NETNS"
 
 // TestNameGateNetns runs the name gate as it runs for a VM: the helper's egress layer in a
-// netns the test makes, each session's egress process (this test binary as
+// netns the test makes, under the systemd unit's capability set (unitCaps), each session's
+// egress process (this test binary as
 // ProxySubcommand, the session's uid) serving DNS and the gate, and guests in their own
 // netns behind veth "taps". Topology (nothing leaves these namespaces):
 //
@@ -68,16 +68,7 @@ func TestNameGateNetns(t *testing.T) {
 	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.30/32", "192.0.2.53/32"} {
 		testenv.IP(t, "-n", inet, "addr", "add", a, "dev", "lo")
 	}
-	cmd := exec.Command("ip", "netns", "exec", host, os.Args[0], "-test.run", "^TestNameGateNetns$", "-test.v")
-	cmd.Env = append(os.Environ(), gateNetnsEnv+"="+strings.Join([]string{host, inet, g1, g2}, ","))
-	out, err := cmd.CombinedOutput()
-	t.Logf("helper in netns %s:\n%s", host, out)
-	if err != nil {
-		t.Fatalf("gate scenario in netns %s: %v", host, err)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestNameGateNetns") {
-		t.Fatal("the scenario did not run")
-	}
+	runInHost(t, "TestNameGateNetns", gateNetnsEnv, []string{host, inet, g1, g2}, unitCaps)
 }
 
 // gateInternet starts the internet's servers in netns inet: TLS echo servers on 443 and
@@ -478,6 +469,55 @@ func gateScenario(t *testing.T, names []string) {
 		gated, direct := median(g1), median(g2)
 		t.Logf("connect + handshake + echo, median of 20: through the gate %v, direct %v (added %v)", gated, direct, gated-direct)
 	})
+	var floodAdmitted, floodRefused int
+	t.Run("flood: connections past the cap are reset, descriptors stay under the limit", func(t *testing.T) {
+		const n = MaxGateConns + 44
+		var held []*tls.Conn
+		defer func() {
+			for _, c := range held {
+				c.Close()
+			}
+		}()
+		for range n {
+			c, err := tlsIn(g1, "192.0.2.10:443", "ok.pkg.test", ccfg, nil)
+			if err != nil {
+				floodRefused++
+				continue
+			}
+			held = append(held, c) // spliced and held: two descriptors in the process
+		}
+		floodAdmitted = len(held)
+		fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.proc.cmd.Process.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%d connections: %d spliced and held, %d reset; the egress process holds %d descriptors (RLIMIT_NOFILE %d)",
+			n, floodAdmitted, floodRefused, len(fds), ProcMaxFDs)
+		// The slowloris connection may still hold one slot.
+		if floodAdmitted > MaxGateConns || floodAdmitted < MaxGateConns-1 || len(fds) > ProcMaxFDs {
+			t.Errorf("held %d (cap %d), descriptors %d (limit %d)", floodAdmitted, MaxGateConns, len(fds), ProcMaxFDs)
+		}
+		if r, err := queryIn(g1, "udp", dnsA, "ok.pkg.test.", dns.TypeA); err != nil || r.Rcode != dns.RcodeSuccess {
+			t.Errorf("DNS during the flood: %v, %v", r, err)
+		}
+		for _, c := range held {
+			c.Close()
+		}
+		held = nil
+		// The slots come back as the spliced connections end.
+		for deadline := time.Now().Add(20 * time.Second); ; {
+			c, err := tlsIn(g1, "192.0.2.10:443", "ok.pkg.test", ccfg, nil)
+			if err == nil {
+				c.Close()
+				floodAdmitted++
+				break
+			}
+			floodRefused++
+			if time.Now().After(deadline) {
+				t.Fatalf("no connection admitted after the flood ended: %v", err)
+			}
+		}
+	})
 	t.Run("slowloris reset after the read deadline", func(t *testing.T) {
 		slowloris.SetReadDeadline(time.Now().Add(30 * time.Second))
 		if _, err := slowloris.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
@@ -504,10 +544,10 @@ func gateScenario(t *testing.T, names []string) {
 		}
 		t.Logf("summary: admitted %d refused %d failed %d; refused %v", sum.ConnsAdmitted, sum.ConnsRefused, sum.ConnsFailed, sum.RefusedConns)
 		// Admitted: 2 spliced, alt, cdn, two on 80, fragmented, the 20 of the latency
-		// measure, ok after expiry. Refused:
+		// measure, the flood's, ok after expiry. Refused: the flood's,
 		// evil, ok to .20, edge, no SNI, IP literal, not TLS, three on 80, slowloris, short
 		// after expiry.
-		if sum.ConnsAdmitted != 28 || sum.ConnsRefused != 11 || sum.RefusedConns["evil.pkg.test -> 192.0.2.10:443"] != 1 ||
+		if sum.ConnsAdmitted != 28+floodAdmitted || sum.ConnsRefused != 11+floodRefused || sum.RefusedConns["evil.pkg.test -> 192.0.2.10:443"] != 1 ||
 			sum.RefusedConns["short.pkg.test -> 192.0.2.10:443"] != 1 || sum.RefusedConns["(no name) -> 192.0.2.10:443"] < 3 {
 			t.Errorf("summary = %+v", sum)
 		}

@@ -162,8 +162,12 @@ func (g *Gate) Serve(l net.Listener) error {
 		if g.open.Add(1) > int64(g.cfg.MaxConns) {
 			g.open.Add(-1)
 			g.OverCap.Add(1)
-			g.refuse(tc, Decision{Time: time.Now().UTC(), Gate: "tcp",
-				Reason: fmt.Sprintf("over the session's cap of %d connections held at once", g.cfg.MaxConns)})
+			d := Decision{Time: time.Now().UTC(), Gate: "tcp",
+				Reason: fmt.Sprintf("over the session's cap of %d connections held at once", g.cfg.MaxConns)}
+			if dst, err := g.cfg.OriginalDst(tc); err == nil {
+				d.Dst = dst.String()
+			}
+			g.refuse(tc, d)
 			continue
 		}
 		g.conns.Add(1)
@@ -388,10 +392,20 @@ func (g *Gate) splice(c *net.TCPConn, head []byte, dst netip.AddrPort, d Decisio
 	<-done
 }
 
-// pipe copies src to dst. At src's end of file it half-closes dst (CloseWrite); on an
-// error, or when dst cannot half-close, it closes both, which ends the other direction.
+// copyBufSize is the buffer of one direction of a spliced connection (bytes): with
+// DefaultMaxConns connections, 256 × 2 × 16 KiB = 8 MiB at most.
+const copyBufSize = 16 << 10
+
+// pipe copies src to dst through a buffer of its own. At src's end of file it half-closes
+// dst (CloseWrite); on an error, or when dst cannot half-close, it closes both, which
+// ends the other direction.
+//
+// The copy hides the connections' ReadFrom and WriteTo: between two TCP sockets io.Copy
+// would use splice(2), which takes a pipe (two more descriptors) per direction while it
+// runs, so each connection would cost six descriptors instead of two and the process's
+// RLIMIT_NOFILE would no longer bound the connections it can hold.
 func pipe(dst, src net.Conn) {
-	_, err := io.Copy(dst, src)
+	_, err := io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, copyBufSize))
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil && cw.CloseWrite() == nil {
 		return
 	}
