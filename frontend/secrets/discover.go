@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/placeholder"
 )
 
 // providerHosts are the hosts that receive a known provider's API key, by variable name.
@@ -134,7 +135,7 @@ func (d *discovery) note(format string, args ...any) {
 
 // variable returns what the guest gets for the forwarded variable name=value.
 func (d *discovery) variable(name, value string) string {
-	if value == "" || (!IsCredentialName(name) && !hasKnownPrefix(value)) {
+	if value == "" || (!IsCredentialName(name) && !placeholder.Known(value)) {
 		return value
 	}
 	if slices.Contains(d.in.RawEnv, name) {
@@ -148,18 +149,7 @@ func (d *discovery) variable(name, value string) string {
 	if !ok {
 		hosts = providerHosts[name]
 	}
-	return d.bind(api.SecretBinding{Name: "$" + name, Value: value, Hosts: hosts}, Placeholder(value))
-}
-
-// hasKnownPrefix reports whether value starts like a known credential (knownPrefixes,
-// except the short, common "sk-").
-func hasKnownPrefix(value string) bool {
-	for _, p := range knownPrefixes {
-		if p != "sk-" && strings.HasPrefix(value, p) && len(value) >= len(p)+16 {
-			return true
-		}
-	}
-	return false
+	return d.bind(api.SecretBinding{Name: "$" + name, Value: value, Hosts: hosts}, placeholder.New(value))
 }
 
 // bind adds b with placeholder p, its hosts narrowed by the policy, and returns p. A value

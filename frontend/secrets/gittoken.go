@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/placeholder"
 )
 
 // GitToken is what --git-token gives the guest: git configuration, as GIT_CONFIG_COUNT
@@ -63,7 +64,7 @@ func NewGitToken(token, from string, hosts []string, pol Policy) (GitToken, erro
 		return GitToken{}, fmt.Errorf("--git-token: no code host left after the system policy")
 	}
 	sort.Strings(hosts)
-	p := Placeholder(token)
+	p := placeholder.New(token)
 	g := GitToken{Binding: api.SecretBinding{Name: "git token (" + from + ")", Placeholder: p, Value: token, Hosts: hosts}}
 	helper := `!f() { test "$1" = get && printf 'username=x-access-token\npassword=%s\n' ` + p + `; }; f`
 	var n int

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/placeholder"
 )
 
 // maxLoginFile is the largest login file read, in bytes (the CLIs write well under 16 KiB;
@@ -63,7 +64,7 @@ var loginFiles = map[string]loginFile{
 // "refresh_token", "account_id"}, "last_refresh"} (the file `codex login` writes).
 func rewriteCodex(d *discovery, show string, m map[string]any) error {
 	if k, ok := m["OPENAI_API_KEY"].(string); ok && k != "" {
-		m["OPENAI_API_KEY"] = d.bind(api.SecretBinding{Name: show + " OPENAI_API_KEY", Value: k, Hosts: []string{"api.openai.com"}}, Placeholder(k))
+		m["OPENAI_API_KEY"] = d.bind(api.SecretBinding{Name: show + " OPENAI_API_KEY", Value: k, Hosts: []string{"api.openai.com"}}, placeholder.New(k))
 	}
 	return d.oauthTokens(show, "codex", openaiLogin, m, []tokenField{
 		{[]string{"tokens", "access_token"}, api.RoleAccess},
@@ -113,7 +114,7 @@ func rewriteOpencode(d *discovery, show string, m map[string]any) error {
 		switch e["type"] {
 		case "api":
 			if k, ok := e["key"].(string); ok && k != "" {
-				e["key"] = d.bind(api.SecretBinding{Name: where + " key", Value: k, Hosts: prov.api}, Placeholder(k))
+				e["key"] = d.bind(api.SecretBinding{Name: where + " key", Value: k, Hosts: prov.api}, placeholder.New(k))
 			}
 		case "oauth", "wellknown":
 			if len(prov.tokenURLs) == 0 {
@@ -176,7 +177,7 @@ func (d *discovery) bindOAuth(b api.SecretBinding) string {
 			b = api.SecretBinding{Name: b.Name, Value: b.Value}
 		}
 	}
-	return d.bind(b, Placeholder(b.Value))
+	return d.bind(b, placeholder.New(b.Value))
 }
 
 // walk returns the table holding the last of keys (made on the way when missing) and that

@@ -1,13 +1,26 @@
-package secrets
+package placeholder
 
 import (
 	"crypto/rand"
 	"encoding/base64"
 	"math/big"
 	"strings"
-
-	"brood.dev/brood/helper/api"
 )
+
+// MinLen is the shortest placeholder New returns, in bytes; it equals helper/api's
+// MinPlaceholder (a test checks).
+const MinLen = 20
+
+// Known reports whether value starts like a known credential: one of knownPrefixes other
+// than the short, common "sk-", followed by at least 16 bytes.
+func Known(value string) bool {
+	for _, p := range knownPrefixes {
+		if p != "sk-" && strings.HasPrefix(value, p) && len(value) >= len(p)+16 {
+			return true
+		}
+	}
+	return false
+}
 
 // knownPrefixes are credential prefixes that CLIs and SDKs check or that name the kind of a
 // value; a placeholder keeps the longest one that starts the real value. Sources: the
@@ -20,7 +33,7 @@ var knownPrefixes = []string{
 	"sk-", "AIza", "ya29.", "github_pat_", "ghp_", "gho_", "ghu_", "ghs_", "glpat-", "hf_", "xai-",
 }
 
-// Placeholder returns a new random placeholder of real's shape:
+// New returns a new random placeholder of real's shape:
 //
 //   - a JWT (three base64url parts, the first two decoding to JSON objects) keeps its
 //     header and claims, which CLIs read (expiry, account), and gets a random signature
@@ -29,11 +42,11 @@ var knownPrefixes = []string{
 //     the last '-', '_' or '.' in the first 16 bytes, is kept, and every later byte is
 //     replaced by a random one of its class (digit, lower, upper letter; anything else
 //     becomes a letter or digit), so lengths and character classes match;
-//   - a result shorter than api.MinPlaceholder is padded with random letters and digits.
+//   - a result shorter than MinLen is padded with random letters and digits.
 //
 // The random part has at least 128 bits unless real is shorter, which the padding then
-// makes up. The result uses only [A-Za-z0-9._-] (api.SecretBinding.Placeholder).
-func Placeholder(real string) string {
+// makes up. The result uses only [A-Za-z0-9._-] (helper/api SecretBinding.Placeholder).
+func New(real string) string {
 	if p, ok := jwtPlaceholder(real); ok {
 		return p
 	}
@@ -43,7 +56,7 @@ func Placeholder(real string) string {
 	for i := keep; i < len(real); i++ {
 		b.WriteByte(randomLike(real[i]))
 	}
-	for b.Len() < api.MinPlaceholder || b.Len()-keep < 22 {
+	for b.Len() < MinLen || b.Len()-keep < 22 {
 		b.WriteByte(randomFrom(alnum))
 	}
 	return b.String()
