@@ -1,6 +1,8 @@
 package tlsterm
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -205,4 +207,12 @@ func mustDo(t *testing.T, c *http.Client, req *http.Request) (*http.Response, []
 		t.Fatalf("read response: %v", err)
 	}
 	return resp, b
+}
+
+func gzipped(data []byte) []byte {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	zw.Write(data)
+	zw.Close()
+	return buf.Bytes()
 }

@@ -132,7 +132,12 @@ func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
 			}
 			return tc, nil
 		},
-		ForceAttemptHTTP2:     true,
+		ForceAttemptHTTP2: true,
+		// Larger frames from the real host: fewer reads, writes and TLS records per
+		// streamed response.
+		HTTP2:                 &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
+		WriteBufferSize:       64 << 10,
+		ReadBufferSize:        64 << 10,
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,

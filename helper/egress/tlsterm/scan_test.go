@@ -1,0 +1,93 @@
+package tlsterm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"testing"
+	"testing/iotest"
+)
+
+// chunked returns a reader that returns data in reads of at most n bytes.
+type chunked struct {
+	data []byte
+	n    int
+}
+
+func (c *chunked) Read(p []byte) (int, error) {
+	if len(c.data) == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), c.n, len(c.data))
+	copy(p, c.data[:k])
+	c.data = c.data[k:]
+	return k, nil
+}
+
+func (c *chunked) Close() error { return nil }
+
+// FuzzScanReader: whatever the data and however it is split into reads, the scanner
+// returns the data unchanged when no placeholder occurs in it, and refuses it, having
+// released no byte of the first occurrence, when one does.
+func FuzzScanReader(f *testing.F) {
+	f.Add([]byte("hello world"), uint8(3), uint16(0))
+	f.Add([]byte("xxPLACEHOLDER-ONE-0001yy"), uint8(1), uint16(2))
+	f.Add(bytes.Repeat([]byte("PLACEHOLDER-ONE-000"), 5), uint8(7), uint16(9))
+	list := []binding{{placeholder: "PLACEHOLDER-ONE-0001"}, {placeholder: "second-placeholder-0000000000002"}}
+	maxLen := len(list[1].placeholder)
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8, insert uint16) {
+		if len(data) > 0 && insert%3 == 0 {
+			at := int(insert) % len(data)
+			data = append(append(append([]byte{}, data[:at]...), list[int(insert)%2].placeholder...), data[at:]...)
+		}
+		s := newScanReader(&chunked{data: data, n: int(chunk%64) + 1}, list, maxLen)
+		out, err := io.ReadAll(s)
+		first := -1
+		for _, b := range list {
+			if i := bytes.Index(data, []byte(b.placeholder)); i >= 0 && (first < 0 || i+len(b.placeholder) < first) {
+				first = i + len(b.placeholder)
+			}
+		}
+		if first < 0 {
+			if err != nil || !bytes.Equal(out, data) {
+				t.Fatalf("clean data changed or refused: %v", err)
+			}
+			return
+		}
+		if !errors.Is(err, errBlocked) || !s.blocked() {
+			t.Fatalf("placeholder not found: err %v", err)
+		}
+		if len(out) >= first || findAny(out, list) != nil {
+			t.Fatalf("released %d bytes, the first placeholder ends at %d", len(out), first)
+		}
+	})
+}
+
+// TestScanReaderReadErrors: the underlying reader's error is returned as it is.
+func TestScanReaderReadErrors(t *testing.T) {
+	boom := errors.New("boom")
+	s := newScanReader(io.NopCloser(iotest.ErrReader(boom)), []binding{{placeholder: "PLACEHOLDER-ONE-0001"}}, 20)
+	if _, err := io.ReadAll(s); !errors.Is(err, boom) {
+		t.Fatalf("err %v, want boom", err)
+	}
+}
+
+// TestDecodeBody: the codings it inspects, and the refusals.
+func TestDecodeBody(t *testing.T) {
+	if _, err := decodeBody("br", []byte("x"), 10); !errors.Is(err, errUndecodable) {
+		t.Fatalf("br: %v", err)
+	}
+	if _, err := decodeBody("gzip, zstd", []byte("x"), 10); !errors.Is(err, errUndecodable) {
+		t.Fatalf("list of codings: %v", err)
+	}
+	if _, err := decodeBody("gzip", []byte("not gzip"), 10); !errors.Is(err, errUndecodable) {
+		t.Fatalf("bad gzip: %v", err)
+	}
+	big := gzipped(bytes.Repeat([]byte("a"), 1000))
+	if _, err := decodeBody("gzip", big, 999); !errors.Is(err, errUndecodable) {
+		t.Fatalf("over the decoded limit: %v", err)
+	}
+	if out, err := decodeBody("gzip", big, 1000); err != nil || len(out) != 1000 {
+		t.Fatalf("at the limit: %d bytes, %v", len(out), err)
+	}
+}
