@@ -157,6 +157,10 @@ type Capabilities struct {
 	// helper accepts on this host (runtime.NumCPU(), physical memory in MiB); 0: unknown.
 	HostCPUs      int `json:"host_cpus,omitempty"`
 	HostMemoryMiB int `json:"host_memory_mib,omitempty"`
+	// Secrets is true when the helper accepts StartVMArgs.Secrets: its egress process
+	// terminates TLS for the bound hosts and swaps placeholders (secrets.go). False from
+	// every helper today; a client then gives the guest real values, as before.
+	Secrets bool `json:"secrets,omitempty"`
 }
 
 // CreateSessionArgs creates a session. The workspace share is the single descriptor
@@ -280,6 +284,10 @@ type StartVMArgs struct {
 	// snapshot and no review (brood run --workspace-mode direct --yes). Refused
 	// (CodePolicy) when the system policy forbids it (forbid_direct).
 	Direct bool `json:"direct,omitempty"`
+	// Secrets are the session's secret bindings (secrets.go): the real values the egress
+	// process swaps for the guest's placeholders. Only for a helper whose Capabilities
+	// say Secrets; another refuses the call. Never logged or stored by either side.
+	Secrets *SessionSecrets `json:"secrets,omitempty"`
 }
 
 // EgressLayer is one configuration layer's [egress] table as written (the fields of
@@ -449,6 +457,9 @@ type VMInfo struct {
 	ImageDigest string `json:"image_digest,omitempty"`
 	// Egress is the session's network; nil: no network device.
 	Egress *EgressInfo `json:"egress,omitempty"`
+	// SecretsCA is the session CA certificate (PEM) the guest must trust, made by the
+	// egress process when StartVMArgs.Secrets was given; empty otherwise (secrets.go).
+	SecretsCA string `json:"secrets_ca,omitempty"`
 }
 
 // VMExit answers WaitVM once the VMM process is gone.

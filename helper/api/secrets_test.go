@@ -17,23 +17,29 @@ func TestSecretsValidate(t *testing.T) {
 		t.Fatalf("valid secrets: %v", err)
 	}
 	bad := map[string]func(b *SecretBinding){
-		"short placeholder":     func(b *SecretBinding) { b.Placeholder = "sk-short" },
-		"placeholder chars":     func(b *SecretBinding) { b.Placeholder = strings.Repeat("a", 30) + "/" },
-		"value with space":      func(b *SecretBinding) { b.Value = "a b" },
-		"value with newline":    func(b *SecretBinding) { b.Value = "a\nb" },
-		"value too long":        func(b *SecretBinding) { b.Value = strings.Repeat("v", MaxSecretValue+1) },
-		"placeholder == value":  func(b *SecretBinding) { b.Value = b.Placeholder },
-		"wildcard host":         func(b *SecretBinding) { b.Hosts = []string{"*.openai.com"} },
-		"host with port":        func(b *SecretBinding) { b.Hosts = []string{"api.openai.com:443"} },
-		"upper-case host":       func(b *SecretBinding) { b.Hosts = []string{"API.openai.com"} },
-		"too many hosts":        func(b *SecretBinding) { b.Hosts = strings.Split(strings.Repeat("a.b ", MaxSecretHosts+1), " ")[:MaxSecretHosts+1] },
-		"unknown role":          func(b *SecretBinding) { b.Role, b.Login = "owner", "x" },
-		"login without role":    func(b *SecretBinding) { b.Login = "x" },
-		"token url on a key":    func(b *SecretBinding) { b.TokenURLs = []string{"https://api.openai.com/t"} },
-		"refresh without url":   func(b *SecretBinding) { b.Role, b.Login = RoleRefresh, "x" },
-		"refresh url elsewhere": func(b *SecretBinding) { b.Role, b.Login, b.TokenURLs = RoleRefresh, "x", []string{"https://evil.example/t"} },
-		"refresh url http":      func(b *SecretBinding) { b.Role, b.Login, b.TokenURLs = RoleRefresh, "x", []string{"http://api.openai.com/t"} },
-		"empty name":            func(b *SecretBinding) { b.Name = "" },
+		"short placeholder":    func(b *SecretBinding) { b.Placeholder = "sk-short" },
+		"placeholder chars":    func(b *SecretBinding) { b.Placeholder = strings.Repeat("a", 30) + "/" },
+		"value with space":     func(b *SecretBinding) { b.Value = "a b" },
+		"value with newline":   func(b *SecretBinding) { b.Value = "a\nb" },
+		"value too long":       func(b *SecretBinding) { b.Value = strings.Repeat("v", MaxSecretValue+1) },
+		"placeholder == value": func(b *SecretBinding) { b.Value = b.Placeholder },
+		"wildcard host":        func(b *SecretBinding) { b.Hosts = []string{"*.openai.com"} },
+		"host with port":       func(b *SecretBinding) { b.Hosts = []string{"api.openai.com:443"} },
+		"upper-case host":      func(b *SecretBinding) { b.Hosts = []string{"API.openai.com"} },
+		"too many hosts": func(b *SecretBinding) {
+			b.Hosts = strings.Split(strings.Repeat("a.b ", MaxSecretHosts+1), " ")[:MaxSecretHosts+1]
+		},
+		"unknown role":        func(b *SecretBinding) { b.Role, b.Login = "owner", "x" },
+		"login without role":  func(b *SecretBinding) { b.Login = "x" },
+		"token url on a key":  func(b *SecretBinding) { b.TokenURLs = []string{"https://api.openai.com/t"} },
+		"refresh without url": func(b *SecretBinding) { b.Role, b.Login = RoleRefresh, "x" },
+		"refresh url elsewhere": func(b *SecretBinding) {
+			b.Role, b.Login, b.TokenURLs = RoleRefresh, "x", []string{"https://evil.example/t"}
+		},
+		"refresh url http": func(b *SecretBinding) {
+			b.Role, b.Login, b.TokenURLs = RoleRefresh, "x", []string{"http://api.openai.com/t"}
+		},
+		"empty name": func(b *SecretBinding) { b.Name = "" },
 	}
 	for name, mutate := range bad {
 		b := goodBinding()
