@@ -96,7 +96,7 @@ func TestJWT(t *testing.T) {
 }
 
 func TestKnown(t *testing.T) {
-	if !Known("ghp_" + strings.Repeat("a", 36)) || Known("sk-"+strings.Repeat("a", 40)) || Known("ghp_short") {
+	if !Known("ghp_"+strings.Repeat("a", 36)) || Known("sk-"+strings.Repeat("a", 40)) || Known("ghp_short") {
 		t.Fatal("Known is wrong")
 	}
 }
