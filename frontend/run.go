@@ -73,6 +73,10 @@ type RunSpec struct {
 	Check func(api.Capabilities) error
 	// StartHint, when set, returns advice appended to StartVM's error.
 	StartHint func(err error, caps api.Capabilities) string
+	// Placeholders, when set, is the same run with every credential a placeholder
+	// (frontend/secrets); Run uses it instead of Env, HomeFiles and Notes when the
+	// helper's Capabilities say Secrets (secrets.go).
+	Placeholders *Placeholders
 }
 
 // timeout is the VM's lifetime the caller asked for (0: the helper's default).
@@ -157,6 +161,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 			return nil, err
 		}
 	}
+	spec = spec.withSecrets(hc.Caps(), prog) // secrets.go
 	if err := w.directAllowed(ctx, hc, spec); err != nil { // direct.go: forbid_direct, before anything exists
 		return nil, err
 	}
