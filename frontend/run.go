@@ -161,7 +161,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 			return nil, err
 		}
 	}
-	spec = spec.withSecrets(hc.Caps(), prog) // secrets.go
+	spec = spec.withSecrets(hc.Caps(), prog)               // secrets.go
 	if err := w.directAllowed(ctx, hc, spec); err != nil { // direct.go: forbid_direct, before anything exists
 		return nil, err
 	}
