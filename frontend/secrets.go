@@ -1,9 +1,16 @@
 package frontend
 
 import (
+	"errors"
+	"fmt"
+
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox/guestcfg"
 )
+
+// ErrSecretsUnsupported reports an option that needs placeholders swapped outside the
+// VM, run against a helper that does not swap them (api.Capabilities.Secrets).
+var ErrSecretsUnsupported = errors.New("the helper does not swap placeholders for real values yet")
 
 // Placeholders is the guest side of a run whose credentials are all placeholders
 // (frontend/secrets.Discover) and the bindings the helper's egress process needs to swap
@@ -13,24 +20,41 @@ type Placeholders struct {
 	HomeFiles []guestcfg.HomeFile
 	Notes     []string
 	Secrets   api.SessionSecrets
+	// Required names the option that needs a helper that swaps placeholders
+	// ("--git-token"); empty: without one the run goes on with the real values.
+	Required string
+	// Err is why the placeholders could not be made (a login file that does not parse):
+	// the run fails with it only when they would be used.
+	Err error
 }
 
 // withSecrets returns s as it runs with a helper of caps: with s.Placeholders' guest side
 // and its bindings in the StartVM request when the helper swaps placeholders
 // (caps.Secrets), else s itself, the guest then holding the real values, which the run
-// output says once when there are any.
-func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) RunSpec {
+// output says once when there are any. It returns ErrSecretsUnsupported, naming the
+// option, when Placeholders.Required is set and the helper does not swap, and
+// Placeholders.Err when the placeholders would be used.
+func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, error) {
 	p := s.Placeholders
 	s.Placeholders = nil
-	if p == nil || len(p.Secrets.Bindings) == 0 {
-		return s
+	if p == nil {
+		return s, nil
+	}
+	if p.Err != nil && (caps.Secrets || p.Required != "") {
+		return s, p.Err
+	}
+	if p.Err != nil || len(p.Secrets.Bindings) == 0 {
+		return s, nil
 	}
 	if !caps.Secrets {
+		if p.Required != "" {
+			return s, fmt.Errorf("%s: %w", p.Required, ErrSecretsUnsupported)
+		}
 		prog.Printf("secrets: this helper does not swap placeholders yet: the VM gets the real values of %d credential(s)", len(p.Secrets.Bindings))
-		return s
+		return s, nil
 	}
 	s.Env, s.HomeFiles, s.Notes = p.Env, p.HomeFiles, p.Notes
 	sec := p.Secrets
 	s.VM.Secrets = &sec
-	return s
+	return s, nil
 }
