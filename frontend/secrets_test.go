@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io/fs"
 	"math/big"
 	"os"
@@ -124,4 +125,22 @@ func grepTree(t *testing.T, dir, s string) []string {
 		return nil
 	})
 	return found
+}
+
+// TestWithSecretsErrors: a failure to make the placeholders stops only a run that would
+// use them; an option that needs them stops a run with a helper that cannot swap.
+func TestWithSecretsErrors(t *testing.T) {
+	bad := errors.New("malformed login file")
+	spec := RunSpec{Placeholders: &Placeholders{Err: bad}}
+	if _, err := spec.withSecrets(api.Capabilities{}, noProgress{}); err != nil {
+		t.Fatalf("unused placeholders failed the run: %v", err)
+	}
+	if _, err := spec.withSecrets(api.Capabilities{Secrets: true}, noProgress{}); !errors.Is(err, bad) {
+		t.Fatalf("used placeholders: %v", err)
+	}
+	spec = placeholderSpec(t.TempDir())
+	spec.Placeholders.Required = "--git-token"
+	if _, err := spec.withSecrets(api.Capabilities{}, noProgress{}); !errors.Is(err, ErrSecretsUnsupported) {
+		t.Fatalf("required: %v", err)
+	}
 }

@@ -38,8 +38,8 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 	name := r.agentForPolicy()
 	in := secrets.Input{Agent: name, Builtin: agentcfg.Known(name), Forwarded: forwarded,
 		RawEnv: r.agent.RawEnv, Hosts: r.agent.SecretHosts}
-	if !r.flags.noSettings {
-		in.Home, _ = os.UserHomeDir()
+	if !r.flags.noSettings && len(agentcfg.Secrets(name, environ)) == 0 {
+		in.Home, _ = os.UserHomeDir() // the login file, read only when no key takes precedence
 	}
 	res, err := secrets.Discover(in)
 	if err != nil {

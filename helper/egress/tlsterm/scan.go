@@ -140,7 +140,9 @@ func decodeBody(enc string, data []byte, limit int64) ([]byte, error) {
 		r, err = zlib.NewReader(bytes.NewReader(data))
 	case "zstd":
 		var d *zstd.Decoder
-		d, err = zstd.NewReader(bytes.NewReader(data), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxMemory(uint64(limit)))
+		// The window (RFC 8878 section 3.1.1.1.2) bounds the decoder's memory; 8 MiB is
+		// what the format recommends decoders support.
+		d, err = zstd.NewReader(bytes.NewReader(data), zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(8<<20))
 		if err == nil {
 			defer d.Close()
 			r = d

@@ -2,10 +2,14 @@ package tlsterm
 
 import (
 	"bytes"
+	"compress/zlib"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/klauspost/compress/zstd"
 )
 
 // chunked returns a reader that returns data in reads of at most n bytes.
@@ -89,5 +93,16 @@ func TestDecodeBody(t *testing.T) {
 	}
 	if out, err := decodeBody("gzip", big, 1000); err != nil || len(out) != 1000 {
 		t.Fatalf("at the limit: %d bytes, %v", len(out), err)
+	}
+	plain := []byte("hello " + strings.Repeat("x", 100))
+	var zb bytes.Buffer
+	zw := zlib.NewWriter(&zb)
+	zw.Write(plain)
+	zw.Close()
+	enc, _ := zstd.NewWriter(nil)
+	for coding, data := range map[string][]byte{"deflate": zb.Bytes(), "zstd": enc.EncodeAll(plain, nil)} {
+		if out, err := decodeBody(coding, data, 1000); err != nil || !bytes.Equal(out, plain) {
+			t.Errorf("%s: %q, %v", coding, out, err)
+		}
 	}
 }

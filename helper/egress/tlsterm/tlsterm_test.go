@@ -330,7 +330,7 @@ func TestTokenEndpoint(t *testing.T) {
 			newAccess, newRefresh := "access-NEW-"+strings.Repeat("7", 30), "refresh-NEW-"+strings.Repeat("8", 30)
 			auth := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Content-Type", "application/json")
-				fmt.Fprintf(w, `{"access_token":%q,"refresh_token":%q,"expires_in":3600,"echo":%q}`, newAccess, newRefresh, realRefresh)
+				fmt.Fprintf(w, `{"access_token":%q,"refresh_token":%q,"id_token":"idtok-REAL-0000000000000000000000","expires_in":3600,"echo":%q}`, newAccess, newRefresh, realRefresh)
 			}, authHost)
 			s := startSession(t, auth, authHost)
 			var r *http.Request
@@ -359,7 +359,7 @@ func TestTokenEndpoint(t *testing.T) {
 					t.Fatalf("upstream JSON refresh_token = %q", m["refresh_token"])
 				}
 			}
-			for _, real := range []string{newAccess, newRefresh, realRefresh, realAccess} {
+			for _, real := range []string{newAccess, newRefresh, realRefresh, realAccess, "idtok-REAL"} {
 				if bytes.Contains(body, []byte(real)) {
 					t.Fatalf("the guest got a real token: %s", body)
 				}
@@ -379,6 +379,9 @@ func TestTokenEndpoint(t *testing.T) {
 			ph := map[string]string{}
 			for _, e := range list {
 				ph[e.value] = e.placeholder
+			}
+			if _, ok := got["id_token"]; ok {
+				t.Fatal("a token of a role the login has no binding for was kept")
 			}
 			if got["access_token"] != ph[newAccess] || got["refresh_token"] != ph[newRefresh] {
 				t.Fatalf("response tokens %v are not the new placeholders", got)
@@ -536,4 +539,72 @@ func must(r *http.Request, err error) *http.Request {
 		panic(err)
 	}
 	return r
+}
+
+// rawExchange sends raw on a new HTTP/1.1 connection to the session and returns the
+// status of the first response.
+func rawExchange(t *testing.T, s *session, raw string) int {
+	t.Helper()
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(s.ca.CertPEM())
+	tc, err := tls.Dial("tcp", s.addr, &tls.Config{RootCAs: pool, ServerName: provider, NextProtos: []string{"http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tc.Close()
+	io.WriteString(tc, raw)
+	resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+	if err != nil {
+		t.Fatalf("read response: %v", err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestRawRefusals: an absolute URL naming another host, CONNECT, and request trailers
+// are refused; none reaches the upstream.
+func TestRawRefusals(t *testing.T) {
+	up := startUpstream(t, ok, provider, other)
+	s := startSession(t, up, provider)
+	for name, raw := range map[string]string{
+		"absolute URL": "GET https://" + other + "/ HTTP/1.1\r\nHost: " + provider + "\r\n\r\n",
+		"CONNECT":      "CONNECT " + provider + ":443 HTTP/1.1\r\nHost: " + provider + ":443\r\n\r\n",
+		"trailers": "POST / HTTP/1.1\r\nHost: " + provider + "\r\nTransfer-Encoding: chunked\r\nTrailer: X-Key\r\n\r\n" +
+			"2\r\nhi\r\n0\r\nX-Key: " + otherPH + "\r\n\r\n",
+	} {
+		if code := rawExchange(t, s, raw); code != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 403", name, code)
+		}
+	}
+	if reqs, _ := up.requests(); len(reqs) != 0 {
+		t.Fatalf("upstream saw %d requests", len(reqs))
+	}
+}
+
+// TestRotateKeepsOlder: a refresh adds a binding and keeps the older ones, up to
+// maxRotated refreshes; then the oldest refreshed one goes, never a session binding.
+func TestRotateKeepsOlder(t *testing.T) {
+	b, err := NewBindings(testSecrets())
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := b.Len()
+	for i := range maxRotated + 5 {
+		if _, ok := b.Rotate(loginName, "access", fmt.Sprintf("access-NEW-%030d", i)); !ok {
+			t.Fatal("Rotate failed")
+		}
+	}
+	if b.Len() != base+maxRotated {
+		t.Fatalf("%d bindings, want %d", b.Len(), base+maxRotated)
+	}
+	list, _ := b.snapshot()
+	if list[2].value != realAccess {
+		t.Fatal("the session's own binding was dropped")
+	}
+	if v, _ := b.Value(loginName, "access"); v != fmt.Sprintf("access-NEW-%030d", maxRotated+4) {
+		t.Fatalf("latest value %q", v)
+	}
+	if _, ok := b.Rotate("no-such-login", "access", "x-REAL-00000000000000000000"); ok {
+		t.Fatal("Rotate of an unknown login succeeded")
+	}
 }
