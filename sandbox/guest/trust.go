@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"strings"
 
 	"golang.org/x/crypto/ssh"
@@ -34,7 +35,7 @@ func (g *guest) trustCA(payload []byte) error {
 
 // installTrustCA writes t's certificate to guestcfg.SessionCAFile and appends it to
 // guestcfg.SystemBundle (once: a bundle already holding it is left alone), both under
-// root, mode 0644. Each file is written new beside its target (O_EXCL, O_NOFOLLOW) and
+// root, mode 0644, making their directory (0755) when it is missing. Each file is written new beside its target (O_EXCL, O_NOFOLLOW) and
 // renamed over it, inside an os.Root of root, so no symlink is followed.
 func installTrustCA(root string, t guestcfg.TrustCA) error {
 	if err := t.Check(); err != nil {
@@ -45,6 +46,11 @@ func installTrustCA(root string, t guestcfg.TrustCA) error {
 		return fmt.Errorf("trust session CA: %w", err)
 	}
 	defer r.Close()
+	// An image without a CA store (no ca-certificates package) gets the directory, and a
+	// bundle holding the session CA alone.
+	if err := r.MkdirAll(rel(path.Dir(guestcfg.SystemBundle)), 0o755); err != nil {
+		return fmt.Errorf("trust session CA: %w", err)
+	}
 	pemData := append(bytes.TrimSpace(t.PEM), '\n')
 	if err := replaceFile(r, rel(guestcfg.SessionCAFile), pemData); err != nil {
 		return err

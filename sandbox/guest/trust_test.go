@@ -82,3 +82,15 @@ func TestTrustCACheck(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallTrustCANoStore: an image without a CA store gets one holding the session CA.
+func TestInstallTrustCANoStore(t *testing.T) {
+	root := t.TempDir()
+	ca := testCert(t, true)
+	if err := installTrustCA(root, guestcfg.TrustCA{PEM: ca}); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, guestcfg.SystemBundle)); string(b) != string(ca) {
+		t.Fatalf("bundle %q", b)
+	}
+}
