@@ -32,7 +32,9 @@
 //     which the guest receives; the binding table learns the new value and keeps the
 //     older ones. A token response that cannot be rewritten (compressed against the
 //     request's wishes, too large, not JSON) becomes a 502.
-//  7. Responses stream as they arrive (server-sent events flush at once).
+//  7. Responses stream as they arrive (server-sent events flush at once); in an
+//     identity-coded response every real value of the table is replaced by its
+//     placeholder (a compressed response is not searched).
 //
 // The real values live only in the Bindings of this process's memory; the CA's private
 // key too, and only its certificate (CA.CertPEM) leaves the process.

@@ -22,8 +22,8 @@ var tokenFields = []struct{ key, role string }{
 	{"id_token", "id"},
 }
 
-// modifyResponse rewrites a token-endpoint response (rewriteToken); other responses pass
-// as they are, streamed. A response that arrives after the body scanner refused the body
+// modifyResponse rewrites a token-endpoint response (rewriteToken); other responses
+// stream through a scrubReader. A response that arrives after the body scanner refused the body
 // is dropped (the guest gets 403); one that arrives before (the real host answered
 // without reading the whole body) passes, and the rest of the body is not sent.
 func (q *request) modifyResponse(resp *http.Response) error {
@@ -32,9 +32,31 @@ func (q *request) modifyResponse(resp *http.Response) error {
 		return errBlocked
 	}
 	if !q.token {
+		q.scrub(resp)
 		return nil
 	}
 	return q.rewriteToken(resp)
+}
+
+// scrub wraps an identity-coded response body in a scrubReader. When a placeholder's
+// length differs from its value's, the length of the body may change: it is then sent
+// without Content-Length.
+func (q *request) scrub(resp *http.Response) {
+	if resp.Body == nil || resp.Body == http.NoBody {
+		return
+	}
+	if enc := resp.Header.Get("Content-Encoding"); enc != "" && !strings.EqualFold(enc, "identity") {
+		return
+	}
+	list, _ := q.h.t.cfg.Bindings.snapshot()
+	for _, b := range list {
+		if len(b.placeholder) != len(b.value) {
+			resp.ContentLength = -1
+			resp.Header.Del("Content-Length")
+			break
+		}
+	}
+	resp.Body = newScrubReader(resp.Body, list)
 }
 
 // rewriteToken reads a token-endpoint response (at most MaxBody bytes, identity coding)

@@ -106,3 +106,47 @@ func TestDecodeBody(t *testing.T) {
 		}
 	}
 }
+
+// FuzzScrubReader: however the body is split into reads, no real value survives, the
+// rest is unchanged, and nothing is held back at the end.
+func FuzzScrubReader(f *testing.F) {
+	f.Add([]byte("hello world"), uint8(3), uint16(0))
+	f.Add([]byte("xxREALVALUE-0001yyREALVAL"), uint8(1), uint16(2))
+	list := []binding{{value: "REALVALUE-0001", placeholder: "PLACEHOLDR-0001"}, {value: "RRRRRR-second", placeholder: "ph-second-longer"}}
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8, insert uint16) {
+		if len(data) > 0 && insert%3 == 0 {
+			at := int(insert) % len(data)
+			data = append(append(append([]byte{}, data[:at]...), list[int(insert)%2].value...), data[at:]...)
+		}
+		out, err := io.ReadAll(newScrubReader(&chunked{data: data, n: int(chunk%64) + 1}, list))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := data
+		for _, b := range list {
+			want = bytes.ReplaceAll(want, []byte(b.value), []byte(b.placeholder))
+		}
+		for _, b := range list {
+			if bytes.Contains(want, []byte(b.value)) {
+				return // a replacement made a new occurrence; the reader may differ
+			}
+		}
+		if !bytes.Equal(out, want) {
+			t.Fatalf("out %q, want %q", out, want)
+		}
+	})
+}
+
+// TestScrubHoldsOnlyPartials: a chunk ending in a blank line is released whole; one
+// ending in the start of a real value holds that start back.
+func TestScrubHoldsOnlyPartials(t *testing.T) {
+	list := []binding{{value: "REALVALUE-0001", placeholder: "PLACEHOLDR-0001"}}
+	s := newScrubReader(&chunked{data: []byte("data: x\n\nREAL"), n: 9}, list)
+	buf := make([]byte, 64)
+	if n, _ := s.Read(buf); string(buf[:n]) != "data: x\n\n" {
+		t.Fatalf("first read %q", buf[:n])
+	}
+	if partialTail([]byte("abcREAL"), list) != 4 || partialTail([]byte("data\n\n"), list) != 0 {
+		t.Fatal("partialTail is wrong")
+	}
+}

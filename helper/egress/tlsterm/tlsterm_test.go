@@ -608,3 +608,26 @@ func TestRotateKeepsOlder(t *testing.T) {
 		t.Fatal("Rotate of an unknown login succeeded")
 	}
 }
+
+// TestEchoScrubbed: a bound host that echoes the swapped header hands the guest the
+// placeholder, not the real value, in an identity-coded response.
+func TestEchoScrubbed(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", fmt.Sprint(len(r.Header.Get("Authorization"))))
+		io.WriteString(w, r.Header.Get("Authorization"))
+	}, provider)
+	s := startSession(t, up, provider)
+	for _, h2 := range []bool{false, true} {
+		r, _ := http.NewRequest("GET", "https://"+provider+"/echo", nil)
+		r.Header.Set("Authorization", "Bearer "+keyPH)
+		r.Header.Set("Accept-Encoding", "identity")
+		_, body := mustDo(t, s.client(h2, provider), r)
+		if string(body) != "Bearer "+keyPH {
+			t.Fatalf("h2=%v: guest got %q", h2, body)
+		}
+	}
+	reqs, _ := up.requests()
+	if reqs[0].Header.Get("Authorization") != "Bearer "+realKey {
+		t.Fatal("the upstream did not get the real value")
+	}
+}
