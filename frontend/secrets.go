@@ -1,9 +1,12 @@
 package frontend
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"strings"
 
+	"brood.dev/brood/frontend/helperclient"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox/guestcfg"
 )
@@ -23,6 +26,9 @@ type Placeholders struct {
 	// Required names the option that needs a helper that swaps placeholders
 	// ("--git-token"); empty: without one the run goes on with the real values.
 	Required string
+	// Raw names the credential variables the agent's raw_env keeps raw; a system policy
+	// with forbid_raw_env refuses the run.
+	Raw []string
 	// Err is why the placeholders could not be made (a login file that does not parse):
 	// the run fails with it only when they would be used.
 	Err error
@@ -57,4 +63,27 @@ func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, err
 	sec := p.Secrets
 	s.VM.Secrets = &sec
 	return s, nil
+}
+
+// secretsAllowed asks the helper, for a run that uses placeholders, whether the system
+// policy forbids what it keeps raw (forbid_raw_env) or --git-token (forbid_git_token)
+// (api.Policy, from resolve_policy with the run's egress inputs), before any session
+// exists; a forbidden one is a *RefusedError wrapping api.ErrPolicy. p is the run's
+// Placeholders (nil: nothing to ask).
+func (w *Workflow) secretsAllowed(ctx context.Context, hc helperclient.Client, spec RunSpec, p *Placeholders) error {
+	if p == nil || p.Err != nil || !hc.Caps().Secrets || (len(p.Raw) == 0 && p.Required == "") {
+		return nil
+	}
+	pol, err := hc.ResolvePolicy(ctx, spec.VM.PolicyArgs())
+	switch {
+	case api.IsCode(err, api.CodeUnknownCall):
+		return nil // a helper without resolve_policy has no such keys either
+	case err != nil:
+		return fmt.Errorf("run with placeholders: ask the helper's policy: %w", err)
+	case pol.RawEnvForbidden && len(p.Raw) > 0:
+		return &RefusedError{fmt.Errorf("raw_env %s: %w: the system policy forbids raw credentials (forbid_raw_env = true)", strings.Join(p.Raw, ", "), api.ErrPolicy)}
+	case pol.GitTokenForbidden && p.Required == "--git-token":
+		return &RefusedError{fmt.Errorf("--git-token: %w: the system policy forbids it (forbid_git_token = true)", api.ErrPolicy)}
+	}
+	return nil
 }

@@ -54,7 +54,7 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		return nil, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
 	}
 	p := &frontend.Placeholders{Env: home.withEnv(res.Env), HomeFiles: home.files,
-		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets}
+		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw}
 	if r.flags.gitToken {
 		tok, from, err := secrets.GitTokenSource(ctx, environ, ghAuthToken)
 		if err != nil {
@@ -69,7 +69,7 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		p.Secrets.Bindings = append(p.Secrets.Bindings, g.Binding)
 		p.Required = "--git-token"
 	}
-	if len(p.Secrets.Bindings) == 0 {
+	if len(p.Secrets.Bindings) == 0 && len(p.Raw) == 0 {
 		return nil, nil
 	}
 	return p, p.Secrets.Validate()

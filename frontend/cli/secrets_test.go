@@ -11,9 +11,12 @@ import (
 	"math/big"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"brood.dev/brood/helper/api"
 )
 
 func sessionCA(t *testing.T) string {
@@ -110,5 +113,41 @@ func TestGitTokenNeedsSwappingHelper(t *testing.T) {
 	env := strings.Join(f.Env(), "\n")
 	if !strings.Contains(env, "GIT_CONFIG_KEY_1=credential.https://github.com.helper") || strings.Contains(env, "ghp_CANARY") {
 		t.Fatalf("guest env:\n%s", env)
+	}
+}
+
+// TestSecretsSystemPolicy: with a helper that swaps placeholders, a system policy that
+// forbids raw_env refuses a custom agent that keeps a credential raw, and one that
+// forbids --git-token refuses it, before any session exists.
+func TestSecretsSystemPolicy(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	os.MkdirAll(filepath.Join(home, ".config", "brood"), 0o700)
+	os.WriteFile(filepath.Join(home, ".config", "brood", "config.toml"), []byte(
+		"[agents.tool]\nimage = \"test\"\ncommand = [\"tool\"]\nenv = [\"TOOL_*\"]\nraw_env = [\"TOOL_TOKEN\"]\n"), 0o600)
+	t.Setenv("TOOL_TOKEN", "raw-CANARY-"+strings.Repeat("t", 30))
+	t.Setenv("GH_TOKEN", "ghp_CANARY"+strings.Repeat("g", 30))
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.SecretsCA = sessionCA(t)
+	f.Policy = &api.Policy{Profile: "standard", RawEnvForbidden: true, GitTokenForbidden: true}
+	run := func(args ...string) (int, string) {
+		t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+		t.Setenv("BROOD_STATE_DIR", t.TempDir())
+		code, _, errs := broodCode(t, append([]string{args[0], "--workspace", t.TempDir()}, args[1:]...)...)
+		return code, errs
+	}
+	code, stderr := run("run", "tool")
+	if code != 3 || !strings.Contains(stderr, "forbid_raw_env") || strings.Contains(f.Calls(), "create_session") {
+		t.Fatalf("raw_env: exit %d, calls %s\n%s", code, f.Calls(), stderr)
+	}
+	code, stderr = run("run", "--git-token", "codex")
+	if code != 3 || !strings.Contains(stderr, "forbid_git_token") || strings.Contains(f.Calls(), "create_session") {
+		t.Fatalf("--git-token: exit %d, calls %s\n%s", code, f.Calls(), stderr)
+	}
+	f.Policy = &api.Policy{Profile: "standard"}
+	if code, stderr = run("run", "tool"); code != 0 || !slices.Contains(f.Env(), "TOOL_TOKEN=raw-CANARY-"+strings.Repeat("t", 30)) {
+		t.Fatalf("allowed raw_env: exit %d\n%s\nenv %v", code, stderr, f.Env())
 	}
 }

@@ -102,6 +102,8 @@ type Result struct {
 	// Notes are lines for the run output: each placeholder and where it may go, each
 	// raw value, each login file rewritten; never a value.
 	Notes []string
+	// Raw names the credential variables left raw (RawEnv, allowed by the policy).
+	Raw []string
 }
 
 // Discover builds the placeholders and bindings of one session from in. It returns an
@@ -141,6 +143,7 @@ func (d *discovery) variable(name, value string) string {
 	if slices.Contains(d.in.RawEnv, name) {
 		if !d.in.Policy.ForbidRawEnv {
 			d.note("secrets: $%s reaches the VM as it is (raw_env)", name)
+			d.res.Raw = append(d.res.Raw, name)
 			return value
 		}
 		d.note("secrets: raw_env %s refused by the system policy; it is a placeholder", name)

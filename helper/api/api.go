@@ -379,6 +379,10 @@ type Policy struct {
 	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
 	// DirectForbidden: the system policy forbids direct mode (forbid_direct).
 	DirectForbidden bool `json:"direct_forbidden,omitempty"`
+	// RawEnvForbidden and GitTokenForbidden: the system policy forbids raw_env
+	// (forbid_raw_env) and --git-token (forbid_git_token).
+	RawEnvForbidden   bool `json:"raw_env_forbidden,omitempty"`
+	GitTokenForbidden bool `json:"git_token_forbidden,omitempty"`
 	// Hosts are the allowed entries in the order the DNS proxy consults them.
 	Hosts  []PolicyHost   `json:"hosts"`
 	Denied []PolicyDenial `json:"denied,omitempty"`
