@@ -161,11 +161,7 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 			return nil, err
 		}
 	}
-	placeholders := spec.Placeholders
-	if spec, err = spec.withSecrets(hc.Caps(), prog); err != nil { // secrets.go
-		return nil, err
-	}
-	if err := w.secretsAllowed(ctx, hc, spec, placeholders); err != nil { // secrets.go
+	if spec, err = w.useSecrets(ctx, hc, spec, prog); err != nil { // secrets.go
 		return nil, err
 	}
 	if err := w.directAllowed(ctx, hc, spec); err != nil { // direct.go: forbid_direct, before anything exists

@@ -34,6 +34,17 @@ type Placeholders struct {
 	Err error
 }
 
+// useSecrets returns spec as it runs with hc (withSecrets), once the system policy
+// allows what it keeps raw or asks for (secretsAllowed).
+func (w *Workflow) useSecrets(ctx context.Context, hc helperclient.Client, spec RunSpec, prog Progress) (RunSpec, error) {
+	p := spec.Placeholders
+	spec, err := spec.withSecrets(hc.Caps(), prog)
+	if err != nil {
+		return spec, err
+	}
+	return spec, w.secretsAllowed(ctx, hc, spec, p)
+}
+
 // withSecrets returns s as it runs with a helper of caps: with s.Placeholders' guest side
 // and its bindings in the StartVM request when the helper swaps placeholders
 // (caps.Secrets), else s itself, the guest then holding the real values, which the run
