@@ -24,6 +24,12 @@ type binding struct {
 // boundTo reports whether b's value may go to host.
 func (b *binding) boundTo(host string) bool { return slices.Contains(b.hosts, host) }
 
+// swappable reports whether b's placeholder may be replaced in a request to host: b is
+// bound to host and, for a refresh token, the place is a token endpoint's body (token).
+func (b *binding) swappable(host string, token bool) bool {
+	return b.boundTo(host) && (b.role != api.RoleRefresh || token)
+}
+
 // Bindings is the session's table of real values, in memory only. It is safe for
 // concurrent use; a refresh adds entries (Rotate) while requests read it.
 type Bindings struct {

@@ -12,11 +12,13 @@
 //  2. ALPN offers h2 and http/1.1. Every request on the connection, HTTP/2 streams
 //     included, must carry Host (HTTP/1.1) or :authority (HTTP/2) equal to SNI, on port
 //     443 or none; otherwise it is refused.
-//  3. Placeholders are looked for in every header value (inside HTTP Basic credentials
-//     too), in the URL's path and query, and in the body. A placeholder bound to SNI is
-//     replaced by its real value in headers and the URL, and in the body of a POST to
-//     one of its login's token endpoints (form or JSON, escaped for the body's type). A
-//     placeholder bound elsewhere (or to no host) anywhere refuses the request.
+//  3. Placeholders are looked for in every header name and value (inside HTTP Basic
+//     credentials too), in the URL's path and query, and in the body. A placeholder
+//     bound to SNI is replaced by its real value in header values and the URL, and in
+//     the body of a POST to one of its login's token endpoints (form or JSON, escaped for
+//     the body's type); a refresh token's only there. A placeholder bound elsewhere (or
+//     to no host), a refresh token's anywhere else, or any in a header name refuses the
+//     request.
 //  4. A body it cannot inspect is refused: a compressed one (Content-Encoding other than
 //     identity) over MaxBody bytes, or of an encoding it cannot decode, or one that
 //     decodes to more than MaxDecoded bytes; a token-endpoint body over MaxBody. A

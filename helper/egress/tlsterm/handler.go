@@ -113,6 +113,9 @@ func (q *request) swapped(list []*binding) {
 // elsewhere, or a reason when Basic credentials do not decode.
 func (q *request) swapHeaders(hdr http.Header) (*binding, string) {
 	for name, vals := range hdr {
+		if b := findFold(name, q.list); b != nil {
+			return b, "placeholder in a header name"
+		}
 		for i, v := range vals {
 			if scheme, cred, ok := strings.Cut(v, " "); ok && strings.EqualFold(scheme, "Basic") &&
 				(strings.EqualFold(name, "Authorization") || strings.EqualFold(name, "Proxy-Authorization")) {
@@ -120,14 +123,14 @@ func (q *request) swapHeaders(hdr http.Header) (*binding, string) {
 				if err != nil {
 					return nil, "Basic credentials that do not decode"
 				}
-				out, sw, foreign := swapText(string(raw), q.list, q.h.sni, nil)
+				out, sw, foreign := swapText(string(raw), q.list, q.h.sni, false, nil)
 				if foreign != nil {
 					return foreign, ""
 				}
 				q.swapped(sw)
 				v = scheme + " " + base64.StdEncoding.EncodeToString([]byte(out))
 			}
-			out, sw, foreign := swapText(v, q.list, q.h.sni, nil)
+			out, sw, foreign := swapText(v, q.list, q.h.sni, false, nil)
 			if foreign != nil {
 				return foreign, ""
 			}
@@ -141,7 +144,7 @@ func (q *request) swapHeaders(hdr http.Header) (*binding, string) {
 // swapURL swaps the placeholders bound to this host in u's path and query and returns the
 // first binding found that is bound elsewhere.
 func (q *request) swapURL(u *url.URL) *binding {
-	path, sw, foreign := swapText(u.Path, q.list, q.h.sni, nil)
+	path, sw, foreign := swapText(u.Path, q.list, q.h.sni, false, nil)
 	if foreign != nil {
 		return foreign
 	}
@@ -149,7 +152,7 @@ func (q *request) swapURL(u *url.URL) *binding {
 		q.swapped(sw)
 		u.Path, u.RawPath = path, ""
 	}
-	query, sw, foreign := swapText(u.RawQuery, q.list, q.h.sni, url.QueryEscape)
+	query, sw, foreign := swapText(u.RawQuery, q.list, q.h.sni, false, url.QueryEscape)
 	if foreign != nil {
 		return foreign
 	}
@@ -172,7 +175,7 @@ func (q *request) body(r *http.Request, maxLen int) (string, string) {
 	}
 	var foreign []binding
 	for _, b := range q.list {
-		if !b.boundTo(q.h.sni) {
+		if !b.swappable(q.h.sni, false) {
 			foreign = append(foreign, b)
 		}
 	}
@@ -218,7 +221,7 @@ func (q *request) bufferedBody(r *http.Request, enc string) (string, string) {
 			return b.name, "placeholder in a compressed body"
 		}
 	} else {
-		out, sw, foreign := swapText(string(data), q.list, q.h.sni, bodyEscaper(r.Header.Get("Content-Type")))
+		out, sw, foreign := swapText(string(data), q.list, q.h.sni, q.token, bodyEscaper(r.Header.Get("Content-Type")))
 		if foreign != nil {
 			return foreign.name, "placeholder not bound to this host in the body"
 		}
@@ -293,4 +296,16 @@ func orDefault(s, d string) string {
 		return d
 	}
 	return s
+}
+
+// findFold returns the first binding of list whose placeholder occurs in s, ignoring case
+// (header names arrive canonicalized).
+func findFold(s string, list []binding) *binding {
+	s = strings.ToLower(s)
+	for i := range list {
+		if strings.Contains(s, strings.ToLower(list[i].placeholder)) {
+			return &list[i]
+		}
+	}
+	return nil
 }

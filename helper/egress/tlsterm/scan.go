@@ -13,17 +13,18 @@ import (
 	"github.com/klauspost/compress/zstd"
 )
 
-// swapText returns text with each placeholder bound to host replaced by esc(real value)
-// (esc nil: as it is), the bindings swapped, and the first binding found in text that is
-// not bound to host (nil when none). On a foreign find, out is not meaningful.
-func swapText(text string, list []binding, host string, esc func(string) string) (out string, swapped []*binding, foreign *binding) {
+// swapText returns text with each placeholder that may be swapped there (swappable:
+// bound to host; a refresh token only where token is set) replaced by esc(real value)
+// (esc nil: as it is), the bindings swapped, and the first binding found in text that may
+// not (nil when none). On such a find, out is not meaningful.
+func swapText(text string, list []binding, host string, token bool, esc func(string) string) (out string, swapped []*binding, foreign *binding) {
 	out = text
 	for i := range list {
 		b := &list[i]
 		if !strings.Contains(out, b.placeholder) {
 			continue
 		}
-		if !b.boundTo(host) {
+		if !b.swappable(host, token) {
 			return text, nil, b
 		}
 		v := b.value

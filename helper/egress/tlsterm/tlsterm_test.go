@@ -631,3 +631,29 @@ func TestEchoScrubbed(t *testing.T) {
 		t.Fatal("the upstream did not get the real value")
 	}
 }
+
+// TestRefreshOnlyInTokenBody: a refresh token's placeholder is swapped only in the body
+// of its token endpoint: in a header or the URL of its own host, or in another path's
+// body, it is refused; so is any placeholder used as a header name.
+func TestRefreshOnlyInTokenBody(t *testing.T) {
+	up := startUpstream(t, ok, authHost)
+	s := startSession(t, up, authHost)
+	c := s.client(false, authHost)
+	header := must(http.NewRequest("GET", "https://"+authHost+"/userinfo", nil))
+	header.Header.Set("Authorization", "Bearer "+refreshPH)
+	query := must(http.NewRequest("GET", "https://"+authHost+"/oauth/token?refresh_token="+refreshPH, nil))
+	otherPath := must(http.NewRequest("POST", "https://"+authHost+"/oauth/revoke", strings.NewReader("token="+refreshPH)))
+	name := must(http.NewRequest("GET", "https://"+authHost+"/", nil))
+	name.Header.Set("X-"+keyPH, "1")
+	for label, r := range map[string]*http.Request{"header": header, "query": query, "other path body": otherPath, "header name": name} {
+		if resp, _ := mustDo(t, c, r); resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s: status %d, want 403", label, resp.StatusCode)
+		}
+	}
+	_, bodies := up.requests()
+	for _, b := range bodies {
+		if bytes.Contains(b, []byte(realRefresh)) || bytes.Contains(b, []byte(refreshPH)) {
+			t.Fatal("the refresh token left outside its token endpoint")
+		}
+	}
+}
