@@ -37,6 +37,9 @@ func TestRunPlaceholders(t *testing.T) {
 	t.Setenv("HOME", home)
 	key := "sk-ant-api03-CANARYKEY" + strings.Repeat("k", 80)
 	t.Setenv("ANTHROPIC_API_KEY", key)
+	// A login file as well: the key takes precedence, so the file is neither read nor sent.
+	os.MkdirAll(filepath.Join(home, ".claude"), 0o700)
+	os.WriteFile(filepath.Join(home, ".claude", ".credentials.json"), []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-OAUTHCANARY`+strings.Repeat("o", 60)+`"}}`), 0o600)
 	f := newFakeHelper(t)
 	f.Caps.Secrets = true
 	f.SecretsCA = sessionCA(t)
@@ -55,6 +58,9 @@ func TestRunPlaceholders(t *testing.T) {
 	for _, hf := range f.HomeFiles() {
 		if bytes.Contains(hf.Data, []byte(key)) || bytes.Contains(hf.Data, []byte(key[len(key)-20:])) {
 			t.Fatalf("%s holds the real key", hf.Path)
+		}
+		if hf.Path == ".claude/.credentials.json" || bytes.Contains(hf.Data, []byte("OAUTHCANARY")) {
+			t.Fatalf("the login file was sent although a key takes precedence: %s", hf.Path)
 		}
 	}
 	if !strings.Contains(stderr, "secrets: $ANTHROPIC_API_KEY is a placeholder; the real value goes only to api.anthropic.com") ||
