@@ -73,6 +73,10 @@ type RunSpec struct {
 	Check func(api.Capabilities) error
 	// StartHint, when set, returns advice appended to StartVM's error.
 	StartHint func(err error, caps api.Capabilities) string
+	// Placeholders, when set, is the same run with every credential a placeholder
+	// (frontend/secrets); Run uses it instead of Env, HomeFiles and Notes when the
+	// helper's Capabilities say Secrets (secrets.go).
+	Placeholders *Placeholders
 }
 
 // timeout is the VM's lifetime the caller asked for (0: the helper's default).
@@ -156,6 +160,9 @@ func (w *Workflow) Run(ctx context.Context, spec RunSpec, stdio Stdio) (res *Run
 		if err := spec.Check(hc.Caps()); err != nil {
 			return nil, err
 		}
+	}
+	if spec, err = w.useSecrets(ctx, hc, spec, prog); err != nil { // secrets.go
+		return nil, err
 	}
 	if err := w.directAllowed(ctx, hc, spec); err != nil { // direct.go: forbid_direct, before anything exists
 		return nil, err

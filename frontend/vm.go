@@ -105,7 +105,11 @@ func (v *runningVM) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 	if err := v.prepareHome(runCtx, client); err != nil { // homefiles.go
 		return err
 	}
-	o := sshclient.Options{Command: v.spec.Command, Env: v.spec.Env}
+	env, err := v.trustSessionCA(runCtx, client, info) // homefiles.go
+	if err != nil {
+		return err
+	}
+	o := sshclient.Options{Command: v.spec.Command, Env: env}
 	for _, kv := range o.Env {
 		v.prog.Printf("forwarding $%s", kv[0])
 	}

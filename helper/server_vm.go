@@ -29,6 +29,11 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 		if err := s.checkDirect(uid, a); err != nil { // direct.go
 			return nil, nil, err
 		}
+		if a.Secrets != nil {
+			// Capabilities.Secrets is false: no egress process here swaps placeholders,
+			// so a guest holding them could not work, and the values must not linger.
+			return nil, nil, fmt.Errorf("start VM of session %s: secret bindings: %w: this helper does not terminate TLS for placeholders yet", a.ID, api.ErrUnavailable)
+		}
 		sess, err := s.sessions.beginStart(a.ID, uid)
 		if err != nil {
 			return nil, nil, err

@@ -52,6 +52,8 @@ type ConfigFile struct {
 //	default_profile   = "locked"     # an agent run's profile when no layer sets one; default: standard
 //	forbid_allow_host = true         # refuse --allow-host and user allow_hosts
 //	forbid_direct     = true         # refuse brood run --workspace-mode direct
+//	forbid_raw_env    = true         # refuse agents' raw_env: every credential a placeholder
+//	forbid_git_token  = true         # refuse brood run --git-token
 //	allow_hosts       = ["llm-gw.corp.example"]
 //	deny_hosts        = ["*.paste.example"]
 //	code_hosts        = ["git.corp.example"]   # replaces the default code hosts of Standard
@@ -62,6 +64,8 @@ type SystemPolicyFile struct {
 	DefaultProfile  string     `toml:"default_profile"`
 	ForbidAllowHost bool       `toml:"forbid_allow_host"`
 	ForbidDirect    bool       `toml:"forbid_direct"`
+	ForbidRawEnv    bool       `toml:"forbid_raw_env"`
+	ForbidGitToken  bool       `toml:"forbid_git_token"`
 	AllowHosts      []string   `toml:"allow_hosts"`
 	DenyHosts       []string   `toml:"deny_hosts"`
 	CodeHosts       []string   `toml:"code_hosts"`
@@ -82,8 +86,12 @@ type SystemPolicy struct {
 	// ForbidDirect refuses sessions that mount the workspace itself (no snapshot, no
 	// review); the helper enforces it at StartVM.
 	ForbidDirect bool
-	Allow        []Entry
-	Deny         []Pattern
+	// ForbidRawEnv refuses agent configurations that keep credentials raw (raw_env),
+	// and ForbidGitToken refuses --git-token; brood checks both before a run that would
+	// use them (docs/secrets.md).
+	ForbidRawEnv, ForbidGitToken bool
+	Allow                        []Entry
+	Deny                         []Pattern
 	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
 	CodeHosts []Entry
 	// Images is the [images] table, validated (ociref.Policy.Validate).
@@ -115,7 +123,8 @@ func (f ConfigFile) Parse() (LayerConfig, error) {
 
 // Parse validates the file's values.
 func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
-	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect, Images: f.Images}
+	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect, Images: f.Images,
+		ForbidRawEnv: f.ForbidRawEnv, ForbidGitToken: f.ForbidGitToken}
 	if err := f.Images.Validate(); err != nil {
 		return nil, fmt.Errorf("system policy [images]: %v: %w", err, ErrBadPolicy)
 	}

@@ -121,6 +121,8 @@ type Effective struct {
 	AllowHostForbidden bool
 	// DirectForbidden: the system policy forbids direct mode (SystemPolicy.ForbidDirect).
 	DirectForbidden bool
+	// RawEnvForbidden and GitTokenForbidden: SystemPolicy.ForbidRawEnv, ForbidGitToken.
+	RawEnvForbidden, GitTokenForbidden bool
 	// Dropped lists entries left out (covered by a denial, user-controlled discoveries when
 	// the system forbids adding hosts).
 	Dropped []Note
@@ -199,7 +201,8 @@ func Resolve(in Inputs) (*Effective, error) {
 	if sys == nil {
 		sys = &SystemPolicy{}
 	}
-	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost, DirectForbidden: sys.ForbidDirect}
+	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost, DirectForbidden: sys.ForbidDirect,
+		RawEnvForbidden: sys.ForbidRawEnv, GitTokenForbidden: sys.ForbidGitToken}
 	if err := eff.resolveProfile(sys, in); err != nil {
 		return nil, err
 	}

@@ -23,6 +23,12 @@ type agentHome struct {
 // and custom agents); --no-settings leaves the host settings unread. A host settings file
 // that does not parse is an error naming it.
 func (r runRequest) agentHome(environ []string) (agentHome, error) {
+	return r.agentHomeOf(environ, nil)
+}
+
+// agentHomeOf is agentHome with the login files extra (the host's, with placeholders,
+// frontend/secrets) added when the agent has no API key in environ.
+func (r runRequest) agentHomeOf(environ []string, extra []guestcfg.HomeFile) (agentHome, error) {
 	name := r.agentForPolicy()
 	if name == "" || !agentcfg.Known(name) {
 		return agentHome{}, nil
@@ -43,6 +49,9 @@ func (r runRequest) agentHome(environ []string) (agentHome, error) {
 	h := agentHome{env: p.Env, notes: append(pre, p.Notes...)}
 	for _, f := range p.Files {
 		h.files = append(h.files, guestcfg.HomeFile{Path: f.Path, Mode: uint32(f.Mode & fs.ModePerm), Data: f.Data})
+	}
+	if len(secrets) == 0 {
+		h.files = append(h.files, extra...)
 	}
 	return h, nil
 }

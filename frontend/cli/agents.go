@@ -29,6 +29,11 @@ type Agent struct {
 	Env []string
 	// Source says where the definition came from: "built-in" or the config file path.
 	Source string
+	// RawEnv names forwarded credential variables that reach the guest as they are, not
+	// as placeholders; SecretHosts the hosts each named variable's value may be sent to
+	// (frontend/secrets). Custom agents only.
+	RawEnv      []string
+	SecretHosts map[string][]string
 }
 
 // builtinAgents are the agents brood knows without configuration. Images other than
@@ -65,9 +70,11 @@ type userConfig struct {
 }
 
 type configAgent struct {
-	Image   string   `toml:"image"`
-	Command []string `toml:"command"`
-	Env     []string `toml:"env"`
+	Image       string              `toml:"image"`
+	Command     []string            `toml:"command"`
+	Env         []string            `toml:"env"`
+	RawEnv      []string            `toml:"raw_env"`
+	SecretHosts map[string][]string `toml:"secret_hosts"`
 }
 
 // agentNameRe is the form of an agent name (built-in or custom).
@@ -198,6 +205,16 @@ func checkAgent(name string, a configAgent) error {
 			return fmt.Errorf("env pattern %q is not NAME or PREFIX*", p)
 		}
 	}
+	for _, n := range a.RawEnv {
+		if !envPatternRe.MatchString(n) || strings.HasSuffix(n, "*") {
+			return fmt.Errorf("raw_env %q is not a variable name", n)
+		}
+	}
+	for n := range a.SecretHosts { // the hosts are checked with the bindings (api.SessionSecrets.Validate)
+		if !envPatternRe.MatchString(n) || strings.HasSuffix(n, "*") {
+			return fmt.Errorf("secret_hosts key %q is not a variable name", n)
+		}
+	}
 	return nil
 }
 
@@ -226,7 +243,8 @@ func agentNames(cfg *userConfig) []string {
 func resolveAgent(name string, cfg *userConfig, cfgPath string) (Agent, error) {
 	if cfg != nil {
 		if a, ok := cfg.Agents[name]; ok {
-			return Agent{Name: name, Image: a.Image, Command: a.Command, Env: a.Env, Source: cfgPath}, nil
+			return Agent{Name: name, Image: a.Image, Command: a.Command, Env: a.Env, Source: cfgPath,
+				RawEnv: a.RawEnv, SecretHosts: a.SecretHosts}, nil
 		}
 	}
 	if a, ok := builtinAgents[name]; ok {

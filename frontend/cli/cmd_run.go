@@ -37,6 +37,7 @@ type runFlags struct {
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
 	noSettings   bool        // --no-settings (agenthome.go)
+	gitToken     bool        // --git-token (secrets.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -112,6 +113,7 @@ agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review
 	addRunFlags(c, &f, true)
 	addDirectFlags(c, &f.direct) // directmode.go
 	c.Flags().BoolVar(&f.noSettings, "no-settings", false, "do not copy the agent's settings from your home (docs/agent-credentials.md)")
+	c.Flags().BoolVar(&f.gitToken, "git-token", false, "give git in the VM a placeholder for your GitHub token, swapped outside the VM (docs/secrets.md)")
 	return c
 }
 
@@ -252,6 +254,11 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
 	}
+	forwarded := forwardEnv(r.agent.Env, os.Environ())
+	placeholders, err := r.placeholders(orBackground(ctx), os.Environ(), forwarded) // secrets.go
+	if err != nil {
+		return frontend.RunSpec{}, usageErr("run: %v", err)
+	}
 	// recipes asks the helper which images it can build, for a hint (nil: unknown).
 	recipes := func() []string {
 		l, err := askImages(orBackground(ctx), api.SocketPath())
@@ -262,8 +269,8 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	}
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
-		Command: guestCommand(r.argv), Env: home.withEnv(forwardEnv(r.agent.Env, os.Environ())),
-		HomeFiles: home.files, Notes: home.notes,
+		Command: guestCommand(r.argv), Env: home.withEnv(forwarded),
+		HomeFiles: home.files, Notes: home.notes, Placeholders: placeholders,
 		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {

@@ -70,12 +70,16 @@ type Helper struct {
 	// command's exit status (default 0).
 	Output     string
 	ExitStatus uint32
+	// SecretsCA is StartVM's session CA (VMInfo.SecretsCA) for a request that carried
+	// secret bindings, as a helper whose Caps say Secrets answers.
+	SecretsCA string
 
 	mu        sync.Mutex
 	calls     []string
 	startArg  api.StartVMArgs
 	env       []string            // env requests the guest received, "NAME=value"
 	homeFiles []guestcfg.HomeFile // home-file requests the guest accepted
+	trusted   [][]byte            // trust-CA requests the guest accepted
 	gone      chan struct{}       // closed when the fake VM is gone (hung up or stopped)
 	goneOnce  sync.Once
 	outcome   api.VMOutcome
@@ -122,6 +126,13 @@ func (h *Helper) HomeFiles() []guestcfg.HomeFile {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([]guestcfg.HomeFile(nil), h.homeFiles...)
+}
+
+// TrustedCAs returns the CA certificates the fake guest was asked to trust, in order.
+func (h *Helper) TrustedCAs() [][]byte {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([][]byte(nil), h.trusted...)
 }
 
 // Outcome is how the fake VM ended ("" while it runs).
@@ -192,8 +203,12 @@ func (h *Helper) startVM(a api.StartVMArgs) (api.VMInfo, error) {
 		return api.VMInfo{}, h.StartErr
 	}
 	key := strings.TrimSpace(string(ssh.MarshalAuthorizedKey(h.HostKey.PublicKey())))
-	return api.VMInfo{HostKey: key, Accel: sandbox.AccelTCG, Backend: "qemu", Egress: h.VMEgress,
-		ImageFile: h.ImageFile, ImageDigest: h.ImageDigest}, nil
+	info := api.VMInfo{HostKey: key, Accel: sandbox.AccelTCG, Backend: "qemu", Egress: h.VMEgress,
+		ImageFile: h.ImageFile, ImageDigest: h.ImageDigest}
+	if a.Secrets != nil {
+		info.SecretsCA = h.SecretsCA
+	}
+	return info, nil
 }
 
 // attach returns the client end of a socket pair whose other end is the fake guest.
@@ -286,6 +301,17 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 			if ok {
 				h.mu.Lock()
 				h.homeFiles = append(h.homeFiles, f)
+				h.mu.Unlock()
+			}
+			req.Reply(ok, nil)
+			continue
+		}
+		if req.Type == guestcfg.TrustCARequest {
+			var tc guestcfg.TrustCA
+			ok := ssh.Unmarshal(req.Payload, &tc) == nil && tc.Check() == nil
+			if ok {
+				h.mu.Lock()
+				h.trusted = append(h.trusted, tc.PEM)
 				h.mu.Unlock()
 			}
 			req.Reply(ok, nil)

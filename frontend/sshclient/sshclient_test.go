@@ -24,6 +24,7 @@ type fakeGuest struct {
 	hostSigner ssh.Signer
 	clientKey  ssh.PublicKey
 	homeFiles  chan guestcfg.HomeFile // home-file requests accepted (homefile_test.go)
+	trusted    chan []byte            // trust-CA requests accepted (trust_test.go)
 }
 
 func newFakeGuest(t *testing.T, client ssh.Signer) *fakeGuest {
@@ -35,7 +36,7 @@ func newFakeGuest(t *testing.T, client ssh.Signer) *fakeGuest {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fakeGuest{hostSigner: hs, clientKey: client.PublicKey(), homeFiles: make(chan guestcfg.HomeFile, 8)}
+	return &fakeGuest{hostSigner: hs, clientKey: client.PublicKey(), homeFiles: make(chan guestcfg.HomeFile, 8), trusted: make(chan []byte, 4)}
 }
 
 // serve runs the server side on c until the connection ends.
@@ -141,6 +142,13 @@ func (g *fakeGuest) session(sc *ssh.ServerConn, ch ssh.Channel, reqs <-chan *ssh
 			ok := ssh.Unmarshal(req.Payload, &f) == nil && f.Path != "refused"
 			if ok {
 				g.homeFiles <- f
+			}
+			req.Reply(ok, nil)
+		case guestcfg.TrustCARequest:
+			var tc guestcfg.TrustCA
+			ok := ssh.Unmarshal(req.Payload, &tc) == nil
+			if ok {
+				g.trusted <- tc.PEM
 			}
 			req.Reply(ok, nil)
 		default:

@@ -157,6 +157,10 @@ type Capabilities struct {
 	// helper accepts on this host (runtime.NumCPU(), physical memory in MiB); 0: unknown.
 	HostCPUs      int `json:"host_cpus,omitempty"`
 	HostMemoryMiB int `json:"host_memory_mib,omitempty"`
+	// Secrets is true when the helper accepts StartVMArgs.Secrets: its egress process
+	// terminates TLS for the bound hosts and swaps placeholders (secrets.go). False from
+	// every helper today; a client then gives the guest real values, as before.
+	Secrets bool `json:"secrets,omitempty"`
 }
 
 // CreateSessionArgs creates a session. The workspace share is the single descriptor
@@ -280,6 +284,10 @@ type StartVMArgs struct {
 	// snapshot and no review (brood run --workspace-mode direct --yes). Refused
 	// (CodePolicy) when the system policy forbids it (forbid_direct).
 	Direct bool `json:"direct,omitempty"`
+	// Secrets are the session's secret bindings (secrets.go): the real values the egress
+	// process swaps for the guest's placeholders. Only for a helper whose Capabilities
+	// say Secrets; another refuses the call. Never logged or stored by either side.
+	Secrets *SessionSecrets `json:"secrets,omitempty"`
 }
 
 // EgressLayer is one configuration layer's [egress] table as written (the fields of
@@ -371,6 +379,10 @@ type Policy struct {
 	AllowHostForbidden bool `json:"allow_host_forbidden,omitempty"`
 	// DirectForbidden: the system policy forbids direct mode (forbid_direct).
 	DirectForbidden bool `json:"direct_forbidden,omitempty"`
+	// RawEnvForbidden and GitTokenForbidden: the system policy forbids raw_env
+	// (forbid_raw_env) and --git-token (forbid_git_token).
+	RawEnvForbidden   bool `json:"raw_env_forbidden,omitempty"`
+	GitTokenForbidden bool `json:"git_token_forbidden,omitempty"`
 	// Hosts are the allowed entries in the order the DNS proxy consults them.
 	Hosts  []PolicyHost   `json:"hosts"`
 	Denied []PolicyDenial `json:"denied,omitempty"`
@@ -457,6 +469,9 @@ type VMInfo struct {
 	ImageDigest string `json:"image_digest,omitempty"`
 	// Egress is the session's network; nil: no network device.
 	Egress *EgressInfo `json:"egress,omitempty"`
+	// SecretsCA is the session CA certificate (PEM) the guest must trust, made by the
+	// egress process when StartVMArgs.Secrets was given; empty otherwise (secrets.go).
+	SecretsCA string `json:"secrets_ca,omitempty"`
 }
 
 // VMExit answers WaitVM once the VMM process is gone.

@@ -81,3 +81,7 @@ func AsError(err error) *Error {
 	}
 	return &Error{Code: CodeInternal, Message: err.Error()}
 }
+
+// ErrBadSecrets reports a SessionSecrets that breaks its limits or field contracts
+// (SessionSecrets.Validate).
+var ErrBadSecrets = errors.New("invalid session secrets")

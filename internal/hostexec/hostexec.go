@@ -100,6 +100,10 @@ var programs = []program{
 	// developer, in Dir, with the terminal variables a pager needs and PAGER/LESS from
 	// the developer's own environment; never anything the workspace sets.
 	{name: pagerName, pass: []string{"TERM", "COLORTERM", "LESS", "LESSCHARSET", "LANG", "LC_CTYPE", "HOME", "COLUMNS", "LINES"}},
+	// gh: `brood run --git-token` reads the developer's GitHub token with `gh auth
+	// token` (frontend/cli), as the developer; gh finds its configuration and keyring
+	// through these variables.
+	{name: "gh", pass: []string{"HOME", "XDG_CONFIG_HOME", "GH_CONFIG_DIR", "GH_HOST", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS"}},
 	// brood's own binary: broodd-helper (root) starts `vm-spawn` as root and the spawner
 	// starts `vm-run` runners as the developer's uid (helper.StartSpawner), each with
 	// descriptors passed as ExtraFiles.

@@ -17,7 +17,8 @@ import (
 // when there is none). Hosts is never nil, so the JSON answer always has a list.
 func Render(eff *netpolicy.Effective, sysDigest string) api.Policy {
 	p := api.Policy{Profile: eff.Profile.String(), ProfileLayer: string(eff.ProfileLayer), ProfileSource: eff.ProfileSource,
-		AllowHostForbidden: eff.AllowHostForbidden, DirectForbidden: eff.DirectForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
+		AllowHostForbidden: eff.AllowHostForbidden, DirectForbidden: eff.DirectForbidden,
+		RawEnvForbidden: eff.RawEnvForbidden, GitTokenForbidden: eff.GitTokenForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
 	for _, g := range eff.Hosts {
 		h := api.PolicyHost{Name: g.Entry.Pattern.String(), Layer: string(g.Source.Layer), Source: g.Source.Detail}
 		for _, port := range g.Entry.EffectivePorts() {

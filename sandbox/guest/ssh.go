@@ -272,6 +272,13 @@ func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
 					okReply = false
 				}
 			}
+		case guestcfg.TrustCARequest: // trust.go; only before the command starts
+			if okReply = !started; okReply {
+				if err := g.trustCA(req.Payload); err != nil {
+					g.logf("session: %v", err)
+					okReply = false
+				}
+			}
 		default:
 			okReply = s.setting(req, started)
 		}

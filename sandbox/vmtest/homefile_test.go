@@ -52,5 +52,6 @@ func TestVMHomeFiles(t *testing.T) {
 	if !strings.HasPrefix(out, want) || code == 0 {
 		t.Errorf("status %d stdout %q stderr %q; want prefix %q and /etc/brood-escape missing", code, out, errOut, want)
 	}
+	checkTrustCA(t, r) // trust_test.go, on the same boot
 	r.closeAndWait(t)
 }

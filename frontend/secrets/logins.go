@@ -1,0 +1,304 @@
+package secrets
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/placeholder"
+)
+
+// maxLoginFile is the largest login file read, in bytes (the CLIs write well under 16 KiB;
+// the guest's home-file transport takes at most 128 KiB).
+const maxLoginFile = 64 << 10
+
+// oauth is where one OAuth login's tokens may go.
+type oauth struct {
+	// api are the hosts that receive the access token (and an API key in the same file).
+	api []string
+	// tokenURLs are the token endpoints that receive the refresh token.
+	tokenURLs []string
+}
+
+// The logins of the providers the built-in agents sign in to. Sources: the token
+// endpoints and API hosts each CLI uses for its own sign-in (codex: auth.openai.com's
+// /oauth/token, the ChatGPT backend at chatgpt.com; Claude Code: console.anthropic.com's
+// and platform.claude.com's /v1/oauth/token, api.anthropic.com; gemini-cli: Google's
+// oauth2.googleapis.com/token and the Code Assist API at cloudcode-pa.googleapis.com).
+var (
+	openaiLogin    = oauth{api: []string{"chatgpt.com", "api.openai.com"}, tokenURLs: []string{"https://auth.openai.com/oauth/token"}}
+	anthropicLogin = oauth{api: []string{"api.anthropic.com"}, tokenURLs: []string{"https://console.anthropic.com/v1/oauth/token", "https://platform.claude.com/v1/oauth/token"}}
+	googleLogin    = oauth{api: []string{"cloudcode-pa.googleapis.com", "www.googleapis.com"}, tokenURLs: []string{"https://oauth2.googleapis.com/token"}}
+)
+
+// tokenField is one token of a login file: its JSON path and role.
+type tokenField struct {
+	keys []string
+	role string
+}
+
+// loginFile is one agent's login file and its tokens.
+type loginFile struct {
+	dir, name string
+	rewrite   func(d *discovery, show string, m map[string]any) error
+}
+
+// loginFiles are the built-in agents' login files (relative to the home).
+var loginFiles = map[string]loginFile{
+	"codex":       {dir: ".codex", name: "auth.json", rewrite: rewriteCodex},
+	"claude-code": {dir: ".claude", name: ".credentials.json", rewrite: rewriteClaude},
+	"gemini":      {dir: ".gemini", name: "oauth_creds.json", rewrite: rewriteGemini},
+	"opencode":    {dir: ".local/share/opencode", name: "auth.json", rewrite: rewriteOpencode},
+}
+
+// rewriteCodex: {"OPENAI_API_KEY": KEY|null, "tokens": {"id_token", "access_token",
+// "refresh_token", "account_id"}, "last_refresh"} (the file `codex login` writes).
+func rewriteCodex(d *discovery, show string, m map[string]any) error {
+	if k, ok := m["OPENAI_API_KEY"].(string); ok && k != "" {
+		m["OPENAI_API_KEY"] = d.bind(api.SecretBinding{Name: show + " OPENAI_API_KEY", Value: k, Hosts: []string{"api.openai.com"}}, placeholder.New(k))
+	}
+	return d.oauthTokens(show, "codex", openaiLogin, m, []tokenField{
+		{[]string{"tokens", "access_token"}, api.RoleAccess},
+		{[]string{"tokens", "refresh_token"}, api.RoleRefresh},
+		{[]string{"tokens", "id_token"}, api.RoleID},
+	})
+}
+
+// rewriteClaude: {"claudeAiOauth": {"accessToken", "refreshToken", "expiresAt", "scopes",
+// "subscriptionType"}} (Claude Code's credentials file on Linux).
+func rewriteClaude(d *discovery, show string, m map[string]any) error {
+	return d.oauthTokens(show, "claude", anthropicLogin, m, []tokenField{
+		{[]string{"claudeAiOauth", "accessToken"}, api.RoleAccess},
+		{[]string{"claudeAiOauth", "refreshToken"}, api.RoleRefresh},
+	})
+}
+
+// rewriteGemini: {"access_token", "refresh_token", "id_token", "expiry_date", "scope",
+// "token_type"} (google-auth-library's credentials, as gemini-cli stores them).
+func rewriteGemini(d *discovery, show string, m map[string]any) error {
+	return d.oauthTokens(show, "gemini", googleLogin, m, []tokenField{
+		{[]string{"access_token"}, api.RoleAccess},
+		{[]string{"refresh_token"}, api.RoleRefresh},
+		{[]string{"id_token"}, api.RoleID},
+	})
+}
+
+// opencodeProviders are opencode's provider IDs (its models.dev table) with a known login
+// or API host.
+var opencodeProviders = map[string]oauth{
+	"anthropic":  anthropicLogin,
+	"openai":     openaiLogin,
+	"openrouter": {api: []string{"openrouter.ai"}},
+	"google":     {api: []string{"generativelanguage.googleapis.com"}},
+}
+
+// rewriteOpencode: {PROVIDER: {"type": "api", "key"} | {"type": "oauth", "access",
+// "refresh", "expires"}} (opencode's auth.json, one entry per provider).
+func rewriteOpencode(d *discovery, show string, m map[string]any) error {
+	for _, id := range sortedKeys(m) {
+		e, ok := m[id].(map[string]any)
+		if !ok {
+			continue
+		}
+		prov := opencodeProviders[id]
+		where := fmt.Sprintf("%s %s", show, id)
+		switch e["type"] {
+		case "api":
+			if k, ok := e["key"].(string); ok && k != "" {
+				e["key"] = d.bind(api.SecretBinding{Name: where + " key", Value: k, Hosts: prov.api}, placeholder.New(k))
+			}
+		case "oauth", "wellknown":
+			if len(prov.tokenURLs) == 0 {
+				d.note("secrets: %s: no known token endpoint; the login is left out", where)
+				delete(m, id)
+				continue
+			}
+			err := d.oauthTokens(where, "opencode-"+id, prov, e, []tokenField{
+				{[]string{"access"}, api.RoleAccess},
+				{[]string{"refresh"}, api.RoleRefresh},
+			})
+			if err != nil {
+				return err
+			}
+		default:
+			d.note("secrets: %s: unknown login type; the login is left out", where)
+			delete(m, id)
+		}
+	}
+	return nil
+}
+
+// oauthTokens replaces the string at each field of m by its placeholder and binds it:
+// access and ID tokens to the login's API hosts (ID tokens to the token hosts too),
+// refresh tokens to its token endpoints.
+func (d *discovery) oauthTokens(show, login string, o oauth, m map[string]any, fields []tokenField) error {
+	tokenHosts := hostsOf(o.tokenURLs)
+	for _, f := range fields {
+		parent, last := walk(m, f.keys)
+		v, ok := parent[last].(string)
+		if !ok || v == "" {
+			continue
+		}
+		b := api.SecretBinding{Name: show + " " + strings.Join(f.keys, "."), Value: v, Login: login, Role: f.role}
+		switch f.role {
+		case api.RoleAccess:
+			b.Hosts = o.api
+		case api.RoleID:
+			b.Hosts = append(append([]string{}, o.api...), tokenHosts...)
+		case api.RoleRefresh:
+			b.Hosts, b.TokenURLs = tokenHosts, o.tokenURLs
+		}
+		parent[last] = d.bindOAuth(b)
+	}
+	return nil
+}
+
+// bindOAuth binds b after dropping the token endpoints the policy took the host of; a
+// refresh token left with none becomes a binding to no host.
+func (d *discovery) bindOAuth(b api.SecretBinding) string {
+	if b.Role == api.RoleRefresh {
+		left := d.narrow(b.Hosts)
+		var urls []string
+		for _, u := range b.TokenURLs {
+			if h := hostsOf([]string{u}); len(h) == 1 && contains(left, h[0]) {
+				urls = append(urls, u)
+			}
+		}
+		if b.TokenURLs = urls; len(urls) == 0 {
+			b = api.SecretBinding{Name: b.Name, Value: b.Value}
+		}
+	}
+	return d.bind(b, placeholder.New(b.Value))
+}
+
+// walk returns the table holding the last of keys (made on the way when missing) and that
+// key.
+func walk(m map[string]any, keys []string) (map[string]any, string) {
+	for _, k := range keys[:len(keys)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+		}
+		m = next
+	}
+	return m, keys[len(keys)-1]
+}
+
+// hostsOf returns the host of each https URL.
+func hostsOf(urls []string) []string {
+	var out []string
+	for _, u := range urls {
+		rest, _ := strings.CutPrefix(u, "https://")
+		h, _, _ := strings.Cut(rest, "/")
+		out = append(out, h)
+	}
+	return out
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// login reads the agent's login file, if it has one and it exists, and adds it to the
+// result with every token replaced by its placeholder.
+func (d *discovery) login() error {
+	lf, ok := loginFiles[d.in.Agent]
+	if !ok {
+		return nil
+	}
+	show := "~/" + path.Join(lf.dir, lf.name)
+	data, err := readHomeFile(d.in.Home, lf.dir, lf.name)
+	if err != nil {
+		d.note("secrets: %s not read: %v", show, err)
+		return nil
+	}
+	if data == nil {
+		return nil
+	}
+	m, err := decodeObject(data)
+	if err != nil {
+		return fmt.Errorf("login file %s: %w: %w", show, ErrMalformedLogin, err)
+	}
+	if err := lf.rewrite(d, show, m); err != nil {
+		return err
+	}
+	out, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", show, err)
+	}
+	d.res.Files = append(d.res.Files, File{Path: path.Join(lf.dir, lf.name), Mode: 0o600, Data: append(out, '\n')})
+	d.note("secrets: %s copied with placeholders for its tokens", show)
+	return nil
+}
+
+// readHomeFile returns home/dir/name, or nil when it does not exist. dir is opened as an
+// os.Root inside home, so no symlink leads out of it; only a regular file of at most
+// maxLoginFile bytes is read.
+func readHomeFile(home, dir, name string) ([]byte, error) {
+	hr, err := os.OpenRoot(home)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	defer hr.Close()
+	r, err := hr.OpenRoot(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	f, err := r.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, errors.New("not a regular file")
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxLoginFile+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxLoginFile {
+		return nil, fmt.Errorf("larger than %d bytes", maxLoginFile)
+	}
+	return data, nil
+}
+
+// decodeObject decodes one JSON object, numbers kept as written.
+func decodeObject(data []byte) (map[string]any, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		return nil, err
+	}
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the top-level object")
+	}
+	return m, nil
+}

@@ -1,0 +1,126 @@
+package tlsterm
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/placeholder"
+)
+
+// maxRotated is how many bindings refreshes may add past the session's own.
+const maxRotated = 64
+
+// binding is one entry of the table: api.SecretBinding with its hosts normalized.
+type binding struct {
+	name, placeholder, value string
+	hosts                    []string
+	login, role              string
+	tokenURLs                []string
+	rotated                  bool
+}
+
+// boundTo reports whether b's value may go to host.
+func (b *binding) boundTo(host string) bool { return slices.Contains(b.hosts, host) }
+
+// swappable reports whether b's placeholder may be replaced in a request to host: b is
+// bound to host and, for a refresh token, the place is a token endpoint's body (token).
+func (b *binding) swappable(host string, token bool) bool {
+	return b.boundTo(host) && (b.role != api.RoleRefresh || token)
+}
+
+// Bindings is the session's table of real values, in memory only. It is safe for
+// concurrent use; a refresh adds entries (Rotate) while requests read it.
+type Bindings struct {
+	mu      sync.RWMutex
+	list    []binding
+	rotated int
+	maxLen  int // the longest placeholder, in bytes
+}
+
+// NewBindings builds the table from s, which it validates (api.SessionSecrets.Validate).
+func NewBindings(s api.SessionSecrets) (*Bindings, error) {
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("load secret bindings: %w", err)
+	}
+	t := &Bindings{}
+	for _, b := range s.Bindings {
+		e := binding{name: b.Name, placeholder: b.Placeholder, value: b.Value, login: b.Login, role: b.Role,
+			tokenURLs: slices.Clone(b.TokenURLs)}
+		for _, h := range b.Hosts {
+			e.hosts = append(e.hosts, normalizeHost(h))
+		}
+		t.add(e)
+	}
+	return t, nil
+}
+
+func (t *Bindings) add(e binding) {
+	t.list = append(t.list, e)
+	t.maxLen = max(t.maxLen, len(e.placeholder))
+}
+
+// snapshot returns the entries as they are now; the strings are shared, the slice is not.
+func (t *Bindings) snapshot() ([]binding, int) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return slices.Clone(t.list), t.maxLen
+}
+
+// Len returns the number of entries.
+func (t *Bindings) Len() int {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return len(t.list)
+}
+
+// Rotate records value as the new real value of login's token of role (the answer of a
+// token endpoint) and returns the new placeholder the guest gets for it. The entry is a
+// copy of the login's latest entry of that role, so it goes to the same hosts; older
+// entries stay (a request in flight may still use them) until maxRotated refreshes were
+// added, then the oldest refreshed one is dropped. It returns false when the login has no
+// entry of role.
+func (t *Bindings) Rotate(login, role, value string) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var last *binding
+	for i := range t.list {
+		if t.list[i].login == login && t.list[i].role == role {
+			last = &t.list[i]
+		}
+	}
+	if last == nil || login == "" {
+		return "", false
+	}
+	if last.value == value {
+		return last.placeholder, true
+	}
+	e := *last
+	e.value, e.placeholder, e.rotated = value, placeholder.New(value), true
+	if t.rotated >= maxRotated {
+		for i := range t.list {
+			if t.list[i].rotated {
+				t.list = slices.Delete(t.list, i, i+1)
+				t.rotated--
+				break
+			}
+		}
+	}
+	t.add(e)
+	t.rotated++
+	return e.placeholder, true
+}
+
+// Value returns the current real value of login's token of role, for tests and for the
+// opt-in write-back of a refreshed login file.
+func (t *Bindings) Value(login, role string) (string, bool) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	for i := len(t.list) - 1; i >= 0; i-- {
+		if t.list[i].login == login && t.list[i].role == role {
+			return t.list[i].value, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,193 @@
+package tlsterm
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+// Limits of a Terminator (Config fields of the same names override them).
+const (
+	// DefaultMaxBody is the largest request body buffered for inspection (a compressed
+	// body, a token-endpoint body) and the largest token-endpoint response, in bytes.
+	DefaultMaxBody = 1 << 20
+	// DefaultMaxDecoded is the largest decoded size of a compressed request body, in
+	// bytes.
+	DefaultMaxDecoded = 8 << 20
+	// handshakeTimeout bounds the guest's TLS handshake.
+	handshakeTimeout = 30 * time.Second
+	// idleTimeout closes a guest connection with no request for this long.
+	idleTimeout = 5 * time.Minute
+	// maxHeaderBytes is the largest HTTP/1.1 request header block, in bytes.
+	maxHeaderBytes = 256 << 10
+)
+
+// Config is what a Terminator works with.
+type Config struct {
+	// CA mints the guest-facing certificates; it decides which names can be terminated.
+	CA *CA
+	// Bindings is the session's table of real values.
+	Bindings *Bindings
+	// RootCAs verifies the real hosts' certificates; nil is the host's trust store.
+	RootCAs *x509.CertPool
+	// DialContext connects to the real host; nil is a net.Dialer with a 30 s timeout.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	// MaxBody and MaxDecoded override DefaultMaxBody and DefaultMaxDecoded when positive.
+	MaxBody, MaxDecoded int64
+	// Events, when set, receives every swap, block and refresh, from the connection's
+	// goroutines. An Event never holds a value.
+	Events func(Event)
+}
+
+// Terminator terminates the guest's TLS for the names its CA covers.
+type Terminator struct {
+	cfg   Config
+	stats stats
+}
+
+// New returns a Terminator for cfg; CA and Bindings are required.
+func New(cfg Config) (*Terminator, error) {
+	if cfg.CA == nil || cfg.Bindings == nil {
+		return nil, errors.New("new TLS terminator: a CA and a binding table are required")
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = DefaultMaxBody
+	}
+	if cfg.MaxDecoded <= 0 {
+		cfg.MaxDecoded = DefaultMaxDecoded
+	}
+	if cfg.DialContext == nil {
+		cfg.DialContext = (&net.Dialer{Timeout: 30 * time.Second}).DialContext
+	}
+	return &Terminator{cfg: cfg}, nil
+}
+
+// Terminate serves one guest connection until it ends: guest is the connection from the
+// guest with its ClientHello still to be read (the caller that peeked at it replays it),
+// sni the server name the connection was admitted for (the name the guest resolved for
+// dst through the session's DNS), dst the destination the guest connected to, where the
+// real host is reached. It returns nil when the connection ended after a completed
+// handshake, an error wrapping ErrName when SNI is not the CA's or the ClientHello names
+// another server, or the handshake's error. guest is closed on return.
+func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, dst netip.AddrPort) error {
+	sni = normalizeHost(sni)
+	defer guest.Close()
+	if !t.cfg.CA.Covers(sni) {
+		return fmt.Errorf("terminate TLS for %q: %w", sni, ErrName)
+	}
+	tc := tls.Server(guest, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if normalizeHost(h.ServerName) != sni {
+				return nil, fmt.Errorf("ClientHello names %q: %w", h.ServerName, ErrName)
+			}
+			return t.cfg.CA.Leaf(sni)
+		},
+	})
+	defer tc.Close()
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	err := tc.HandshakeContext(hctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("terminate TLS for %q: %w", sni, err)
+	}
+	up := t.upstream(sni, dst)
+	defer up.CloseIdleConnections()
+	h := &handler{t: t, sni: sni, port: dst.Port(), up: up}
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		srv := &http2.Server{MaxConcurrentStreams: 100, IdleTimeout: idleTimeout}
+		srv.ServeConn(tc, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: &http.Server{ErrorLog: discardLog}})
+		return nil
+	}
+	serveHTTP1(ctx, tc, h)
+	return nil
+}
+
+// upstream returns the transport of one guest connection: every connection it makes goes
+// to dst, with TLS for sni verified against RootCAs.
+func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
+	conf := &tls.Config{ServerName: sni, RootCAs: t.cfg.RootCAs, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+	return &http.Transport{
+		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, err := t.cfg.DialContext(ctx, "tcp", dst.String())
+			if err != nil {
+				return nil, fmt.Errorf("connect to %s for %q: %w", dst, sni, err)
+			}
+			tc := tls.Client(c, conf.Clone())
+			if err := tc.HandshakeContext(ctx); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("TLS to %s for %q: %w", dst, sni, err)
+			}
+			return tc, nil
+		},
+		ForceAttemptHTTP2: true,
+		// Larger frames from the real host: fewer reads, writes and TLS records per
+		// streamed response.
+		HTTP2:                 &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
+		WriteBufferSize:       64 << 10,
+		ReadBufferSize:        64 << 10,
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       90 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+var discardLog = log.New(io.Discard, "", 0)
+
+// serveHTTP1 serves HTTP/1.1 on the one connection c until it closes or ctx ends.
+func serveHTTP1(ctx context.Context, c net.Conn, h http.Handler) {
+	l := &oneConn{c: c, done: make(chan struct{})}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: handshakeTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    maxHeaderBytes,
+		ErrorLog:          discardLog,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				l.close()
+			}
+		},
+	}
+	stop := context.AfterFunc(ctx, func() { srv.Close() })
+	defer stop()
+	srv.Serve(l)
+	<-l.done
+}
+
+// oneConn is a listener that accepts c once, then blocks until it is closed.
+type oneConn struct {
+	c    net.Conn
+	once sync.Once
+	mu   sync.Mutex
+	sent bool
+	done chan struct{}
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if !l.sent {
+		l.sent = true
+		l.mu.Unlock()
+		return l.c, nil
+	}
+	l.mu.Unlock()
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) close()         { l.once.Do(func() { close(l.done) }) }
+func (l *oneConn) Close() error   { l.close(); return nil }
+func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }

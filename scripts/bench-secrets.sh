@@ -1,0 +1,10 @@
+#!/bin/sh
+# Measures what the secrets terminator (helper/egress/tlsterm) costs on loopback, in one
+# run: the added latency of a small request through it against direct (p50, p99), and
+# the throughput of a 10 MiB server-sent event stream through it against direct.
+# Targets: p50 <= 2 ms, p99 <= 5 ms, ratio >= 0.9. It only prints; it fails only when the
+# run itself fails.
+set -eu
+cd "$(dirname "$0")/.."
+PATH=/usr/local/go/bin:$PATH
+BROOD_BENCH_SECRETS=1 go test -count=1 -run '^TestBenchReport$' -v ./helper/egress/tlsterm/ | grep -E '^bench-secrets:|^ok|FAIL|--- '
