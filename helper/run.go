@@ -54,12 +54,14 @@ type Options struct {
 
 // subcommands are the subcommands of broodd-helper, the one table of them: `image`
 // (image.go) and the hidden image-unpack (unpack.go: image pull's unprivileged tar
-// parser), vm-spawn (package spawner), vm-run (the VM runner) and egress-proxy (one
-// session's DNS proxy, package egress).
+// parser), image-build (build_child.go: an on-demand build the spawner started),
+// vm-spawn (package spawner, given the recipe names a build may name), vm-run (the VM
+// runner) and egress-proxy (one session's DNS proxy, package egress).
 var subcommands = map[string]func(args []string) int{
 	ImageSubcommand:          imageMain,
 	UnpackSubcommand:         unpackMain,
-	spawner.Subcommand:       spawner.Main,
+	spawner.BuildSubcommand:  buildChildMain,
+	spawner.Subcommand:       func(args []string) int { return spawner.Main(args, recipeNames()) },
 	spawner.RunnerSubcommand: runner.Main,
 	egress.ProxySubcommand:   egress.ProxyMain,
 }
@@ -183,6 +185,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, sp)
+	srv.EnableBuilds(sp) // on-demand builds: children of the spawner, outside Landlock
 	srv.EnableEgress(eg) // nil: VMs get no network device
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()

@@ -37,6 +37,8 @@ type Server struct {
 	vmHost   *vmhost.Host    // nil: this helper runs no VMs
 	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
 	egress   *egress.Manager // nil: VMs get no network device
+	builder  imageBuilder    // nil: build_image is unavailable (build.go)
+	builds   *builds
 
 	health   Health // survived accept errors and handler panics (Doctor)
 	conns    atomic.Int64
@@ -60,6 +62,7 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 		sem:      make(chan struct{}, cfg.MaxConns),
 		uidConns: newUIDQuota(cfg.MaxConnsPerUser),
 		waits:    newUIDQuota(cfg.MaxWaitsPerUser),
+		builds:   newBuilds(),
 	}
 	s.caps.Version = api.Version
 	s.lastBusy.Store(time.Now().UnixNano())
@@ -331,6 +334,7 @@ var handlers = map[api.Call]handler{
 	api.CallResolvePolicy:  (*Server).callResolvePolicy,
 	api.CallDoctor:         (*Server).callDoctor,
 	api.CallListImages:     (*Server).callListImages,
+	api.CallBuildImage:     (*Server).callBuildImage,
 }
 
 func (s *Server) callHello(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {

@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"os"
 	"os/user"
+	"path/filepath"
+	"slices"
 	"strconv"
+
+	"brood.dev/brood/sandbox/store"
 )
 
 // Subcommand is the hidden subcommand of broodd-helper that runs the spawner (Main).
@@ -14,6 +18,14 @@ const Subcommand = "vm-spawn"
 // RunnerSubcommand is the hidden subcommand of broodd-helper that the spawner execs as a
 // VM runner (package runner's Main).
 const RunnerSubcommand = "vm-run"
+
+// BuildSubcommand is the hidden subcommand of broodd-helper that the spawner execs as an
+// image build child (Op "build"): `broodd-helper image-build --state-dir DIR NAME`.
+const BuildSubcommand = "image-build"
+
+// BuildFiles is the number of descriptors a build request carries: the write end of the
+// pipe the build child writes its progress records to (its descriptor 3).
+const BuildFiles = 1
 
 // SocketFD is the spawner's end of the socketpair (contract step 1).
 const SocketFD = 3
@@ -39,12 +51,16 @@ type Request struct {
 	GID    uint32   `json:"gid,omitempty"`
 	Groups []uint32 `json:"groups,omitempty"`
 	Pid    int      `json:"pid,omitempty"`
+	// Name and StateDir are a build request's recipe name and artifact store (Op "build").
+	Name     string `json:"name,omitempty"`
+	StateDir string `json:"state_dir,omitempty"`
 }
 
 // Spawner operations (Request.Op).
 const (
 	OpSpawn = "spawn"
 	OpKill  = "kill"
+	OpBuild = "build"
 )
 
 // Reply answers a Request: the runner's pid (also its process group), or Error. A
@@ -65,6 +81,19 @@ func Check(r Request, kvmGID int) error {
 		if kvmGID < 0 || g != uint32(kvmGID) || len(r.Groups) > 1 {
 			return fmt.Errorf("spawn runner with groups %v: only the kvm group may be added: %w", r.Groups, ErrSpawn)
 		}
+	}
+	return nil
+}
+
+// CheckBuild validates a build request (contract step 5b): Name is an image name
+// (store.ValidImageName) and one of recipes, the recipe table compiled into the binary;
+// StateDir is an absolute, clean path. Errors wrap ErrSpawn.
+func CheckBuild(r Request, recipes []string) error {
+	if !store.ValidImageName(r.Name) || !slices.Contains(recipes, r.Name) {
+		return fmt.Errorf("build image %q: not one of the recipes %v: %w", r.Name, recipes, ErrSpawn)
+	}
+	if !filepath.IsAbs(r.StateDir) || filepath.Clean(r.StateDir) != r.StateDir {
+		return fmt.Errorf("build image %s: state directory %q is not an absolute clean path: %w", r.Name, r.StateDir, ErrSpawn)
 	}
 	return nil
 }

@@ -27,3 +27,27 @@ func TestCheck(t *testing.T) {
 		t.Errorf("a group accepted on a host without kvm group")
 	}
 }
+
+// TestCheckBuild: a build request names one of the compiled-in recipes (never a path,
+// never a name outside the table) and an absolute clean state directory.
+func TestCheckBuild(t *testing.T) {
+	recipes := []string{"codex", "test"}
+	for _, tc := range []struct {
+		req Request
+		ok  bool
+	}{
+		{Request{Name: "test", StateDir: "/var/lib/brood"}, true},
+		{Request{Name: "codex", StateDir: "/tmp/s"}, true},
+		{Request{Name: "gemini", StateDir: "/var/lib/brood"}, false},  // not in the table
+		{Request{Name: "../test", StateDir: "/var/lib/brood"}, false}, // a path
+		{Request{Name: "", StateDir: "/var/lib/brood"}, false},        // empty
+		{Request{Name: "test", StateDir: "var/lib/brood"}, false},     // relative
+		{Request{Name: "test", StateDir: "/var/lib/../brood"}, false}, // not clean
+		{Request{Name: "test", StateDir: ""}, false},                  // missing
+	} {
+		err := CheckBuild(tc.req, recipes)
+		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrSpawn)) {
+			t.Errorf("CheckBuild(%+v) = %v, want ok=%v", tc.req, err, tc.ok)
+		}
+	}
+}

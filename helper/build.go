@@ -1,0 +1,317 @@
+package helper
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
+	"brood.dev/brood/sandbox/image"
+	"brood.dev/brood/sandbox/store"
+)
+
+// maxBuildsPerUser bounds the on-demand builds one uid has started that are queued or
+// running; following a build another caller started costs nothing.
+const maxBuildsPerUser = 2
+
+// maxKeptRecords bounds the progress records the helper keeps per build (the newest;
+// a caller that falls further behind skips to the oldest kept).
+const maxKeptRecords = 256
+
+// maxRecordLine bounds one line of a build child's progress pipe in bytes; a longer line
+// ends the build as failed (the child breaks its protocol).
+const maxRecordLine = 8 << 10
+
+// buildGrace is how long after imageBuildTimeout the helper waits for a build child's
+// last record before it kills the child.
+const buildGrace = time.Minute
+
+// imageBuilder starts a build child: `broodd-helper image-build` for recipe name into
+// the store stateDir, writing progress records to progress (the caller closes its copy).
+// spawner.Client is the real one (the child runs outside the helper's Landlock domain).
+type imageBuilder interface {
+	Build(name, stateDir string, progress *os.File) (int, *os.File, error)
+	Kill(pid int) error
+}
+
+// builds is the helper's table of on-demand builds: one per recipe key, run one at a
+// time, with each uid's started builds counted.
+type builds struct {
+	mu     sync.Mutex
+	byKey  map[string]*build
+	perUID map[uint32]int
+	slot   chan struct{} // held by the running build
+	// started counts build children started (tests: two callers, one build).
+	started atomic.Int64
+}
+
+func newBuilds() *builds {
+	return &builds{byKey: map[string]*build{}, perUID: map[uint32]int{}, slot: make(chan struct{}, 1)}
+}
+
+// build is one on-demand build; its fields are guarded by builds.mu.
+type build struct {
+	name, key string
+	owner     uint32
+	status    api.BuildStatus // State and the final fields; Progress unused
+	recs      []api.BuildProgress
+	seq       int
+	changed   chan struct{} // closed and replaced at every change
+}
+
+// EnableBuilds lets build_image start builds with b (without it, build_image answers
+// api.ErrUnavailable). Call it before Serve.
+func (s *Server) EnableBuilds(b imageBuilder) { s.builder = b }
+
+func (s *Server) callBuildImage(ctx context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
+	var a api.BuildImageArgs
+	if err := api.DecodeArgs(req.Args, &a); err != nil {
+		return nil, nil, err
+	}
+	b, fresh, err := s.buildFor(st.cred.UID, a)
+	if err != nil {
+		return nil, nil, err
+	}
+	if fresh { // the caller learns at once that its build is queued
+		s.builds.mu.Lock()
+		defer s.builds.mu.Unlock()
+		return b.statusAfter(a.After, st.cred.UID), nil, nil
+	}
+	return s.builds.wait(ctx, b, a.After, st.cred.UID), nil, nil
+}
+
+// buildFor checks a build_image request (a recipe of this binary, the system policy's
+// on_demand_builds, the caller's build quota) and returns the build it follows: the
+// running build of the recipe's key, the ended one a caller follows (Follow), or a new
+// one (fresh; an image already in the store is a build that is done at once).
+func (s *Server) buildFor(uid uint32, a api.BuildImageArgs) (_ *build, fresh bool, _ error) {
+	r, ok := image.Recipes[a.Name]
+	if !ok || !store.ValidImageName(a.Name) {
+		return nil, false, fmt.Errorf("build image %q: no such recipe (recipes: %v): %w", a.Name, recipeNames(), api.ErrBadRequest)
+	}
+	if err := s.onDemandAllowed(a.Name); err != nil {
+		return nil, false, err
+	}
+	if s.builder == nil {
+		return nil, false, fmt.Errorf("build image %s: this helper runs no builds: %w", a.Name, api.ErrUnavailable)
+	}
+	key, err := r.Key()
+	if err != nil {
+		return nil, false, fmt.Errorf("build image %s: %w", a.Name, err)
+	}
+	key = key[:store.DigestLen]
+	t := s.builds
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if b := t.byKey[key]; b != nil && (!b.status.Ended() || a.Follow) {
+		return b, false, nil
+	}
+	b := &build{name: a.Name, key: key, owner: uid, changed: make(chan struct{}),
+		status: api.BuildStatus{Name: a.Name, Key: key, State: api.BuildQueued, Log: storeOf(s.cfg).BuildLog(a.Name)}}
+	if im, ok := s.storedImage(a.Name, key); ok {
+		b.status.State, b.status.File, b.status.Size = api.BuildDone, im.File, im.Size
+		return b, false, nil
+	}
+	if t.perUID[uid] >= maxBuildsPerUser {
+		return nil, false, fmt.Errorf("build image %s: uid %d has %d builds queued or running (max %d): %w", a.Name, uid, t.perUID[uid], maxBuildsPerUser, api.ErrLimit)
+	}
+	t.perUID[uid]++
+	t.byKey[key] = b
+	s.log.Info("audit: image build queued", "uid", uid, "image", a.Name, "key", key)
+	go s.runBuild(b)
+	return b, true, nil
+}
+
+// onDemandAllowed reads the system policy's [images] on_demand_builds (egress.policy_path)
+// and refuses with api.ErrPolicy when it is false or the file cannot be read.
+func (s *Server) onDemandAllowed(name string) error {
+	sys, err := netpolicy.LoadSystemPolicy(s.cfg.Egress.PolicyPath)
+	if err != nil {
+		return fmt.Errorf("build image %s: read the system policy: %v: %w", name, err, api.ErrPolicy)
+	}
+	if sys != nil && !sys.Images.OnDemand() {
+		return fmt.Errorf("build image %s: on-demand builds are off ([images] on_demand_builds = false in %s); an administrator runs: sudo broodd-helper image build %s: %w",
+			name, s.cfg.Egress.PolicyPath, name, api.ErrPolicy)
+	}
+	return nil
+}
+
+// storedImage returns the store's image of name when it is the one recipe key names.
+func (s *Server) storedImage(name, key string) (api.Image, bool) {
+	imgs, err := listImages(s.cfg)
+	if err != nil {
+		return api.Image{}, false
+	}
+	for _, im := range imgs {
+		if im.Name == name && im.File == store.ImageFile(name, key) {
+			return im, true
+		}
+	}
+	return api.Image{}, false
+}
+
+// runBuild runs b when the build slot is free: it starts the build child through the
+// builder, reads its progress records until the pipe ends, and then believes only the
+// store (the image the recipe key names must be there). The build goes on when every
+// caller has gone; its image is kept.
+func (s *Server) runBuild(b *build) {
+	t := s.builds
+	t.slot <- struct{}{}
+	defer func() { <-t.slot }()
+	t.update(b, func() { b.status.State = api.BuildRunning })
+	final, err := s.runBuildChild(b)
+	im, stored := s.storedImage(b.name, b.key)
+	t.update(b, func() {
+		switch {
+		case err == nil && final.Phase == phaseDone && stored:
+			b.status.State, b.status.File, b.status.Size = api.BuildDone, im.File, im.Size
+		default:
+			b.status.State = api.BuildFailed
+			b.status.Error = clip(final.Error)
+			if err != nil {
+				b.status.Error = err.Error()
+			} else if b.status.Error == "" {
+				b.status.Error = "the build ended without an image in the store"
+			}
+			b.status.Tail = clipTail(final.Tail)
+		}
+		if t.perUID[b.owner]--; t.perUID[b.owner] <= 0 {
+			delete(t.perUID, b.owner)
+		}
+	})
+	s.log.Info("audit: image build ended", "uid", b.owner, "image", b.name, "key", b.key, "state", b.status.State, "err", b.status.Error)
+}
+
+// runBuildChild starts b's build child and relays its records; it returns the final one.
+func (s *Server) runBuildChild(b *build) (buildRecord, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return buildRecord{}, fmt.Errorf("build image %s: %w", b.name, err)
+	}
+	defer r.Close()
+	pid, pidfd, err := s.builder.Build(b.name, s.cfg.StateDir, w)
+	w.Close()
+	if err != nil {
+		return buildRecord{}, err
+	}
+	pidfd.Close()
+	s.builds.started.Add(1)
+	s.log.Info("audit: image build started", "uid", b.owner, "image", b.name, "pid", pid)
+	r.SetReadDeadline(time.Now().Add(imageBuildTimeout + buildGrace))
+	final, err := readBuildRecords(r, func(rec buildRecord) {
+		s.builds.update(b, func() { b.add(rec) })
+	})
+	if err != nil {
+		s.builder.Kill(pid)
+		return final, fmt.Errorf("build image %s: %w", b.name, err)
+	}
+	return final, nil
+}
+
+// readBuildRecords reads a build child's progress lines from r until it ends, passing
+// each record to progress, and returns the final one ("done" or "failed"). A line over
+// maxRecordLine bytes or one that is not a record ends it with an error; so does a pipe
+// that ends without a final record.
+func readBuildRecords(r io.Reader, progress func(buildRecord)) (buildRecord, error) {
+	br := bufio.NewReaderSize(r, maxRecordLine)
+	for {
+		line, err := br.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return buildRecord{}, fmt.Errorf("progress record over %d bytes", maxRecordLine)
+		}
+		if err != nil {
+			return buildRecord{}, fmt.Errorf("the build child ended without a result: %w", err)
+		}
+		var rec buildRecord
+		dec := json.NewDecoder(bytes.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rec); err != nil {
+			return buildRecord{}, fmt.Errorf("malformed progress record: %w", err)
+		}
+		if rec.Phase == phaseDone || rec.Phase == phaseFailed {
+			return rec, nil
+		}
+		progress(rec)
+	}
+}
+
+// add appends rec as the next progress record, its text clipped.
+func (b *build) add(rec buildRecord) {
+	b.seq++
+	b.recs = append(b.recs, api.BuildProgress{Seq: b.seq, Phase: clip(rec.Phase), Text: clip(rec.Text), Bytes: rec.Bytes, Lines: rec.Lines})
+	if len(b.recs) > maxKeptRecords {
+		b.recs = b.recs[len(b.recs)-maxKeptRecords:]
+	}
+}
+
+// update changes b under the table's lock and wakes b's waiters.
+func (t *builds) update(b *build, change func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	change()
+	close(b.changed)
+	b.changed = make(chan struct{})
+}
+
+// wait returns b's status with the records after after once there is news (a record
+// after after, the build's end, or any change of b, like queued to running), or when
+// api.BuildPollWait has passed or ctx is done.
+func (t *builds) wait(ctx context.Context, b *build, after int, uid uint32) api.BuildStatus {
+	t.mu.Lock()
+	news, changed := b.seq > after || b.status.Ended(), b.changed
+	t.mu.Unlock()
+	if !news {
+		timer := time.NewTimer(api.BuildPollWait)
+		defer timer.Stop()
+		select {
+		case <-changed:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return b.statusAfter(after, uid)
+}
+
+// statusAfter is b's status for a caller uid with the records after after (at most
+// api.MaxBuildRecords). The end of a build is reported only with its last record: a
+// caller with records still to fetch sees it running.
+func (b *build) statusAfter(after int, uid uint32) api.BuildStatus {
+	st := b.status
+	st.Joined = uid != b.owner
+	st.Progress = []api.BuildProgress{}
+	st.Next = max(after, 0)
+	for _, r := range b.recs {
+		if r.Seq > after && len(st.Progress) < api.MaxBuildRecords {
+			st.Progress = append(st.Progress, r)
+			st.Next = r.Seq
+		}
+	}
+	if st.Ended() && st.Next < b.seq {
+		st.State = api.BuildRunning
+		st.File, st.Size, st.Error, st.Tail = "", 0, "", nil
+	}
+	return st
+}
+
+// clipTail bounds a failed build's tail: at most api.MaxBuildTail lines, each clipped.
+func clipTail(lines []string) []string {
+	if len(lines) > api.MaxBuildTail {
+		lines = lines[len(lines)-api.MaxBuildTail:]
+	}
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = clip(l)
+	}
+	return out
+}
