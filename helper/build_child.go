@@ -70,6 +70,7 @@ func buildChildMain(args []string) int {
 	}
 	defer log.Close()
 	rep.log = log
+	rep.phase("start")
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 	defer stop()
 	b, err := buildImage(ctx, &cfg, name, rep, rep.phase)
@@ -100,7 +101,8 @@ func openBuildLog(cfg *Config, name string) (*os.File, error) {
 
 // recorder is the build child's log writer: it copies the build's output into the log
 // file, counts its bytes and lines, keeps its last api.MaxBuildTail lines, and writes a
-// progress record on out at a phase change and at most every progressEvery otherwise.
+// progress record on out at a phase change ("start", then buildImage's) and at most
+// every progressEvery otherwise.
 type recorder struct {
 	out *os.File
 	log io.Writer

@@ -41,8 +41,8 @@ type BuildImageArgs struct {
 	After  int    `json:"after,omitempty"`
 }
 
-// BuildProgress is one progress record of a build: its phase ("kernel", "initramfs",
-// "image", "verify"), a line of text, and the bytes and lines of build log written so far.
+// BuildProgress is one progress record of a build: its phase ("start", "kernel",
+// "initramfs", "image", "verify"), a line of text, and the bytes and lines of build log written so far.
 type BuildProgress struct {
 	Seq   int    `json:"seq"`
 	Phase string `json:"phase"`
