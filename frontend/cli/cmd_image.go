@@ -42,36 +42,47 @@ func newImageCommand() *cobra.Command {
 func newImageBuildCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "build NAME",
-		Short: "Print the command that builds an image (broodd-helper, as root)",
+		Short: "Have the helper build an image from one of its recipes",
 		Long: `Images are built by the privileged binary into the helper's artifact store (its
-state_dir, by default ` + store.DefaultRoot + `), the only place the helper boots from:
+state_dir, by default ` + store.DefaultRoot + `), the only place the helper boots from.
+This command asks the running helper to build the image NAME from its own recipe
+(mmdebstrap, then mkfs.erofs; the guest kernel and the initramfs with brood-guest too)
+and prints the build's progress; brood run does the same for a missing image. An image
+whose recipe is unchanged is not rebuilt. When the system policy turns on-demand builds
+off ([images] on_demand_builds = false), or no helper answers, an administrator runs:
 
-  ` + buildCommand("NAME") + `
-
-builds the image NAME from its recipe with mmdebstrap, and makes sure the guest kernel
-(Debian's, fetched with apt-get download) and the initramfs with brood-guest are there
-too. brood never runs as root, so this command only checks NAME against the helper's
-recipes (when a helper answers) and prints that command.`,
+  ` + buildCommand("NAME"),
 		Args: namedArgs(1, 1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), imageTimeout)
-			defer cancel()
-			return runImageBuild(ctx, args[0], api.SocketPath())
+			return runImageBuild(cmd.Context(), cmd.ErrOrStderr(), args[0], api.SocketPath())
 		},
 	}
 }
 
-// runImageBuild checks name (against the helper's recipes when one answers) and returns
-// the usage error that names the command to run.
-func runImageBuild(ctx context.Context, name, socket string) error {
+// runImageBuild checks name against the helper's recipes and has the helper build it,
+// with progress on errw. Without a helper, or for a name it has no recipe for, it returns
+// the usage error that names the recipes or the command to run as root.
+func runImageBuild(ctx context.Context, errw io.Writer, name, socket string) error {
 	if !store.ValidImageName(name) {
 		return usageErr("image build: %q is not an image name (lower-case letters, digits, '.', '_', '-')", name)
 	}
-	if l, err := askImages(ctx, socket); err == nil && !slices.Contains(l.Recipes, name) {
+	lctx, cancel := context.WithTimeout(orBackground(ctx), imageTimeout)
+	l, err := askImages(lctx, socket)
+	cancel()
+	switch {
+	case err != nil:
+		return usageErr("image build %s: no helper answers (%v); images are built by the privileged binary into the helper's artifact store; run:\n  %s",
+			name, err, buildCommand(name))
+	case !slices.Contains(l.Recipes, name):
 		return usageErr("image build: no recipe %q (recipes: %s)", name, strings.Join(l.Recipes, ", "))
 	}
-	return usageErr("image build %s: images are built by the privileged binary into the helper's artifact store; run:\n  %s",
-		name, buildCommand(name))
+	if _, err := buildOnDemand(orBackground(ctx), errw, socket, name); err != nil {
+		if api.IsCode(err, api.CodePolicy) {
+			return refusedErr(fmt.Errorf("image build: %w", err))
+		}
+		return fmt.Errorf("image build: %w", err)
+	}
+	return nil
 }
 
 // askImages asks the helper at socket which images it boots.

@@ -34,6 +34,7 @@ type runFlags struct {
 	keep         bool
 	workspace    string
 	console      bool
+	noBuild      bool        // --no-build (ondemand.go)
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
 	noSettings   bool        // --no-settings (agenthome.go)
@@ -49,6 +50,7 @@ func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
 	c.Flags().BoolVar(&f.keep, "keep", false, "skip the review now; keep the session for brood review ID later")
 	c.Flags().StringVar(&f.workspace, "workspace", ".", "workspace directory to snapshot")
 	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
+	c.Flags().BoolVar(&f.noBuild, "no-build", false, "refuse to run when the image is not built, instead of having the helper build it")
 	f.egress.register(c.Flags())
 }
 
@@ -176,6 +178,7 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 	if agentRun(r.agent) {
 		stdio.Tail = tail
 	}
+	spec.Check = onDemand(ctx, errw, r, api.SocketPath(), spec.Check) // ondemand.go
 	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
 	wf := newWorkflow(prog)
 	var gr *gitreview.Review // the run's commit review, made once by the diff step

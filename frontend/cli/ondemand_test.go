@@ -1,0 +1,93 @@
+package cli
+
+import (
+	"strings"
+	"testing"
+
+	"brood.dev/brood/frontend/fakehelper"
+	"brood.dev/brood/helper/api"
+)
+
+// TestRunBuildsMissingImage: brood run of an image the helper has a recipe for but has
+// not built asks the helper to build it, shows the progress (queued, each phase, the
+// result), and only then snapshots and boots.
+func TestRunBuildsMissingImage(t *testing.T) {
+	f := newFakeHelper(t)
+	f.Caps.Images = []string{"test"}
+	f.Images.Recipes = []string{"codex", "test"}
+	f.Builds = []api.BuildStatus{
+		{Name: "codex", State: api.BuildQueued, Progress: []api.BuildProgress{}},
+		{Name: "codex", State: api.BuildRunning, Joined: true, Next: 3, Progress: []api.BuildProgress{
+			{Seq: 1, Phase: "start"}, {Seq: 2, Phase: "kernel"}, {Seq: 3, Phase: "image", Text: "I: \x1b[2Jdownloading", Lines: 9}}},
+		{Name: "codex", State: api.BuildDone, Next: 3, File: "codex-0123.erofs", Size: 200 << 20},
+	}
+	code, _, stderr, ss := fakeRun(t, "run-image", "codex", "--", "true")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"image codex is not built yet: the helper builds it now", "queued behind another image build",
+		"following the build another user started", "building image codex: start", "building image codex: kernel",
+		"building image codex: image", "image codex ready after", "codex-0123.erofs (200 MiB)"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	calls := f.Calls()
+	if b, c := strings.Index(calls, "build_image"), strings.Index(calls, "create_session"); b < 0 || c < b || len(ss) != 1 {
+		t.Errorf("calls %q: want the build before the session", calls)
+	}
+	if a := f.BuildArgs(); len(a) != 3 || a[0].Follow || !a[1].Follow || a[2].After != 3 {
+		t.Errorf("build_image requests %+v", a)
+	}
+}
+
+// TestRunBuildRefusedOrFailed: a policy that turns on-demand builds off ends the run
+// (exit 3) with the helper's error naming on_demand_builds and the administrator's
+// command; a failed build ends it with the last lines of the build log (escaped) and
+// where the full log is; --no-build never asks; neither snapshots anything.
+func TestRunBuildRefusedOrFailed(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		setup func(f *fakehelper.Helper)
+		code  int
+		want  []string
+		calls int // build_image requests
+	}{
+		{"policy off", []string{"run-image", "codex", "--", "true"}, func(f *fakehelper.Helper) {
+			f.BuildErr = &api.Error{Code: api.CodePolicy, Message: "build image codex: on-demand builds are off ([images] on_demand_builds = false in /etc/brood/policy.toml); an administrator runs: sudo broodd-helper image build codex: egress policy refused"}
+		}, ExitRefused, []string{`image not built: "codex"`, "on_demand_builds = false in /etc/brood/policy.toml", "an administrator runs: sudo broodd-helper image build codex"}, 1},
+		{"failed", []string{"run-image", "codex", "--", "true"}, func(f *fakehelper.Helper) {
+			f.Builds = []api.BuildStatus{{Name: "codex", State: api.BuildFailed, Error: "mmdebstrap image codex: exit status 1",
+				Tail: []string{"E: Unable to locate package nodejs", "\x1b]0;owned\x07"}, Log: "/var/lib/brood/logs/build-codex.log"}}
+		}, ExitError, []string{"build image codex failed: mmdebstrap image codex: exit status 1", "last lines of the build log:",
+			"E: Unable to locate package nodejs", `\x1b]0;owned`, "full log: /var/lib/brood/logs/build-codex.log"}, 1},
+		{"no-build", []string{"run-image", "--no-build", "codex", "--", "true"}, func(f *fakehelper.Helper) {}, ExitError,
+			[]string{`image not built: "codex"`, "sudo broodd-helper image build codex"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeHelper(t)
+			f.Caps.Images = []string{"test"}
+			f.Images.Recipes = []string{"codex", "test"}
+			tc.setup(f)
+			code, _, stderr, ss := fakeRun(t, tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d\n%s", code, tc.code, stderr)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr lacks %q:\n%s", w, stderr)
+				}
+			}
+			if strings.Contains(stderr, "\x1b") {
+				t.Errorf("an escape byte from the helper reached the terminal:\n%q", stderr)
+			}
+			if len(ss) != 0 || strings.Contains(f.Calls(), "create_session") {
+				t.Errorf("snapshotted anyway: sessions %d, calls %s", len(ss), f.Calls())
+			}
+			if n := len(f.BuildArgs()); n != tc.calls {
+				t.Errorf("%d build_image requests, want %d", n, tc.calls)
+			}
+		})
+	}
+}
