@@ -31,9 +31,10 @@ const maxKeptRecords = 256
 // ends the build as failed (the child breaks its protocol).
 const maxRecordLine = 8 << 10
 
-// buildGrace is how long after imageBuildTimeout the helper waits for a build child's
-// last record before it kills the child.
-const buildGrace = time.Minute
+// buildChildTimeout is how long the helper waits for a build child's last record before
+// it kills the child: the child's own bound (imageBuildTimeout) and a minute. A variable:
+// tests shorten it.
+var buildChildTimeout = imageBuildTimeout + time.Minute
 
 // imageBuilder starts a build child: `broodd-helper image-build` for recipe name into
 // the store stateDir, writing progress records to progress (the caller closes its copy).
@@ -206,7 +207,7 @@ func (s *Server) runBuildChild(b *build) (buildRecord, error) {
 	pidfd.Close()
 	s.builds.started.Add(1)
 	s.log.Info("audit: image build started", "uid", b.owner, "image", b.name, "pid", pid)
-	r.SetReadDeadline(time.Now().Add(imageBuildTimeout + buildGrace))
+	r.SetReadDeadline(time.Now().Add(buildChildTimeout))
 	final, err := readBuildRecords(r, func(rec buildRecord) {
 		s.builds.update(b, func() { b.add(rec) })
 	})

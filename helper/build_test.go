@@ -28,10 +28,12 @@ import (
 type fakeBuilder struct {
 	state   string // the store the image is written to on success
 	release chan struct{}
+	hang    chan struct{}              // a "HANG" line blocks the child until it is closed
 	script  func(name string) []string // the lines to write; "IMAGE" makes the image first
 
-	mu    sync.Mutex
-	names []string
+	mu     sync.Mutex
+	names  []string
+	killed []int
 }
 
 func newFakeBuilder(state string) *fakeBuilder {
@@ -58,6 +60,10 @@ func (f *fakeBuilder) Build(name, stateDir string, progress *os.File) (int, *os.
 			if i == 1 {
 				<-f.release
 			}
+			if line == "HANG" {
+				<-f.hang
+				return
+			}
 			if line == "IMAGE" {
 				writeStoreImage(f.state, name)
 				continue
@@ -69,7 +75,18 @@ func (f *fakeBuilder) Build(name, stateDir string, progress *os.File) (int, *os.
 	return 4242, pidfd, nil
 }
 
-func (f *fakeBuilder) Kill(int) error { return nil }
+func (f *fakeBuilder) Kill(pid int) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.killed = append(f.killed, pid)
+	return nil
+}
+
+func (f *fakeBuilder) kills() []int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.killed)
+}
 
 func (f *fakeBuilder) built() []string {
 	f.mu.Lock()
@@ -193,6 +210,14 @@ func TestBuildImagePolicyOff(t *testing.T) {
 	if got := fb.built(); len(got) != 0 {
 		t.Errorf("builds started under the policy: %v", got)
 	}
+	// A policy file others may write is not read, and refuses too.
+	os.Chmod(ts.cfg.Egress.PolicyPath, 0o666)
+	if _, err := ts.dial(t).BuildImage(context.Background(), "codex", nil); !api.IsCode(err, api.CodePolicy) || !strings.Contains(err.Error(), "read the system policy") {
+		t.Errorf("build with an insecure policy file: %v, want a policy error", err)
+	}
+	if got := fb.built(); len(got) != 0 {
+		t.Errorf("builds started under an unreadable policy: %v", got)
+	}
 }
 
 // TestBuildImageRefusals: only recipe names of the helper's own table are built (no
@@ -243,19 +268,28 @@ func TestBuildImageFailures(t *testing.T) {
 	tail, _ := json.Marshal(buildRecord{Phase: phaseFailed, Error: "mmdebstrap image test: exit status 1",
 		Tail: []string{"E: Unable to locate package nosuch", strings.Repeat("y", 1000)}})
 	for _, tc := range []struct {
-		name  string
-		lines []string
-		want  string
+		name   string
+		lines  []string
+		want   string
+		killed bool // the helper kills the child
 	}{
-		{"failed", []string{`{"phase":"kernel"}`, string(tail)}, "Unable to locate package nosuch"},
-		{"no image", []string{`{"phase":"kernel"}`, `{"phase":"done","file":"test-0.erofs","size":1}`}, "without an image in the store"},
-		{"no final", []string{`{"phase":"kernel"}`, `{"phase":"image"}`}, "ended without a result"},
-		{"oversized", []string{`{"phase":"kernel"}`, long}, "over 8192 bytes"},
-		{"malformed", []string{`{"phase":"kernel"}`, `{"phase":"image","uid":0}`}, "malformed progress record"},
+		{"failed", []string{`{"phase":"kernel"}`, string(tail)}, "Unable to locate package nosuch", false},
+		{"no image", []string{`{"phase":"kernel"}`, `{"phase":"done","file":"test-0.erofs","size":1}`}, "without an image in the store", false},
+		{"no final", []string{`{"phase":"kernel"}`, `{"phase":"image"}`}, "ended without a result", true},
+		{"oversized", []string{`{"phase":"kernel"}`, long}, "over 8192 bytes", true},
+		{"malformed", []string{`{"phase":"kernel"}`, `{"phase":"image","uid":0}`}, "malformed progress record", true},
+		{"silent", []string{`{"phase":"kernel"}`, "HANG"}, "i/o timeout", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ts, fb := buildServer(t, "")
 			fb.script = func(string) []string { return tc.lines }
+			if tc.name == "silent" {
+				defer func(d time.Duration) { buildChildTimeout = d }(buildChildTimeout)
+				buildChildTimeout = 200 * time.Millisecond // the child writes nothing more and never exits
+				hang := make(chan struct{})
+				t.Cleanup(func() { close(hang) })
+				fb.hang = hang
+			}
 			close(fb.release)
 			st, err := ts.dial(t).BuildImage(context.Background(), "test", nil)
 			var bf *api.ErrBuildFailed
@@ -268,6 +302,9 @@ func TestBuildImageFailures(t *testing.T) {
 					t.Errorf("tail line of %d bytes passed (max %d)", len(l), api.MaxProgressText)
 				}
 			}
+			if k := fb.kills(); (len(k) == 1 && k[0] == 4242) != tc.killed {
+				t.Errorf("children killed: %v, want killed=%v", k, tc.killed)
+			}
 		})
 	}
 }
@@ -276,8 +313,15 @@ func TestBuildImageFailures(t *testing.T) {
 // per answer, and the end of the build only with its last record.
 func TestBuildStatusBounds(t *testing.T) {
 	b := &build{name: "test", status: api.BuildStatus{State: api.BuildRunning}, changed: make(chan struct{})}
+	b.owner = 1000
 	for range maxKeptRecords + 10 {
-		b.add(buildRecord{Phase: "image", Text: strings.Repeat("z", 500)})
+		b.add(buildRecord{Phase: "image\x1b[2J", Text: "\x1b]0;t\x07" + strings.Repeat("z", 500)})
+	}
+	if st := b.statusAfter(0, 1000); st.Joined || !b.statusAfter(0, 1001).Joined {
+		t.Errorf("joined: the owner %v, another uid %v; want false, true", st.Joined, b.statusAfter(0, 1001).Joined)
+	}
+	if r := b.recs[0]; strings.ContainsAny(r.Phase+r.Text, "\x1b\x07") {
+		t.Errorf("control bytes kept: %q %q", r.Phase, r.Text[:10])
 	}
 	b.status.State = api.BuildDone
 	st := b.statusAfter(0, 0)

@@ -102,6 +102,9 @@ func TestVMOnDemandBuild(t *testing.T) {
 		t.Errorf("the store has no image %s", want)
 	}
 	log := readLog(l.BuildLog(tinyRecipe))
+	if fi, err := os.Stat(l.BuildLog(tinyRecipe)); err != nil || fi.Mode().Perm() != 0o644 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Errorf("build log: %v, %v; want root's, mode 0644", fi.Mode(), err)
+	}
 	if strings.Count(log, "I: success in") != 1 {
 		t.Errorf("build log shows %d mmdebstrap runs, want 1:\n%s", strings.Count(log, "I: success in"), log)
 	}
@@ -112,17 +115,34 @@ func TestVMOnDemandBuild(t *testing.T) {
 	if strings.Join(starter.Phases, ",") != "start,kernel,initramfs,image,verify" {
 		t.Errorf("phases seen by the starter: %v, want start,kernel,initramfs,image,verify", starter.Phases)
 	}
+	// At most one count record a second, plus the five phases.
+	if limit := int(took/time.Second) + 1 + 5; starter.Records > limit {
+		t.Errorf("%d progress records in %s, want at most %d", starter.Records, took, limit)
+	}
 	t.Logf("on-demand build of %s: %s; progress records seen %d and %d, answers %d and %d, joined %v and %v",
 		tinyRecipe, took.Round(time.Second), res[0].Records, res[1].Records, res[0].Answers, res[1].Answers, res[0].Joined, res[1].Joined)
 
-	// 2. A uid outside the allowed group is refused before any call is answered.
+	// 2. The real spawner refuses a name outside its recipe table and a relative store.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for _, bad := range [][2]string{{"nosuch", l.Root}, {"../" + tinyRecipe, l.Root}, {tinyRecipe, "state"}} {
+		if _, _, err := sp.Build(bad[0], bad[1], w); err == nil || !strings.Contains(err.Error(), "build image") {
+			t.Errorf("spawner build %q into %q: %v, want refused", bad[0], bad[1], err)
+		}
+	}
+
+	// 3. A uid outside the allowed group is refused before any call is answered.
 	out := runChildClient(t, &syscall.Credential{Uid: 4244, Gid: 4244, Groups: []uint32{}},
 		childSpec{Sock: ts.sock, Ops: []childOp{{Op: "hello"}, {Op: "build", Name: tinyRecipe}}})
 	if out[0].Code != string(api.CodePermissionDenied) {
 		t.Errorf("outsider: %+v, want permission_denied", out)
 	}
 
-	// 3. on_demand_builds = false: the policy error, no build (the recipe's image is
+	// 4. on_demand_builds = false: the policy error, no build (the recipe's image is
 	// removed first, so only the policy stands between the request and a build).
 	os.Remove(filepath.Join(l.Images(), want))
 	if err := os.WriteFile(policy, []byte("[images]\non_demand_builds = false\n"), 0o644); err != nil {
