@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/sandbox/image"
+	"brood.dev/brood/sandbox/ociref"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -36,11 +38,12 @@ const maxRecordLine = 8 << 10
 // tests shorten it.
 var buildChildTimeout = imageBuildTimeout + time.Minute
 
-// imageBuilder starts a build child: `broodd-helper image-build` for recipe name into
-// the store stateDir, writing progress records to progress (the caller closes its copy).
-// spawner.Client is the real one (the child runs outside the helper's Landlock domain).
+// imageBuilder starts a build child: `broodd-helper image-build` for req (a recipe name
+// or a digest reference to pull, into the store req.StateDir), writing progress records
+// to progress (the caller closes its copy). spawner.Client is the real one (the child
+// runs outside the helper's Landlock domain).
 type imageBuilder interface {
-	Build(name, stateDir string, progress *os.File) (int, *os.File, error)
+	Build(req spawner.Request, progress *os.File) (int, *os.File, error)
 	Kill(pid int) error
 }
 
@@ -62,6 +65,7 @@ func newBuilds() *builds {
 // build is one on-demand build; its fields are guarded by builds.mu.
 type build struct {
 	name, key string
+	ref       string // a pull's digest reference; "" for a recipe
 	owner     uint32
 	status    api.BuildStatus // State and the final fields; Progress unused
 	recs      []api.BuildProgress
@@ -90,70 +94,115 @@ func (s *Server) callBuildImage(ctx context.Context, st *connState, req *api.Req
 	return s.builds.wait(ctx, b, a.After, st.cred.UID), nil, nil
 }
 
-// buildFor checks a build_image request (a recipe of this binary, the system policy's
-// on_demand_builds, the caller's build quota) and returns the build it follows: the
-// running build of the recipe's key, the ended one a caller follows (Follow), or a new
-// one (fresh; an image already in the store is a build that is done at once).
+// buildFor checks a build_image request (a recipe of this binary, or a digest reference
+// the system policy allows; the policy's on_demand_builds; the caller's build quota) and
+// returns the build it follows: the running build of the same image, the ended one a
+// caller follows (Follow), or a new one (fresh; an image already in the store is a build
+// that is done at once).
 func (s *Server) buildFor(uid uint32, a api.BuildImageArgs) (_ *build, fresh bool, _ error) {
-	r, ok := image.Recipes[a.Name]
-	if !ok || !store.ValidImageName(a.Name) {
-		return nil, false, fmt.Errorf("build image %q: no such recipe (recipes: %v): %w", a.Name, recipeNames(), api.ErrBadRequest)
-	}
-	if err := s.onDemandAllowed(a.Name); err != nil {
+	name, key, err := s.buildTarget(a)
+	if err != nil {
 		return nil, false, err
 	}
-	if s.builder == nil {
-		return nil, false, fmt.Errorf("build image %s: this helper runs no builds: %w", a.Name, api.ErrUnavailable)
-	}
-	key, err := r.Key()
-	if err != nil {
-		return nil, false, fmt.Errorf("build image %s: %w", a.Name, err)
-	}
-	key = key[:store.DigestLen]
 	t := s.builds
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if b := t.byKey[key]; b != nil && (!b.status.Ended() || a.Follow) {
 		return b, false, nil
 	}
-	b := &build{name: a.Name, key: key, owner: uid, changed: make(chan struct{}),
-		status: api.BuildStatus{Name: a.Name, Key: key, State: api.BuildQueued, Log: storeOf(s.cfg).BuildLog(a.Name)}}
-	if im, ok := s.storedImage(a.Name, key); ok {
+	b := &build{name: name, key: key, ref: a.Ref, owner: uid, changed: make(chan struct{}),
+		status: api.BuildStatus{Name: name, Key: key, State: api.BuildQueued, Log: storeOf(s.cfg).BuildLog(name)}}
+	if im, ok := s.storedImage(b); ok {
 		b.status.State, b.status.File, b.status.Size = api.BuildDone, im.File, im.Size
 		return b, false, nil
 	}
 	if t.perUID[uid] >= maxBuildsPerUser {
-		return nil, false, fmt.Errorf("build image %s: uid %d has %d builds queued or running (max %d): %w", a.Name, uid, t.perUID[uid], maxBuildsPerUser, api.ErrLimit)
+		return nil, false, fmt.Errorf("build image %s: uid %d has %d builds queued or running (max %d): %w", name, uid, t.perUID[uid], maxBuildsPerUser, api.ErrLimit)
 	}
 	t.perUID[uid]++
 	t.byKey[key] = b
-	s.log.Info("audit: image build queued", "uid", uid, "image", a.Name, "key", key)
+	s.log.Info("audit: image build queued", "uid", uid, "image", name, "key", key)
 	go s.runBuild(b)
 	return b, true, nil
 }
 
-// onDemandAllowed reads the system policy's [images] on_demand_builds (egress.policy_path)
-// and refuses with api.ErrPolicy when it is false or the file cannot be read.
-func (s *Server) onDemandAllowed(name string) error {
-	sys, err := netpolicy.LoadSystemPolicy(s.cfg.Egress.PolicyPath)
-	if err != nil {
-		return fmt.Errorf("build image %s: read the system policy: %v: %w", name, err, api.ErrPolicy)
+// buildTarget checks what a build_image request names and returns the store image name
+// and the build table's key: a recipe's name and key (first 32 hex digits), or a pull's
+// ociref.RefImageName and its digest reference.
+func (s *Server) buildTarget(a api.BuildImageArgs) (name, key string, err error) {
+	if a.Ref != "" {
+		return s.pullTarget(a)
 	}
-	if sys != nil && !sys.Images.OnDemand() {
-		return fmt.Errorf("build image %s: on-demand builds are off ([images] on_demand_builds = false in %s); an administrator runs: sudo broodd-helper image build %s: %w",
-			name, s.cfg.Egress.PolicyPath, name, api.ErrPolicy)
+	r, ok := image.Recipes[a.Name]
+	if !ok || !store.ValidImageName(a.Name) {
+		return "", "", fmt.Errorf("build image %q: no such recipe (recipes: %v): %w", a.Name, recipeNames(), api.ErrBadRequest)
 	}
-	return nil
+	if _, err := s.onDemandAllowed(a.Name); err != nil {
+		return "", "", err
+	}
+	if s.builder == nil {
+		return "", "", fmt.Errorf("build image %s: this helper runs no builds: %w", a.Name, api.ErrUnavailable)
+	}
+	if key, err = r.Key(); err != nil {
+		return "", "", fmt.Errorf("build image %s: %w", a.Name, err)
+	}
+	return a.Name, key[:store.DigestLen], nil
 }
 
-// storedImage returns the store's image of name when it is the one recipe key names.
-func (s *Server) storedImage(name, key string) (api.Image, bool) {
+// pullTarget is buildTarget for a pull: a digest reference (a tag is refused: its digest
+// must be recorded by whoever resolves it) that the system policy's [images] rules allow.
+func (s *Server) pullTarget(a api.BuildImageArgs) (name, key string, err error) {
+	if a.Name != "" {
+		return "", "", fmt.Errorf("build_image: both a name and a reference: %w", api.ErrBadRequest)
+	}
+	if name, err = ociref.RefImageName(a.Ref); err != nil {
+		return "", "", fmt.Errorf("pull image: %v: %w", err, api.ErrBadRequest)
+	}
+	pol, err := s.onDemandAllowed(a.Ref)
+	if err != nil {
+		return "", "", err
+	}
+	if err := pol.CheckRef(a.Ref); err != nil {
+		return "", "", fmt.Errorf("pull image: %v (system policy %s): %w", err, s.cfg.Egress.PolicyPath, api.ErrPolicy)
+	}
+	if s.builder == nil {
+		return "", "", fmt.Errorf("pull image %s: this helper runs no builds: %w", a.Ref, api.ErrUnavailable)
+	}
+	return name, a.Ref, nil
+}
+
+// onDemandAllowed reads the system policy's [images] table (egress.policy_path) and
+// refuses with api.ErrPolicy when on_demand_builds is false or the file cannot be read;
+// what names the image (a recipe name or a reference) goes into the administrator's
+// command. It returns the [images] rules (the zero Policy without a file).
+func (s *Server) onDemandAllowed(what string) (ociref.Policy, error) {
+	sys, err := netpolicy.LoadSystemPolicy(s.cfg.Egress.PolicyPath)
+	if err != nil {
+		return ociref.Policy{}, fmt.Errorf("build image %s: read the system policy: %v: %w", what, err, api.ErrPolicy)
+	}
+	if sys == nil {
+		return ociref.Policy{}, nil
+	}
+	if !sys.Images.OnDemand() {
+		verb := "build"
+		if ociref.IsReference(what) {
+			verb = "pull"
+		}
+		return ociref.Policy{}, fmt.Errorf("%s image %s: on-demand builds are off ([images] on_demand_builds = false in %s); an administrator runs: sudo broodd-helper image %s %s: %w",
+			verb, what, s.cfg.Egress.PolicyPath, verb, what, api.ErrPolicy)
+	}
+	return sys.Images, nil
+}
+
+// storedImage returns the store's image of b when it is there: for a recipe, the file
+// its key names; for a pull, the image of its name (the name holds the digest).
+func (s *Server) storedImage(b *build) (api.Image, bool) {
 	imgs, err := listImages(s.cfg)
 	if err != nil {
 		return api.Image{}, false
 	}
 	for _, im := range imgs {
-		if im.Name == name && im.File == store.ImageFile(name, key) {
+		if im.Name == b.name && (b.ref != "" || im.File == store.ImageFile(b.name, b.key)) {
 			return im, true
 		}
 	}
@@ -170,7 +219,7 @@ func (s *Server) runBuild(b *build) {
 	defer func() { <-t.slot }()
 	t.update(b, func() { b.status.State = api.BuildRunning })
 	final, err := s.runBuildChild(b)
-	im, stored := s.storedImage(b.name, b.key)
+	im, stored := s.storedImage(b)
 	t.update(b, func() {
 		switch {
 		case err == nil && final.Phase == phaseDone && stored:
@@ -199,7 +248,11 @@ func (s *Server) runBuildChild(b *build) (buildRecord, error) {
 		return buildRecord{}, fmt.Errorf("build image %s: %w", b.name, err)
 	}
 	defer r.Close()
-	pid, pidfd, err := s.builder.Build(b.name, s.cfg.StateDir, w)
+	req := spawner.Request{Name: b.name, StateDir: s.cfg.StateDir}
+	if b.ref != "" {
+		req = spawner.Request{Ref: b.ref, Policy: s.cfg.Egress.PolicyPath, StateDir: s.cfg.StateDir}
+	}
+	pid, pidfd, err := s.builder.Build(req, w)
 	w.Close()
 	if err != nil {
 		return buildRecord{}, err

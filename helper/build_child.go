@@ -17,6 +17,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/sandbox/ociref"
 )
 
 // progressFD is the build child's descriptor 3: the write end of the progress pipe
@@ -47,22 +48,33 @@ const (
 	phaseFailed = "failed"
 )
 
-// buildChildMain is `broodd-helper image-build --state-dir DIR NAME`, the build child
-// the spawner starts for the helper (spawner contract step 6b): it builds image NAME into
-// the store at DIR (buildImage) with its full log in the store's build log, and writes
-// only progress records on descriptor 3. Exit 0 built, 1 failed, 2 bad usage.
+// buildChildMain is `broodd-helper image-build --state-dir DIR NAME` (or `...
+// --policy FILE --ref REF`), the build child the spawner starts for the helper (spawner
+// contract step 6b): it builds image NAME (buildImage), or pulls REF under the system
+// policy FILE (pullImage), into the store at DIR with its full log in the store's build
+// log, and writes only progress records on descriptor 3. Exit 0 built, 1 failed, 2 bad
+// usage.
 func buildChildMain(args []string) int {
 	fs := flag.NewFlagSet("broodd-helper "+spawner.BuildSubcommand, flag.ContinueOnError)
 	dir := fs.String("state-dir", "", "the artifact store's root")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 1 || *dir == "" {
-		fmt.Fprintf(os.Stderr, "usage: broodd-helper %s --state-dir DIR NAME\n", spawner.BuildSubcommand)
+	ref := fs.String("ref", "", "a digest reference to pull instead of a recipe")
+	policy := fs.String("policy", "", "the system policy file a pull is checked against")
+	if err := fs.Parse(args); err != nil || fs.NArg() != btoi(*ref == "") || *dir == "" || (*ref != "") != (*policy != "") {
+		fmt.Fprintf(os.Stderr, "usage: broodd-helper %s --state-dir DIR (NAME | --policy FILE --ref REF)\n", spawner.BuildSubcommand)
 		return 2
 	}
 	unix.CloseOnExec(progressFD)
 	rep := &recorder{out: os.NewFile(progressFD, "progress")}
-	name := fs.Arg(0)
 	cfg := DefaultConfig()
-	cfg.StateDir = *dir
+	cfg.StateDir, cfg.Egress.PolicyPath = *dir, *policy
+	name := fs.Arg(0)
+	if *ref != "" {
+		var err error
+		if name, err = ociref.RefImageName(*ref); err != nil {
+			rep.final(buildRecord{Phase: phaseFailed, Error: err.Error()})
+			return 1
+		}
+	}
 	log, err := openBuildLog(&cfg, name)
 	if err != nil {
 		rep.final(buildRecord{Phase: phaseFailed, Error: err.Error()})
@@ -73,13 +85,37 @@ func buildChildMain(args []string) int {
 	rep.phase("start")
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 	defer stop()
-	b, err := buildImage(ctx, &cfg, name, rep, rep.phase)
+	b, err := childWork(ctx, &cfg, name, *ref, rep)
 	if err != nil {
 		fmt.Fprintf(rep, "broodd-helper: %v\n", err)
 		rep.final(buildRecord{Phase: phaseFailed, Error: err.Error(), Tail: rep.tail()})
 		return 1
 	}
 	rep.final(buildRecord{Phase: phaseDone, File: b.File, Size: b.Size})
+	return 0
+}
+
+// childWork builds image name, or pulls ref (phase "pull"), logging to rep.
+func childWork(ctx context.Context, cfg *Config, name, ref string, rep *recorder) (builtImage, error) {
+	if ref == "" {
+		return buildImage(ctx, cfg, name, rep, rep.phase)
+	}
+	rep.phase("pull")
+	p, err := pullImage(ctx, cfg, ref, rep)
+	if err != nil {
+		return builtImage{}, err
+	}
+	fi, err := os.Stat(p.File)
+	if err != nil {
+		return builtImage{}, fmt.Errorf("image pull %s: %w", ref, err)
+	}
+	return builtImage{File: p.File, Size: fi.Size()}, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
 	return 0
 }
 

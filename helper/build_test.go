@@ -18,7 +18,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/spawner"
 	"brood.dev/brood/sandbox/image"
+	"brood.dev/brood/sandbox/ociref"
 	"brood.dev/brood/sandbox/store"
 )
 
@@ -43,9 +45,13 @@ func newFakeBuilder(state string) *fakeBuilder {
 	}}
 }
 
-func (f *fakeBuilder) Build(name, stateDir string, progress *os.File) (int, *os.File, error) {
-	if stateDir != f.state {
-		return 0, nil, fmt.Errorf("build into %q, want %q", stateDir, f.state)
+func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (int, *os.File, error) {
+	if req.StateDir != f.state {
+		return 0, nil, fmt.Errorf("build into %q, want %q", req.StateDir, f.state)
+	}
+	name := req.Name
+	if req.Ref != "" {
+		name = req.Ref
 	}
 	f.mu.Lock()
 	f.names = append(f.names, name)
@@ -102,12 +108,19 @@ func dupFile(f *os.File) (*os.File, error) {
 	return os.NewFile(uintptr(n), f.Name()), nil
 }
 
-// writeStoreImage writes the image file recipe name's key names into state's store.
+// writeStoreImage writes the image file recipe name's key names into state's store, or
+// for a digest reference the image of its pulled name.
 func writeStoreImage(state, name string) {
-	key, _ := image.Recipes[name].Key()
+	file := ""
+	if n, err := ociref.RefImageName(name); err == nil {
+		file = store.ImageFile(n, strings.Repeat("ab", 16))
+	} else {
+		key, _ := image.Recipes[name].Key()
+		file = store.ImageFile(name, key[:store.DigestLen])
+	}
 	dir := store.New(state).Images()
 	os.MkdirAll(dir, 0o755)
-	os.WriteFile(filepath.Join(dir, store.ImageFile(name, key[:store.DigestLen])), []byte("image"), 0o644)
+	os.WriteFile(filepath.Join(dir, file), []byte("image"), 0o644)
 }
 
 // buildServer is an in-process helper whose builds run on a fakeBuilder, with a store in
@@ -191,7 +204,7 @@ func TestBuildImageShared(t *testing.T) {
 	if got := fb.built(); len(got) != 1 || ts.srv.builds.started.Load() != 1 {
 		t.Errorf("builds started %v, want exactly one for two callers", got)
 	}
-	if _, ok := ts.srv.storedImage("test", first.Key); !ok {
+	if _, ok := ts.srv.storedImage(&build{name: "test", key: first.Key}); !ok {
 		t.Errorf("the image of the abandoned build is not in the store")
 	}
 }
@@ -373,5 +386,47 @@ func TestRecorder(t *testing.T) {
 	final, err := readBuildRecords(r, func(b buildRecord) { got = append(got, b) })
 	if err != nil || final.Phase != phaseDone || len(got) != 1 || got[0].Phase != "image" || final.Lines != 30 || final.Bytes != int64(len(log.String())) {
 		t.Errorf("records %+v final %+v err %v", got, final, err)
+	}
+}
+
+// TestPullImageOnDemand: build_image with a digest reference pulls it (the builder gets
+// the reference and the system policy file, never a recipe), into the name the
+// reference maps to; a second request is done at once. A tag, a name with a reference,
+// a reference allowed_images does not list and on_demand_builds = false are refused
+// before anything runs.
+func TestPullImageOnDemand(t *testing.T) {
+	ref := "127.0.0.1:5000/tool@sha256:" + strings.Repeat("0f", 32)
+	n, _ := ociref.RefImageName(ref)
+	ts, fb := buildServer(t, "[images]\nallowed_images = [\"127.0.0.1:5000\"]\n")
+	close(fb.release)
+	c := ts.dial(t)
+	ctx := context.Background()
+	st, err := c.PullImage(ctx, ref, nil)
+	if err != nil || st.State != api.BuildDone || st.Name != n || !strings.HasPrefix(st.File, n+"-") || st.Key != ref {
+		t.Fatalf("pull on demand: %+v, %v", st, err)
+	}
+	if again, err := c.PullImage(ctx, ref, nil); err != nil || again.State != api.BuildDone || len(fb.built()) != 1 {
+		t.Errorf("second pull: %+v, %v; builds %v", again, err, fb.built())
+	}
+	for _, tc := range []struct {
+		args api.BuildImageArgs
+		code api.Code
+	}{
+		{api.BuildImageArgs{Ref: "127.0.0.1:5000/tool:v1"}, api.CodeBadRequest},
+		{api.BuildImageArgs{Name: "test", Ref: ref}, api.CodeBadRequest},
+		{api.BuildImageArgs{Ref: "ghcr.io/corp/tool@sha256:" + strings.Repeat("0f", 32)}, api.CodePolicy},
+	} {
+		var st api.BuildStatus
+		if err := c.Call(ctx, api.CallBuildImage, tc.args, &st); !api.IsCode(err, tc.code) {
+			t.Errorf("build_image %+v = %v, want %s", tc.args, err, tc.code)
+		}
+	}
+	off, fbOff := buildServer(t, "[images]\non_demand_builds = false\n")
+	_, err = off.dial(t).PullImage(ctx, ref, nil)
+	if !api.IsCode(err, api.CodePolicy) || !strings.Contains(err.Error(), "on_demand_builds = false") || !strings.Contains(err.Error(), "sudo broodd-helper image pull "+ref) {
+		t.Errorf("pull with on_demand_builds = false: %v", err)
+	}
+	if got := append(fb.built(), fbOff.built()...); len(got) != 1 {
+		t.Errorf("builds %v, want only the first pull", got)
 	}
 }

@@ -3,10 +3,16 @@
 package helper
 
 import (
+	"archive/tar"
+	"bytes"
+	"io"
+	stdlog "log"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,9 +20,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/sandbox/image"
+	"brood.dev/brood/sandbox/ociref"
 	"brood.dev/brood/sandbox/store"
 	"brood.dev/brood/sandbox/vmtest"
 )
@@ -63,16 +78,7 @@ func TestVMOnDemandBuild(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sp, err := spawner.Start(bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sp.Close)
-	gid := allowedTestGroup(t)
-	policy := filepath.Join(base, "policy.toml")
-	ts := startServerWith(t, func(c *Config) {
-		c.StateDir, c.Egress.PolicyPath, c.AllowUIDs, c.AllowGroup, c.AllowGIDs = l.Root, policy, nil, "", []uint32{gid}
-	}, func(s *Server) { s.EnableBuilds(sp) })
+	ts, sp, policy, gid := buildingServer(t, base, l)
 
 	// 1. Two uids of the group at once: one build, one image, progress for both.
 	t0 := time.Now()
@@ -98,7 +104,7 @@ func TestVMOnDemandBuild(t *testing.T) {
 	if n := ts.srv.builds.started.Load(); n != 1 {
 		t.Errorf("%d builds started for two callers of one recipe, want 1", n)
 	}
-	if _, ok := ts.srv.storedImage(tinyRecipe, key[:store.DigestLen]); !ok {
+	if _, ok := ts.srv.storedImage(&build{name: tinyRecipe, key: key[:store.DigestLen]}); !ok {
 		t.Errorf("the store has no image %s", want)
 	}
 	log := readLog(l.BuildLog(tinyRecipe))
@@ -129,9 +135,10 @@ func TestVMOnDemandBuild(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	for _, bad := range [][2]string{{"nosuch", l.Root}, {"../" + tinyRecipe, l.Root}, {tinyRecipe, "state"}} {
-		if _, _, err := sp.Build(bad[0], bad[1], w); err == nil || !strings.Contains(err.Error(), "build image") {
-			t.Errorf("spawner build %q into %q: %v, want refused", bad[0], bad[1], err)
+	for _, bad := range []spawner.Request{{Name: "nosuch", StateDir: l.Root}, {Name: "../" + tinyRecipe, StateDir: l.Root},
+		{Name: tinyRecipe, StateDir: "state"}, {Ref: "-x@sha256:" + strings.Repeat("0", 64), Policy: policy, StateDir: l.Root}} {
+		if _, _, err := sp.Build(bad, w); err == nil || !strings.Contains(err.Error(), "not") {
+			t.Errorf("spawner build %+v: %v, want refused", bad, err)
 		}
 	}
 
@@ -157,6 +164,114 @@ func TestVMOnDemandBuild(t *testing.T) {
 	if n := ts.srv.builds.started.Load(); n != 1 {
 		t.Errorf("builds started after the refusal: %d, want still 1", n)
 	}
+}
+
+// buildingServer starts this process's helper Server on the store l with the real
+// spawner (the public test binary re-executed as vm-spawn) as its builder, admitting
+// the group allowedTestGroup, with the system policy file base/policy.toml (absent at
+// first).
+func buildingServer(t *testing.T, base string, l store.Layout) (*testServer, *spawner.Client, string, uint32) {
+	t.Helper()
+	sp, err := spawner.Start(publicTestBinary(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sp.Close)
+	gid := allowedTestGroup(t)
+	policy := filepath.Join(base, "policy.toml")
+	ts := startServerWith(t, func(c *Config) {
+		c.StateDir, c.Egress.PolicyPath, c.AllowUIDs, c.AllowGroup, c.AllowGIDs = l.Root, policy, nil, "", []uint32{gid}
+	}, func(s *Server) { s.EnableBuilds(sp) })
+	return ts, sp, policy, gid
+}
+
+// TestVMOnDemandPull: a real on-demand pull through the helper socket and the real
+// spawner: an image of two files pushed to a registry on 127.0.0.1 is pulled by its
+// digest reference for a non-root uid of the allowed group (the build child running
+// `image pull`'s code, its unpacker as uid 65534) into the store under the name the
+// reference maps to. allowed_images naming another registry refuses the same request.
+func TestVMOnDemandPull(t *testing.T) {
+	testenv.RequireRoot(t)
+	testenv.RequireCommand(t, "mkfs.erofs")
+	base := publicTempDir(t)
+	l := store.New(filepath.Join(base, "state"))
+	ts, _, policy, gid := buildingServer(t, base, l)
+	ref := pushTinyImage(t)
+	n, err := ociref.RefImageName(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cred := &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{gid}}
+	t0 := time.Now()
+	out := runChildClient(t, cred, childSpec{Sock: ts.sock, Ops: []childOp{{Op: "hello"}, {Op: "pull", Name: ref}}})
+	r := out[1]
+	if r.Code != "" || r.Build == nil || r.Build.State != api.BuildDone || r.Build.Name != n || !strings.HasPrefix(r.Build.File, n+"-") {
+		t.Fatalf("pull: %+v (%s)\nlog:\n%s", r, r.Err, readLog(l.BuildLog(n)))
+	}
+	if strings.Join(r.Phases, ",") != "start,pull" {
+		t.Errorf("phases %v, want start,pull", r.Phases)
+	}
+	imgs, err := l.ListImages()
+	if err != nil || len(imgs) != 1 || imgs[0].Name != n {
+		t.Errorf("store after the pull: %+v, %v", imgs, err)
+	}
+	t.Logf("on-demand pull of %s: %s, %d progress records", ref, time.Since(t0).Round(time.Millisecond), r.Records)
+	os.RemoveAll(l.Images())
+	if err := os.WriteFile(policy, []byte("[images]\nallowed_images = [\"ghcr.io/corp\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out = runChildClient(t, cred, childSpec{Sock: ts.sock, Ops: []childOp{{Op: "hello"}, {Op: "pull", Name: ref}}})
+	if out[1].Code != string(api.CodePolicy) || !strings.Contains(out[1].Err, "allowed_images") {
+		t.Errorf("pull outside allowed_images: %+v", out[1])
+	}
+	if n := ts.srv.builds.started.Load(); n != 1 {
+		t.Errorf("%d build children started, want 1", n)
+	}
+}
+
+// pushTinyImage pushes a one-layer image (bin/hello and etc/os-release) to a registry
+// served on 127.0.0.1 for the test and returns its digest reference.
+func pushTinyImage(t *testing.T) string {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for name, body := range map[string]string{"bin/hello": "#!/bin/sh\necho hello\n", "etc/os-release": "ID=tiny\n"} {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body)), Typeflag: tar.TypeReg})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	srv := httptest.NewServer(registry.New(registry.Logger(stdlog.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		t.Fatal(err)
+	}
+	host := strings.TrimPrefix(srv.URL, "http://")
+	tag, err := name.ParseReference(host + "/tiny:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return host + "/tiny@" + d.String()
 }
 
 // allowedTestGroup returns the gid of group brood when the host has it (the group an

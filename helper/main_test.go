@@ -222,7 +222,7 @@ type childOp struct {
 	Dir  string `json:"dir,omitempty"`  // create: the share directory to open
 	ID   string `json:"id,omitempty"`   // destroy
 	Body string `json:"body,omitempty"` // raw: request body
-	Name string `json:"name,omitempty"` // build: the recipe (api.Client.BuildImage, up to 10 minutes)
+	Name string `json:"name,omitempty"` // build: the recipe (api.Client.BuildImage, up to 10 minutes); pull: the reference
 }
 
 // childResult is the outcome of one childOp: Code is "" on success, the helper's error
@@ -288,8 +288,8 @@ func childClient() int {
 			err = c.DestroySession(ctx, op.ID)
 		case "raw":
 			err = c.CallRaw(ctx, []byte(op.Body), nil)
-		case "build":
-			err = childBuild(c, op.Name, &r)
+		case "build", "pull":
+			err = childBuild(c, op.Op, op.Name, &r)
 		}
 		if err != nil {
 			var e *api.Error
@@ -305,11 +305,16 @@ func childClient() int {
 	return 0
 }
 
-// childBuild follows the build of name to its end, recording what the client saw.
-func childBuild(c *api.Client, name string, r *childResult) error {
+// childBuild follows the build (op "build") or pull (op "pull") of name to its end,
+// recording what the client saw.
+func childBuild(c *api.Client, op, name string, r *childResult) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	st, err := c.BuildImage(ctx, name, func(s api.BuildStatus, p *api.BuildProgress) {
+	follow := c.BuildImage
+	if op == "pull" {
+		follow = c.PullImage
+	}
+	st, err := follow(ctx, name, func(s api.BuildStatus, p *api.BuildProgress) {
 		if p == nil {
 			r.Answers++
 			r.Joined = r.Joined || s.Joined

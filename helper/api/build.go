@@ -30,13 +30,15 @@ const (
 const BuildPollWait = 5 * time.Second
 
 // BuildImageArgs asks for the build of recipe Name (one of ImageList.Recipes: a name,
-// never a path or a recipe) and the progress records after sequence number After. The
-// first call (Follow false) starts the build unless the image is built already or
-// another caller's build of the same recipe runs (then it follows that one); the next
-// calls set Follow and After (the previous BuildStatus.Next) and see the same build to
-// its end.
+// never a path or a recipe), or for the pull of Ref (a digest reference
+// "REGISTRY/REPO@sha256:<hex>", Name then empty), and the progress records after sequence
+// number After. The first call (Follow false) starts the build unless the image is in
+// the store already or another caller's build of the same image runs (then it follows
+// that one); the next calls set Follow and After (the previous BuildStatus.Next) and see
+// the same build to its end.
 type BuildImageArgs struct {
-	Name   string `json:"name"`
+	Name   string `json:"name,omitempty"`
+	Ref    string `json:"ref,omitempty"`
 	Follow bool   `json:"follow,omitempty"`
 	After  int    `json:"after,omitempty"`
 }
@@ -51,8 +53,8 @@ type BuildProgress struct {
 	Lines int64  `json:"lines,omitempty"`
 }
 
-// BuildStatus answers BuildImage: the state of the build of Name (recipe key Key, first
-// 32 hex digits), the progress records after the call's After (at most MaxBuildRecords;
+// BuildStatus answers BuildImage: the state of the build of store image Name (for a
+// recipe, Key is its key's first 32 hex digits; for a pull, the digest reference), the progress records after the call's After (at most MaxBuildRecords;
 // Next is the After of the next call), and, once it ended, the image (File, Size, the
 // store's file name and bytes) or why not (Error, the last Tail lines of the build log,
 // and Log, the full log's path on the host, readable by everyone).
@@ -87,14 +89,26 @@ func (e *ErrBuildFailed) Error() string {
 // build, the helper's *Error (CodePolicy: on-demand builds are off; CodeLimit; an unknown
 // recipe is CodeBadRequest), or ctx's error.
 func (c *Client) BuildImage(ctx context.Context, name string, progress func(BuildStatus, *BuildProgress)) (BuildStatus, error) {
-	after, follow := 0, false
+	return c.follow(ctx, BuildImageArgs{Name: name}, progress)
+}
+
+// PullImage is BuildImage for the pull of ref, a digest reference: the helper pulls it
+// into its store when the system policy allows the reference (require_digests,
+// allowed_images) and on-demand builds.
+func (c *Client) PullImage(ctx context.Context, ref string, progress func(BuildStatus, *BuildProgress)) (BuildStatus, error) {
+	return c.follow(ctx, BuildImageArgs{Ref: ref}, progress)
+}
+
+// follow makes build_image calls for a until the build ends.
+func (c *Client) follow(ctx context.Context, a BuildImageArgs, progress func(BuildStatus, *BuildProgress)) (BuildStatus, error) {
+	name := a.Name + a.Ref
 	for {
 		if err := ctx.Err(); err != nil {
 			return BuildStatus{}, fmt.Errorf("build image %s: %w", name, err)
 		}
 		call, cancel := context.WithTimeout(ctx, BuildPollWait+DefaultCallTimeout)
 		var st BuildStatus
-		err := c.Call(call, CallBuildImage, BuildImageArgs{Name: name, Follow: follow, After: after}, &st)
+		err := c.Call(call, CallBuildImage, a, &st)
 		cancel()
 		if err != nil {
 			return BuildStatus{}, err
@@ -105,7 +119,7 @@ func (c *Client) BuildImage(ctx context.Context, name string, progress func(Buil
 			}
 			progress(st, nil)
 		}
-		after, follow = st.Next, true
+		a.After, a.Follow = st.Next, true
 		switch st.State {
 		case BuildDone:
 			return st, nil

@@ -56,14 +56,15 @@ func (c *Client) Spawn(req Request, files []*os.File) (int, *os.File, error) {
 	return pid, pidfd, nil
 }
 
-// Build starts the build child of recipe name into the artifact store stateDir (Op
-// "build"): `broodd-helper image-build`, root, its own process group, with progress (the
-// write end of a pipe; the caller keeps and closes it) as its descriptor 3. It returns
-// the child's pid and pidfd; errors wrap ErrSpawn.
-func (c *Client) Build(name, stateDir string, progress *os.File) (int, *os.File, error) {
-	pid, pidfd, err := c.start(Request{Op: OpBuild, Name: name, StateDir: stateDir}, []*os.File{progress})
+// Build starts the build child for req (Op "build": a recipe Name, or a pull of Ref
+// checked against Policy, into StateDir): `broodd-helper image-build`, root, its own
+// process group, with progress (the write end of a pipe; the caller keeps and closes it)
+// as its descriptor 3. It returns the child's pid and pidfd; errors wrap ErrSpawn.
+func (c *Client) Build(req Request, progress *os.File) (int, *os.File, error) {
+	req.Op = OpBuild
+	pid, pidfd, err := c.start(req, []*os.File{progress})
 	if err != nil {
-		return 0, nil, fmt.Errorf("build image %s: %w", name, err)
+		return 0, nil, fmt.Errorf("build image %s%s: %w", req.Name, req.Ref, err)
 	}
 	return pid, pidfd, nil
 }

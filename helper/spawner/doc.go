@@ -34,12 +34,14 @@
 //     SIGKILL, stdout and stderr = the first descriptor received (a pipe the helper
 //     reads), fds 3..8 = the other six in order (the runner's layout, package runner),
 //     nothing else (every other descriptor is close-on-exec).
-//     5b. Build checks (CheckBuild): exactly BuildFiles descriptors; Name passes
+//     5b. Build checks (CheckBuild): exactly BuildFiles descriptors; either Name passes
 //     store.ValidImageName and is one of the recipe names Main was given (the table
-//     compiled into the binary: a client never supplies a recipe); StateDir is absolute
-//     and clean.
-//     6b. Build execs `<its own executable> image-build --state-dir StateDir Name`
-//     (BuildSubcommand) as root (the build runs mmdebstrap, apt and mkfs.erofs into the
+//     compiled into the binary: a client never supplies a recipe), or Ref is a digest
+//     reference (registry and repository characters, no leading '-', "@sha256:" and 64
+//     hex digits) and Policy an absolute clean path; StateDir is absolute and clean.
+//     6b. Build execs `<its own executable> image-build --state-dir StateDir Name`, or
+//     `... --state-dir StateDir --policy Policy --ref Ref` (BuildSubcommand, BuildArgs)
+//     as root (the build runs mmdebstrap, apt and mkfs.erofs into the
 //     root-owned store), a scrubbed environment, working directory "/", its own process
 //     group, Pdeathsig SIGKILL, stdin, stdout and stderr /dev/null, fd 3 = the descriptor
 //     received (the write end of the progress pipe the helper reads), nothing else. The

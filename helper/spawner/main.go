@@ -103,8 +103,8 @@ func (s *server) handle(msg []byte, flags int, files []*os.File, ferr error) (Re
 }
 
 // build answers a build request (contract steps 5b and 6b): it checks the request
-// (CheckBuild, exactly BuildFiles descriptors) and execs `exe image-build --state-dir
-// DIR NAME` as root with the progress pipe as its descriptor 3.
+// (CheckBuild, exactly BuildFiles descriptors) and execs `exe image-build` (BuildArgs) as
+// root with the progress pipe as its descriptor 3.
 func (s *server) build(req Request, files []*os.File) (Reply, int) {
 	if len(files) != BuildFiles {
 		return Reply{Error: fmt.Sprintf("build request: %d descriptors, want %d", len(files), BuildFiles)}, -1
@@ -112,14 +112,14 @@ func (s *server) build(req Request, files []*os.File) (Reply, int) {
 	if err := CheckBuild(req, s.recipes); err != nil {
 		return Reply{Error: err.Error()}, -1
 	}
-	cmd := hostexec.Self(s.exe, BuildSubcommand, "--state-dir", req.StateDir, req.Name)
+	cmd := hostexec.Self(s.exe, append([]string{BuildSubcommand}, BuildArgs(req)...)...)
 	cmd.ExtraFiles = files
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	pid, pidfd, err := s.track(cmd)
 	if err != nil {
-		return Reply{Error: fmt.Sprintf("start image build %s: %v", req.Name, err)}, -1
+		return Reply{Error: fmt.Sprintf("start image build %s%s: %v", req.Name, req.Ref, err)}, -1
 	}
-	s.log.Info("image build started", "pid", pid, "image", req.Name)
+	s.log.Info("image build started", "pid", pid, "image", req.Name, "ref", req.Ref)
 	return Reply{Pid: pid}, pidfd
 }
 
