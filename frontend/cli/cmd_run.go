@@ -101,14 +101,15 @@ agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review
 			if len(a.Command) == 0 && len(args) > 1 {
 				argv = args[1:] // shell -- CMD: run CMD instead of the login shell
 			}
-			img := a.Image
+			ref := a.Image
 			if f.image != "" {
-				img = f.image
+				ref = f.image
 			}
-			if img, err = storeImage("run", img); err != nil { // imageref.go: a digest reference maps offline
+			img, err := storeImage("run", ref) // imageref.go: a digest reference maps offline
+			if err != nil {
 				return err
 			}
-			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f, user: cfg})
+			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, ref: refOf(ref), flags: f, user: cfg})
 		},
 	}
 	addRunFlags(c, &f, true)
@@ -131,6 +132,7 @@ type runRequest struct {
 	agent Agent
 	argv  []string // the guest command; empty: a login shell
 	image string
+	ref   string // the digest reference image stands for ("": image is a name)
 	flags runFlags
 	user  *userConfig // the user config as read by the command; nil: not read yet
 }

@@ -21,11 +21,12 @@ const buildTimeout = 35 * time.Minute
 // progressLineEvery is the least time between two count lines of one build phase.
 const progressLineEvery = 5 * time.Second
 
-// buildOnDemand asks the helper at socket to build image name (api.CallBuildImage) and
-// prints its progress to errw: a line per phase, a count line at most every
-// progressLineEvery, and the result. Helper-supplied text is escaped. Errors: the
-// helper's (a CodePolicy error names on_demand_builds and the administrator's command),
-// or a failed build with the last lines of its log and where the full log is.
+// buildOnDemand asks the helper at socket to build image name (api.CallBuildImage), or
+// to pull name when it is a digest reference, and prints its progress to errw: a line
+// per phase, a count line at most every progressLineEvery, and the result.
+// Helper-supplied text is escaped. Errors: the helper's (a CodePolicy error names
+// on_demand_builds and the administrator's command, or the allowed_images rule), or a
+// failed build with the last lines of its log and where the full log is.
 func buildOnDemand(ctx context.Context, errw io.Writer, socket, name string) (api.BuildStatus, error) {
 	ctx, cancel := context.WithTimeout(ctx, buildTimeout)
 	defer cancel()
@@ -36,7 +37,11 @@ func buildOnDemand(ctx context.Context, errw io.Writer, socket, name string) (ap
 	defer c.Close()
 	t0 := time.Now()
 	p := &buildPrinter{w: errw, name: name}
-	st, err := c.BuildImage(ctx, name, p.print)
+	follow := c.BuildImage
+	if refOf(name) != "" {
+		follow = c.PullImage
+	}
+	st, err := follow(ctx, name, p.print)
 	var bf *api.ErrBuildFailed
 	switch {
 	case errors.As(err, &bf):
@@ -100,22 +105,31 @@ func (b *buildPrinter) print(st api.BuildStatus, p *api.BuildProgress) {
 	}
 }
 
-// onDemand wraps a run's check of the helper's capabilities: when the image is not
-// built but is one of the helper's recipes, and neither --no-build nor a pulled image's
-// name says otherwise, it has the helper build it first (printing the progress to errw)
-// and then checks as if it had been built. A refused or failed build ends the run before
-// anything is snapshotted.
+// onDemand wraps a run's check of the helper's capabilities: when the image is not in
+// the store but is one of the helper's recipes or was named by a digest reference, and
+// --no-build does not say otherwise, it has the helper build or pull it first (printing
+// the progress to errw) and then checks as if it were there. A refused or failed build
+// ends the run before anything is snapshotted.
 func onDemand(ctx context.Context, errw io.Writer, r runRequest, socket string, check func(api.Capabilities) error) func(api.Capabilities) error {
 	return func(caps api.Capabilities) error {
-		if r.flags.noBuild || caps.Images == nil || slices.Contains(caps.Images, r.image) || isPulledName(r.image) {
+		if r.flags.noBuild || caps.Images == nil || slices.Contains(caps.Images, r.image) {
 			return check(caps)
 		}
-		l, err := askImages(ctx, socket)
-		if err != nil || !slices.Contains(l.Recipes, r.image) {
-			return check(caps)
+		what := r.ref
+		if what == "" {
+			l, err := askImages(ctx, socket)
+			if err != nil || !slices.Contains(l.Recipes, r.image) || isPulledName(r.image) {
+				return check(caps)
+			}
+			what = r.image
+			fmt.Fprintf(errw, "brood: image %s is not built yet: the helper builds it now (first run only; it is kept)\n", r.image)
+		} else {
+			fmt.Fprintf(errw, "brood: image %s is not pulled yet: the helper pulls it now (first run only; it is kept)\n", diff.Escape(r.ref))
 		}
-		fmt.Fprintf(errw, "brood: image %s is not built yet: the helper builds it now (first run only; it is kept)\n", r.image)
-		if _, err := buildOnDemand(ctx, errw, socket, r.image); err != nil {
+		if _, err := buildOnDemand(ctx, errw, socket, what); err != nil {
+			if api.IsCode(err, api.CodeUnknownCall) { // a helper older than build_image
+				return check(caps)
+			}
 			if api.IsCode(err, api.CodePolicy) {
 				return refusedErr(fmt.Errorf("%w: %q: %w", ErrNoImage, r.image, err))
 			}

@@ -91,3 +91,37 @@ func TestRunBuildRefusedOrFailed(t *testing.T) {
 		})
 	}
 }
+
+// TestRunPullsMissingDigestRef: run-image of a digest reference whose image the store
+// lacks has the helper pull it (build_image with the reference, never a name), with
+// progress; an allowed_images refusal ends the run before the snapshot; a helper without
+// build_image gets the old refusal with the administrator's pull command.
+func TestRunPullsMissingDigestRef(t *testing.T) {
+	ref := "127.0.0.1:5000/tool@sha256:" + strings.Repeat("0f", 32)
+	f := newFakeHelper(t)
+	f.Caps.Images = []string{"test"}
+	f.Builds = []api.BuildStatus{{Name: "oci-0f0f", State: api.BuildDone, Key: ref, Next: 2, File: "oci-0f0f-ab.erofs", Size: 1 << 20,
+		Progress: []api.BuildProgress{{Seq: 1, Phase: "start"}, {Seq: 2, Phase: "pull"}}}}
+	code, _, stderr, ss := fakeRun(t, "run-image", ref, "--", "true")
+	if code != 0 || !strings.Contains(stderr, "is not pulled yet: the helper pulls it now") || !strings.Contains(stderr, ": pull") || len(ss) != 1 {
+		t.Fatalf("exit %d, sessions %d\n%s", code, len(ss), stderr)
+	}
+	if a := f.BuildArgs(); len(a) != 1 || a[0].Ref != ref || a[0].Name != "" {
+		t.Errorf("build_image requests %+v, want one pull of %s", a, ref)
+	}
+
+	f = newFakeHelper(t)
+	f.Caps.Images = []string{"test"}
+	f.BuildErr = &api.Error{Code: api.CodePolicy, Message: "pull image: image " + ref + " is not in allowed_images (system policy /etc/brood/policy.toml): egress policy refused"}
+	code, _, stderr, ss = fakeRun(t, "run-image", ref, "--", "true")
+	if code != ExitRefused || !strings.Contains(stderr, "allowed_images") || len(ss) != 0 {
+		t.Errorf("refused pull: exit %d, sessions %d\n%s", code, len(ss), stderr)
+	}
+
+	f = newFakeHelper(t) // no Builds: build_image is an unknown call, as to an older helper
+	f.Caps.Images = []string{"test"}
+	code, _, stderr, ss = fakeRun(t, "run-image", ref, "--", "true")
+	if code != ExitError || !strings.Contains(stderr, "sudo broodd-helper image pull") || len(ss) != 0 {
+		t.Errorf("older helper: exit %d, sessions %d\n%s", code, len(ss), stderr)
+	}
+}
