@@ -157,27 +157,42 @@ func writeImageList(w io.Writer, l api.ImageList) error {
 func newImagePullCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "pull REF",
-		Short: "Print the command that pulls an OCI image (broodd-helper, as root)",
-		Long: `OCI images are pulled by the privileged binary into the helper's artifact store:
+		Short: "Have the helper pull an OCI image by digest, or print the command that pulls a tag",
+		Long: `OCI images are pulled by the privileged binary into the helper's artifact store. For a
+digest reference (REGISTRY/REPO@sha256:<hex>) this command asks the running helper to
+pull it, with progress, when the system policy's [images] rules allow the reference
+(allowed_images) and on-demand builds (on_demand_builds); brood run does the same for
+a missing image. A tag (REGISTRY/REPO:TAG) is resolved by an administrator, who records
+the digest it prints:
 
   ` + pullCommand("REF") + `
 
-fetches REF (REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<hex>) under the system policy's
-[images] rules, unpacks its layers as an unprivileged, confined process, makes the image
-and prints the digest reference to use: image = "REGISTRY/REPO@sha256:<hex>" in the user
-config, --image, or brood run-image (all map it to the stored image without the network).
-brood never runs as root, so this command only checks REF and prints that command.`,
+fetches REF under the same rules, unpacks its layers as an unprivileged, confined
+process, makes the image and prints the digest reference to use: image =
+"REGISTRY/REPO@sha256:<hex>" in the user config, --image, or brood run-image (all map it
+to the stored image without the network).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runImagePull(args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImagePull(cmd.Context(), cmd.ErrOrStderr(), args[0], api.SocketPath())
+		},
 	}
 }
 
-// runImagePull checks ref's form and returns the usage error that names the command to
-// run (no helper call pulls).
-func runImagePull(ref string) error {
+// runImagePull checks ref's form; a digest reference is pulled by the helper at socket
+// (progress on errw), a tag gets the usage error that names the command to run as root.
+func runImagePull(ctx context.Context, errw io.Writer, ref, socket string) error {
 	if err := (ociref.Policy{}).CheckRef(ref); err != nil { // the zero policy only parses
 		return usageErr("image pull: %v", err)
 	}
-	return usageErr("image pull %s: images are pulled by the privileged binary into the helper's artifact store; run:\n  %s",
-		ref, pullCommand(ref))
+	if _, err := ociref.RefImageName(ref); err != nil {
+		return usageErr("image pull %s: a tag is resolved by the privileged binary, which prints the digest reference to use; run:\n  %s",
+			ref, pullCommand(ref))
+	}
+	if _, err := buildOnDemand(orBackground(ctx), errw, socket, ref); err != nil {
+		if api.IsCode(err, api.CodePolicy) {
+			return refusedErr(fmt.Errorf("image pull: %w", err))
+		}
+		return fmt.Errorf("image pull: %w\nan administrator can run: %s", err, pullCommand(ref))
+	}
+	return nil
 }
