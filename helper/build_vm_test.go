@@ -5,6 +5,7 @@ package helper
 import (
 	"archive/tar"
 	"bytes"
+	"fmt"
 	"io"
 	stdlog "log"
 	"net/http/httptest"
@@ -288,4 +289,46 @@ func allowedTestGroup(t *testing.T) uint32 {
 func readLog(p string) string {
 	b, _ := os.ReadFile(p)
 	return string(b)
+}
+
+// TestOnDemandBuildConfinedHelper: the helper binary itself (Run: Landlock enforced, in
+// a network namespace of its own) takes a build_image from a non-root uid, its spawner
+// starts the build child, and the child's failure (the store's kernels entry is a file,
+// so the guest kernel cannot be stored) comes back as a failed build with the last lines
+// of the build log and the log's path, a root-owned file of mode 0644 in the store.
+func TestOnDemandBuildConfinedHelper(t *testing.T) {
+	requireRoot(t)
+	base := publicTempDir(t)
+	state := filepath.Join(base, "state")
+	if err := os.MkdirAll(state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(state, store.KernelsDir), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, base, fmt.Sprintf("state_dir = %q\nallow_uids = [4242]\n[egress]\npolicy_path = %q\n", state, filepath.Join(base, "policy.toml")))
+	sock := filepath.Join(base, "helper.sock")
+	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", filepath.Join(base, "run"), "--listen", sock, "--idle-timeout", "0")
+	c := waitDial(t, hc, sock, 20*time.Second)
+	if c.Caps.Landlock.Mode != api.LandlockEnforced {
+		t.Fatalf("helper under test is not confined: %+v", c.Caps.Landlock)
+	}
+	c.Close()
+	chmod(t, sock, 0o666)
+	out := runChildClient(t, &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{}},
+		childSpec{Sock: sock, Ops: []childOp{{Op: "hello"}, {Op: "build", Name: "test"}}})
+	r := out[1]
+	log := store.New(state).BuildLog("test")
+	if r.Build == nil || r.Build.State != api.BuildFailed || len(r.Build.Tail) == 0 || r.Build.Log != log ||
+		!strings.Contains(r.Err, "full log: "+log) || !strings.Contains(r.Build.Error, "image build test") {
+		t.Fatalf("build in a helper without network: %+v (%s)\nhelper:\n%s", r, r.Err, hc.stderr.String())
+	}
+	fi, err := os.Stat(log)
+	if err != nil || fi.Mode().Perm() != 0o644 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+		t.Fatalf("build log %s: %v, %v", log, fi, err)
+	}
+	if last := r.Build.Tail[len(r.Build.Tail)-1]; !strings.Contains(readLog(log), last) {
+		t.Errorf("tail line %q is not in the log:\n%s", last, readLog(log))
+	}
+	t.Logf("failed build: %s; tail %d lines, phases %v, %d records", r.Build.Error, len(r.Build.Tail), r.Phases, r.Records)
 }
