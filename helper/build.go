@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,11 @@ const maxBuildsPerUser = 2
 // maxKeptRecords bounds the progress records the helper keeps per build (the newest;
 // a caller that falls further behind skips to the oldest kept).
 const maxKeptRecords = 256
+
+// maxEndedBuilds bounds the ended builds the helper remembers (for callers still
+// following them); older ones are forgotten, oldest first, so that requests for many
+// different references cannot grow the table without bound.
+const maxEndedBuilds = 32
 
 // maxRecordLine bounds one line of a build child's progress pipe in bytes; a longer line
 // ends the build as failed (the child breaks its protocol).
@@ -52,6 +58,7 @@ type imageBuilder interface {
 type builds struct {
 	mu     sync.Mutex
 	byKey  map[string]*build
+	ended  []string // keys of ended builds, oldest first (at most maxEndedBuilds)
 	perUID map[uint32]int
 	slot   chan struct{} // held by the running build
 	// started counts build children started (tests: two callers, one build).
@@ -237,6 +244,7 @@ func (s *Server) runBuild(b *build) {
 		if t.perUID[b.owner]--; t.perUID[b.owner] <= 0 {
 			delete(t.perUID, b.owner)
 		}
+		t.forgetOld(b.key)
 	})
 	s.log.Info("audit: image build ended", "uid", b.owner, "image", b.name, "key", b.key, "state", b.status.State, "err", b.status.Error)
 }
@@ -304,6 +312,18 @@ func (b *build) add(rec buildRecord) {
 	b.recs = append(b.recs, api.BuildProgress{Seq: b.seq, Phase: clip(rec.Phase), Text: clip(rec.Text), Bytes: rec.Bytes, Lines: rec.Lines})
 	if len(b.recs) > maxKeptRecords {
 		b.recs = b.recs[len(b.recs)-maxKeptRecords:]
+	}
+}
+
+// forgetOld records that the build of key ended and forgets the oldest ended builds
+// beyond maxEndedBuilds. The caller holds t.mu.
+func (t *builds) forgetOld(key string) {
+	t.ended = append(slices.DeleteFunc(t.ended, func(k string) bool { return k == key }), key)
+	for len(t.ended) > maxEndedBuilds {
+		if b := t.byKey[t.ended[0]]; b != nil && b.status.Ended() {
+			delete(t.byKey, t.ended[0])
+		}
+		t.ended = t.ended[1:]
 	}
 }
 

@@ -430,3 +430,25 @@ func TestPullImageOnDemand(t *testing.T) {
 		t.Errorf("builds %v, want only the first pull", got)
 	}
 }
+
+// TestBuildTableBounded: pulls of ever new references leave at most maxEndedBuilds ended
+// builds in the table (a failing pull is remembered only until newer ones push it out).
+func TestBuildTableBounded(t *testing.T) {
+	ts, fb := buildServer(t, "")
+	fb.script = func(string) []string { return []string{`{"phase":"pull"}`, `{"phase":"failed","error":"manifest unknown"}`} }
+	close(fb.release)
+	c := ts.dial(t)
+	for i := range maxEndedBuilds + 8 {
+		ref := fmt.Sprintf("127.0.0.1:5000/t%d@sha256:%s", i, strings.Repeat("0f", 32))
+		if _, err := c.PullImage(context.Background(), ref, nil); err == nil {
+			t.Fatalf("pull %d succeeded", i)
+		}
+	}
+	b := ts.srv.builds
+	b.mu.Lock()
+	n, e := len(b.byKey), len(b.ended)
+	b.mu.Unlock()
+	if n != maxEndedBuilds || e != maxEndedBuilds {
+		t.Errorf("table holds %d builds (%d ended), want %d", n, e, maxEndedBuilds)
+	}
+}
