@@ -435,7 +435,9 @@ func TestPullImageOnDemand(t *testing.T) {
 // builds in the table (a failing pull is remembered only until newer ones push it out).
 func TestBuildTableBounded(t *testing.T) {
 	ts, fb := buildServer(t, "")
-	fb.script = func(string) []string { return []string{`{"phase":"pull"}`, `{"phase":"failed","error":"manifest unknown"}`} }
+	fb.script = func(string) []string {
+		return []string{`{"phase":"pull"}`, `{"phase":"failed","error":"manifest unknown"}`}
+	}
 	close(fb.release)
 	c := ts.dial(t)
 	for i := range maxEndedBuilds + 8 {
