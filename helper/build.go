@@ -53,6 +53,8 @@ type imageBuilder interface {
 	Kill(pid int) error
 }
 
+var _ imageBuilder = (*spawner.Client)(nil)
+
 // builds is the helper's table of on-demand builds: one per recipe key, run one at a
 // time, with each uid's started builds counted.
 type builds struct {

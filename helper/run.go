@@ -16,7 +16,9 @@
 // runs the runner spawner (package spawner: root, unconfined), the VM runners (package
 // runner: the session owner's uid, no_new_privs, Landlock) and the per-session egress
 // processes (package egress, ProxyMain: the session owner's uid, no_new_privs, Landlock
-// with no filesystem access); they dispatch from Main's subcommand table.
+// with no filesystem access) and the on-demand image builds (buildChildMain: root,
+// unconfined, started by the spawner, talking to the daemon only through bounded progress
+// records); they dispatch from Main's subcommand table.
 package helper
 
 import (
