@@ -82,6 +82,11 @@ func buildChildMain(args []string) int {
 	}
 	defer log.Close()
 	rep.log = log
+	// Whatever else this process or a program it runs writes (a panic, a stray message)
+	// lands in the log too, not in /dev/null.
+	for _, fd := range []int{1, 2} {
+		unix.Dup3(int(log.Fd()), fd, 0)
+	}
 	rep.phase("start")
 	ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 	defer stop()
