@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -123,5 +125,50 @@ func TestRunPullsMissingDigestRef(t *testing.T) {
 	code, _, stderr, ss = fakeRun(t, "run-image", ref, "--", "true")
 	if code != ExitError || !strings.Contains(stderr, "sudo broodd-helper image pull") || len(ss) != 0 {
 		t.Errorf("older helper: exit %d, sessions %d\n%s", code, len(ss), stderr)
+	}
+}
+
+// TestRunAgentBuildsItsImage: brood run AGENT (not only run-image) builds the agent's
+// missing image first.
+func TestRunAgentBuildsItsImage(t *testing.T) {
+	f := newFakeHelper(t)
+	f.Caps.Images = []string{"test"}
+	f.Images.Recipes = []string{"codex", "test"}
+	f.Builds = []api.BuildStatus{{Name: "codex", State: api.BuildDone, File: "codex-0123.erofs"}}
+	_, _, stderr, _ := fakeRun(t, "run", "codex", "--", "--version")
+	if a := f.BuildArgs(); len(a) != 1 || a[0].Name != "codex" || !strings.Contains(stderr, "image codex ready after") {
+		t.Errorf("build_image requests %+v\n%s", a, stderr)
+	}
+	if !strings.Contains(f.Calls(), "start_vm") || f.StartArgs().Image != "codex" {
+		t.Errorf("calls %q, start image %q: want the run to go on with codex", f.Calls(), f.StartArgs().Image)
+	}
+}
+
+// cancelOn cancels a context when a line with want is written.
+type cancelOn struct {
+	want   string
+	cancel context.CancelFunc
+	b      strings.Builder
+}
+
+func (c *cancelOn) Write(p []byte) (int, error) {
+	c.b.Write(p)
+	if strings.Contains(c.b.String(), c.want) {
+		c.cancel()
+	}
+	return len(p), nil
+}
+
+// TestBuildStopsWaiting: when brood stops waiting (Ctrl-C), it says the helper finishes
+// the build and keeps the image.
+func TestBuildStopsWaiting(t *testing.T) {
+	f := newFakeHelper(t)
+	f.Builds = []api.BuildStatus{{Name: "codex", State: api.BuildRunning, Next: 1, Progress: []api.BuildProgress{{Seq: 1, Phase: "image"}}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := &cancelOn{want: "building image codex: image", cancel: cancel}
+	_, err := buildOnDemand(ctx, w, os.Getenv(api.SocketEnv), "codex")
+	if err == nil || !strings.Contains(err.Error(), "stopped waiting") || !strings.Contains(err.Error(), "the helper finishes the build and keeps the image") {
+		t.Errorf("cancelled wait: %v", err)
 	}
 }
