@@ -159,7 +159,9 @@ func (s *Server) buildTarget(a api.BuildImageArgs) (name, key string, err error)
 }
 
 // pullTarget is buildTarget for a pull: a digest reference (a tag is refused: its digest
-// must be recorded by whoever resolves it) that the system policy's [images] rules allow.
+// must be recorded by whoever resolves it) that the system policy's [images] rules allow,
+// and only when they name allowed_images (an empty list, any image for an
+// administrator's pull, allows no on-demand pull).
 func (s *Server) pullTarget(a api.BuildImageArgs) (name, key string, err error) {
 	if a.Name != "" {
 		return "", "", fmt.Errorf("build_image: both a name and a reference: %w", api.ErrBadRequest)
@@ -170,6 +172,12 @@ func (s *Server) pullTarget(a api.BuildImageArgs) (name, key string, err error) 
 	pol, err := s.onDemandAllowed(a.Ref)
 	if err != nil {
 		return "", "", err
+	}
+	if len(pol.AllowedImages) == 0 {
+		// Any user of the helper could otherwise fill root's store from a registry of
+		// their own; an administrator's pull is not limited this way.
+		return "", "", fmt.Errorf("pull image %s: on-demand pulls need [images] allowed_images in the system policy %s; an administrator runs: sudo broodd-helper image pull %s: %w",
+			a.Ref, s.cfg.Egress.PolicyPath, a.Ref, api.ErrPolicy)
 	}
 	if err := pol.CheckRef(a.Ref); err != nil {
 		return "", "", fmt.Errorf("pull image: %v (system policy %s): %w", err, s.cfg.Egress.PolicyPath, api.ErrPolicy)

@@ -392,8 +392,8 @@ func TestRecorder(t *testing.T) {
 // TestPullImageOnDemand: build_image with a digest reference pulls it (the builder gets
 // the reference and the system policy file, never a recipe), into the name the
 // reference maps to; a second request is done at once. A tag, a name with a reference,
-// a reference allowed_images does not list and on_demand_builds = false are refused
-// before anything runs.
+// a reference allowed_images does not list, a policy without allowed_images and
+// on_demand_builds = false are refused before anything runs.
 func TestPullImageOnDemand(t *testing.T) {
 	ref := "127.0.0.1:5000/tool@sha256:" + strings.Repeat("0f", 32)
 	n, _ := ociref.RefImageName(ref)
@@ -421,6 +421,14 @@ func TestPullImageOnDemand(t *testing.T) {
 			t.Errorf("build_image %+v = %v, want %s", tc.args, err, tc.code)
 		}
 	}
+	none, fbNone := buildServer(t, "")
+	if _, err := none.dial(t).PullImage(ctx, ref, nil); !api.IsCode(err, api.CodePolicy) || !strings.Contains(err.Error(), "need [images] allowed_images") ||
+		!strings.Contains(err.Error(), "sudo broodd-helper image pull "+ref) {
+		t.Errorf("pull without allowed_images: %v", err)
+	}
+	if got := fbNone.built(); len(got) != 0 {
+		t.Errorf("pulled without allowed_images: %v", got)
+	}
 	off, fbOff := buildServer(t, "[images]\non_demand_builds = false\n")
 	_, err = off.dial(t).PullImage(ctx, ref, nil)
 	if !api.IsCode(err, api.CodePolicy) || !strings.Contains(err.Error(), "on_demand_builds = false") || !strings.Contains(err.Error(), "sudo broodd-helper image pull "+ref) {
@@ -434,7 +442,7 @@ func TestPullImageOnDemand(t *testing.T) {
 // TestBuildTableBounded: pulls of ever new references leave at most maxEndedBuilds ended
 // builds in the table (a failing pull is remembered only until newer ones push it out).
 func TestBuildTableBounded(t *testing.T) {
-	ts, fb := buildServer(t, "")
+	ts, fb := buildServer(t, "[images]\nallowed_images = [\"127.0.0.1:5000\"]\n")
 	fb.script = func(string) []string {
 		return []string{`{"phase":"pull"}`, `{"phase":"failed","error":"manifest unknown"}`}
 	}
@@ -442,8 +450,9 @@ func TestBuildTableBounded(t *testing.T) {
 	c := ts.dial(t)
 	for i := range maxEndedBuilds + 8 {
 		ref := fmt.Sprintf("127.0.0.1:5000/t%d@sha256:%s", i, strings.Repeat("0f", 32))
-		if _, err := c.PullImage(context.Background(), ref, nil); err == nil {
-			t.Fatalf("pull %d succeeded", i)
+		var bf *api.ErrBuildFailed
+		if _, err := c.PullImage(context.Background(), ref, nil); !errors.As(err, &bf) {
+			t.Fatalf("pull %d: %v, want a failed build", i, err)
 		}
 	}
 	b := ts.srv.builds

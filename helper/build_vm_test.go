@@ -190,7 +190,8 @@ func buildingServer(t *testing.T, base string, l store.Layout) (*testServer, *sp
 // spawner: an image of two files pushed to a registry on 127.0.0.1 is pulled by its
 // digest reference for a non-root uid of the allowed group (the build child running
 // `image pull`'s code, its unpacker as uid 65534) into the store under the name the
-// reference maps to. allowed_images naming another registry refuses the same request.
+// reference maps to, with allowed_images naming the registry. allowed_images naming
+// another registry refuses the same request.
 func TestVMOnDemandPull(t *testing.T) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "mkfs.erofs")
@@ -200,6 +201,10 @@ func TestVMOnDemandPull(t *testing.T) {
 	ref := pushTinyImage(t)
 	n, err := ociref.RefImageName(ref)
 	if err != nil {
+		t.Fatal(err)
+	}
+	registryHost, _, _ := strings.Cut(ref, "/")
+	if err := os.WriteFile(policy, []byte(fmt.Sprintf("[images]\nallowed_images = [%q]\n", registryHost)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cred := &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{gid}}
