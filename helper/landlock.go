@@ -55,6 +55,10 @@ func ConfinementRules(cfg *Config) []landlock.Rule {
 		// directory open from before confinement, which keeps the rule's inode in use.
 		landlock.PathAccess(llsys.AccessFSWriteFile, egress.IPv6ConfDir).IgnoreIfMissing(),
 	}
+	if cfg.cgroupDir != "" {
+		// The per-uid cgroups of runners (cgroup_linux.go): create, limit, fill, remove.
+		rules = append(rules, landlock.RWDirs(cfg.cgroupDir))
+	}
 	if cfg.Egress.PolicyPath != "" {
 		// netpolicy.LoadSystemPolicy opens the directory too (its owner and mode are checked).
 		rules = append(rules, landlock.RODirs(filepath.Dir(cfg.Egress.PolicyPath)).IgnoreIfMissing())

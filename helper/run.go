@@ -12,8 +12,9 @@
 // 3..8. The runner confines itself and drives the vmhost.Host's sandbox.Backend; it reports to
 // the helper on a control socket and hands Attach the connected SSH channel.
 //
-// Privilege: root, Landlock-confined after startup step 9 (Run). The same binary also
-// runs the runner spawner (package spawner: root, unconfined), the VM runners (package
+// Privilege: root with only the unit's capability set (dropped in-process at startup
+// step 2, however it was started), Landlock-confined after startup step 9 (Run). The same
+// binary also runs the runner spawner (package spawner: root, unconfined), the VM runners (package
 // runner: the session owner's uid, no_new_privs, Landlock) and the per-session egress
 // processes (package egress, ProxyMain: the session owner's uid, no_new_privs, Landlock
 // with no filesystem access) and the on-demand image builds (buildChildMain: root,
@@ -120,9 +121,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 
-	// 2. Scrub the environment and inherited descriptors: nothing the invoker left
-	// behind reaches the runners.
-	if err := scrubInherited(); err != nil {
+	// 2. Before any child: per-uid cgroups, capability drop, scrub of env and fds.
+	cg, cgCheck, err := dropPrivileges(&cfg, o.Cleanup, log)
+	if err != nil {
 		return err
 	}
 
@@ -177,7 +178,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 	caps, checks, vmh := probeHost(&cfg, ll, log)
-	checks = append(checks, activationCheck(o.Listen))
+	checks = append(checks, activationCheck(o.Listen), capabilitiesCheck(), cgCheck)
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if err := notifyReady(ln, ll, log); err != nil {
@@ -186,12 +187,49 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, caps, checks)
-	srv.EnableVMs(vmh, sp)
+	srv.EnableVMs(vmh, sp, cg)
 	srv.EnableBuilds(sp) // on-demand builds: children of the spawner, outside Landlock
 	srv.EnableEgress(eg) // nil: VMs get no network device
+	srv.firewall = hostFirewallProbe()
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()
 	return err
+}
+
+// dropPrivileges makes the per-uid cgroups first (runnerCgroups: brood.slice is created
+// at the cgroup2 root, a mode 0555 directory), then drops to the unit's capability set,
+// however the helper was started (dropCapabilities: a root shell keeps every
+// capability), then scrubs what the invoker left (scrubInherited): nothing of it reaches
+// the children. It returns the cgroups (nil without) and their Doctor check.
+func dropPrivileges(cfg *Config, cleanup bool, log *slog.Logger) (cgroupPlacer, api.Check, error) {
+	cg, check := runnerCgroups(cfg, cleanup, log)
+	if err := dropCapabilities(log); err != nil {
+		return nil, check, err
+	}
+	return cg, check, scrubInherited()
+}
+
+// runnerCgroups returns how runners are put in per-uid cgroups (nil: not at all, and not
+// for --cleanup) and its Doctor check: systemd's transient scopes when systemd is PID 1
+// (systemdScopes), else the helper's own cgroupfs directories (openUserCgroups), whose
+// directory it lets the helper's Landlock domain write (cfg.cgroupDir).
+func runnerCgroups(cfg *Config, cleanup bool, log *slog.Logger) (cgroupPlacer, api.Check) {
+	if cleanup {
+		return nil, api.Check{}
+	}
+	if systemdBooted() {
+		log.Info("per-user cgroups: systemd transient scopes in brood-user-<uid>.slice")
+		return systemdScopes{}, api.Check{Name: "user cgroups", OK: true, Detail: "runners are placed in transient scopes of systemd " +
+			"in brood-user-<uid>.slice, with MemoryMax and CPUQuota from the per-user quotas"}
+	}
+	cg, err := openUserCgroups("/")
+	if err != nil {
+		log.Warn("per-user cgroups unavailable: runners stay in the helper's cgroup", "err", err)
+		return nil, cg.Check(err)
+	}
+	cfg.cgroupDir = cg.dir
+	log.Info("per-user cgroups", "dir", cg.dir, "controllers", cg.controllers, "stale_removed", cg.RemoveEmpty())
+	return cg, cg.Check(nil)
 }
 
 // notifyReady tells the service manager the helper is ready (sd_notify READY=1; nothing
@@ -267,9 +305,12 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dirs, err := vmhost.CleanupRunDirs(runtimeDir)
+	dirs, left, err := vmhost.CleanupRunDirs(runtimeDir)
 	if err != nil {
 		return err
+	}
+	if left != nil {
+		log.Warn("run dirs left in place", "err", left)
 	}
 	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners, "run_dirs", dirs)
 	return nil
@@ -340,7 +381,10 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 	}
 	defer host.Close()
 	rep, err := host.cleanup(log)
-	dirs, derr := vmhost.CleanupRunDirs(runtimeDir)
+	dirs, left, derr := vmhost.CleanupRunDirs(runtimeDir)
+	if left != nil {
+		log.Warn("run dirs left in place", "err", left)
+	}
 	uplinks, ferr := restoreForwarding(host, runtimeDir)
 	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs,
 		"uplink_forwarding_restored", uplinks)
