@@ -152,6 +152,10 @@ func (s *Server) buildTarget(a api.BuildImageArgs) (name, key string, err error)
 	if s.builder == nil {
 		return "", "", fmt.Errorf("build image %s: this helper runs no builds: %w", a.Name, api.ErrUnavailable)
 	}
+	if miss := missingBuildCaps(false); miss != "" {
+		return "", "", fmt.Errorf("build image %s: on-demand builds need capabilities this helper does not have (%s: outside its capability set); an administrator runs: sudo broodd-helper image build %s: %w",
+			a.Name, miss, a.Name, api.ErrUnavailable)
+	}
 	if key, err = r.Key(); err != nil {
 		return "", "", fmt.Errorf("build image %s: %w", a.Name, err)
 	}
@@ -184,6 +188,10 @@ func (s *Server) pullTarget(a api.BuildImageArgs) (name, key string, err error) 
 	}
 	if s.builder == nil {
 		return "", "", fmt.Errorf("pull image %s: this helper runs no builds: %w", a.Ref, api.ErrUnavailable)
+	}
+	if miss := missingBuildCaps(true); miss != "" {
+		return "", "", fmt.Errorf("pull image %s: on-demand pulls need capabilities this helper does not have (%s: outside its capability set); an administrator runs: sudo broodd-helper image pull %s: %w",
+			a.Ref, miss, a.Ref, api.ErrUnavailable)
 	}
 	return name, a.Ref, nil
 }

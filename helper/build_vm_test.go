@@ -296,37 +296,28 @@ func readLog(p string) string {
 	return string(b)
 }
 
-// TestOnDemandBuildConfinedHelper: the helper binary itself (Run: Landlock enforced, in
-// a network namespace of its own) takes a build_image from a non-root uid, its spawner
-// starts the build child, and the child's failure (the store's kernels entry is a file,
-// so the guest kernel cannot be stored) comes back as a failed build with the last lines
-// of the build log and the log's path, a root-owned file of mode 0644 in the store.
-func TestOnDemandBuildConfinedHelper(t *testing.T) {
+// TestOnDemandBuildFailure: a real build child (the real spawner, this process's
+// Server) that fails (the store's kernels entry is a file, so the guest kernel cannot be
+// stored) comes back as a failed build with the last lines of the build log and the log's
+// path, a root-owned file of mode 0644 in the store.
+func TestOnDemandBuildFailure(t *testing.T) {
 	requireRoot(t)
 	base := publicTempDir(t)
-	state := filepath.Join(base, "state")
-	if err := os.MkdirAll(state, 0o755); err != nil {
+	l := store.New(filepath.Join(base, "state"))
+	if err := os.MkdirAll(l.Root, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(state, store.KernelsDir), nil, 0o644); err != nil {
+	if err := os.WriteFile(l.Kernels(), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cfg := writeConfig(t, base, fmt.Sprintf("state_dir = %q\nallow_uids = [4242]\n[egress]\npolicy_path = %q\n", state, filepath.Join(base, "policy.toml")))
-	sock := filepath.Join(base, "helper.sock")
-	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", filepath.Join(base, "run"), "--listen", sock, "--idle-timeout", "0")
-	c := waitDial(t, hc, sock, 20*time.Second)
-	if c.Caps.Landlock.Mode != api.LandlockEnforced {
-		t.Fatalf("helper under test is not confined: %+v", c.Caps.Landlock)
-	}
-	c.Close()
-	chmod(t, sock, 0o666)
-	out := runChildClient(t, &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{}},
-		childSpec{Sock: sock, Ops: []childOp{{Op: "hello"}, {Op: "build", Name: "test"}}})
+	ts, _, _, gid := buildingServer(t, base, l)
+	out := runChildClient(t, &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{gid}},
+		childSpec{Sock: ts.sock, Ops: []childOp{{Op: "hello"}, {Op: "build", Name: "test"}}})
 	r := out[1]
-	log := store.New(state).BuildLog("test")
+	log := l.BuildLog("test")
 	if r.Build == nil || r.Build.State != api.BuildFailed || len(r.Build.Tail) == 0 || r.Build.Log != log ||
 		!strings.Contains(r.Err, "full log: "+log) || !strings.Contains(r.Build.Error, "image build test") {
-		t.Fatalf("build in a helper without network: %+v (%s)\nhelper:\n%s", r, r.Err, hc.stderr.String())
+		t.Fatalf("failing build: %+v (%s)", r, r.Err)
 	}
 	fi, err := os.Stat(log)
 	if err != nil || fi.Mode().Perm() != 0o644 || fi.Sys().(*syscall.Stat_t).Uid != 0 {
@@ -336,4 +327,40 @@ func TestOnDemandBuildConfinedHelper(t *testing.T) {
 		t.Errorf("tail line %q is not in the log:\n%s", last, readLog(log))
 	}
 	t.Logf("failed build: %s; tail %d lines, phases %v, %d records", r.Build.Error, len(r.Build.Tail), r.Phases, r.Records)
+}
+
+// TestOnDemandBuildConfinedHelper: the helper binary itself (Run: its capability set
+// reduced to the unit's, Landlock enforced) answers build_image for a recipe and for a
+// digest reference with unavailable, naming the capabilities a build lacks and the
+// command an administrator runs, and starts nothing: mmdebstrap cannot work with the
+// unit's capabilities (no CAP_SYS_ADMIN to mount, no CAP_SYS_CHROOT, no CAP_DAC_OVERRIDE).
+func TestOnDemandBuildConfinedHelper(t *testing.T) {
+	requireRoot(t)
+	base := publicTempDir(t)
+	state := filepath.Join(base, "state")
+	policy := filepath.Join(base, "policy.toml")
+	if err := os.WriteFile(policy, []byte("[images]\nallowed_images = [\"127.0.0.1:5000\"]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, base, fmt.Sprintf("state_dir = %q\nallow_uids = [4242]\n[egress]\npolicy_path = %q\n", state, policy))
+	sock := filepath.Join(base, "helper.sock")
+	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", filepath.Join(base, "run"), "--listen", sock, "--idle-timeout", "0")
+	c := waitDial(t, hc, sock, 20*time.Second)
+	if c.Caps.Landlock.Mode != api.LandlockEnforced {
+		t.Fatalf("helper under test is not confined: %+v", c.Caps.Landlock)
+	}
+	c.Close()
+	chmod(t, sock, 0o666)
+	ref := "127.0.0.1:5000/tool@sha256:" + strings.Repeat("0f", 32)
+	out := runChildClient(t, &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{}},
+		childSpec{Sock: sock, Ops: []childOp{{Op: "hello"}, {Op: "build", Name: "test"}, {Op: "pull", Name: ref}}})
+	for i, want := range []string{"CAP_SYS_ADMIN, CAP_SYS_CHROOT, CAP_MKNOD, CAP_DAC_OVERRIDE, CAP_FOWNER, CAP_SETFCAP", "CAP_DAC_OVERRIDE, CAP_FOWNER"} {
+		r := out[i+1]
+		if r.Code != string(api.CodeUnavailable) || !strings.Contains(r.Err, want) || !strings.Contains(r.Err, "an administrator runs: sudo broodd-helper image") {
+			t.Errorf("request %d in the unit's capability set: %+v, want unavailable naming %s", i, r, want)
+		}
+	}
+	if strings.Contains(hc.stderr.String(), "image build started") {
+		t.Errorf("a build child was started:\n%s", hc.stderr.String())
+	}
 }

@@ -74,8 +74,8 @@ agents from $XDG_CONFIG_HOME/brood/config.toml:
 
 An agent's VM has a network through the egress firewall with the system policy's
 default_profile, else standard (--egress names another, --egress none turns it off); the
-shell has none unless --egress names a profile. An image not built yet is built by the
-helper first, with progress, and kept (--no-build refuses instead). Only environment
+shell has none unless --egress names a profile. For an image not built yet brood asks the
+helper to build it first, with progress (--no-build refuses instead). Only environment
 variables matching the
 agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
 		Args: namedArgs(1, -1, "AGENT", "COMMAND"),
