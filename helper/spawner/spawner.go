@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 
 	"brood.dev/brood/sandbox/store"
 )
@@ -93,8 +94,20 @@ func Check(r Request, kvmGID int) error {
 
 // digestRefRe is the form of a pull's Ref the spawner passes on: registry and repository
 // characters (no space, no leading '-', so it cannot be read as a flag), then a SHA-256
-// digest. The build child parses it fully (go-containerregistry's name package).
-var digestRefRe = regexp.MustCompile(`^[a-z0-9][a-zA-Z0-9._:/-]{0,400}@sha256:[0-9a-f]{64}$`)
+// digest; at most maxRefLen bytes in all (checked apart: a counted repetition would make
+// the compiled expression, which every helper process holds, large). The build child
+// parses it fully (go-containerregistry's name package).
+var digestRefRe = regexp.MustCompile(`^[a-z0-9][a-zA-Z0-9._:/-]*@sha256:[0-9a-f]+$`)
+
+// maxRefLen bounds a pull's Ref in bytes.
+const maxRefLen = 512
+
+// digestRef reports whether ref has digestRefRe's form, 64 hex digits and at most
+// maxRefLen bytes.
+func digestRef(ref string) bool {
+	_, hex, _ := strings.Cut(ref, "@sha256:")
+	return len(ref) <= maxRefLen && len(hex) == 64 && digestRefRe.MatchString(ref)
+}
 
 // CheckBuild validates a build request (contract step 5b): either Name is an image name
 // (store.ValidImageName) and one of recipes, the recipe table compiled into the binary,
@@ -102,7 +115,7 @@ var digestRefRe = regexp.MustCompile(`^[a-z0-9][a-zA-Z0-9._:/-]{0,400}@sha256:[0
 // is an absolute clean path. Errors wrap ErrSpawn.
 func CheckBuild(r Request, recipes []string) error {
 	switch {
-	case r.Ref != "" && (r.Name != "" || !digestRefRe.MatchString(r.Ref)):
+	case r.Ref != "" && (r.Name != "" || !digestRef(r.Ref)):
 		return fmt.Errorf("pull image %q: not a digest reference: %w", r.Ref, ErrSpawn)
 	case r.Ref != "" && !cleanAbs(r.Policy):
 		return fmt.Errorf("pull image %s: policy file %q is not an absolute clean path: %w", r.Ref, r.Policy, ErrSpawn)

@@ -50,14 +50,16 @@ func TestCheckBuild(t *testing.T) {
 		{Request{Name: "test", StateDir: "/var/lib/../brood"}, false}, // not clean
 		{Request{Name: "test", StateDir: ""}, false},                  // missing
 		{Request{Ref: ref, Policy: "/etc/brood/policy.toml", StateDir: "/s"}, true},
-		{Request{Ref: ref, StateDir: "/s"}, false},                                    // no policy file
-		{Request{Ref: ref, Policy: "policy.toml", StateDir: "/s"}, false},             // relative policy
-		{Request{Name: "test", Ref: ref, Policy: "/p", StateDir: "/s"}, false},        // both
-		{Request{Ref: "127.0.0.1:5000/tool:v1", Policy: "/p", StateDir: "/s"}, false}, // a tag
-		{Request{Ref: "-o/x@sha256:" + hex, Policy: "/p", StateDir: "/s"}, false},     // a flag
-		{Request{Ref: "a/b c@sha256:" + hex, Policy: "/p", StateDir: "/s"}, false},    // a space
-		{Request{Ref: ref + "0", Policy: "/p", StateDir: "/s"}, false},                // 65 hex digits
-		{Request{Ref: ref, Policy: "/p", StateDir: "s"}, false},                       // relative store
+		{Request{Ref: ref, StateDir: "/s"}, false},                                                              // no policy file
+		{Request{Ref: ref, Policy: "policy.toml", StateDir: "/s"}, false},                                       // relative policy
+		{Request{Name: "test", Ref: ref, Policy: "/p", StateDir: "/s"}, false},                                  // both
+		{Request{Ref: "127.0.0.1:5000/tool:v1", Policy: "/p", StateDir: "/s"}, false},                           // a tag
+		{Request{Ref: "-o/x@sha256:" + hex, Policy: "/p", StateDir: "/s"}, false},                               // a flag
+		{Request{Ref: "a/b c@sha256:" + hex, Policy: "/p", StateDir: "/s"}, false},                              // a space
+		{Request{Ref: ref + "0", Policy: "/p", StateDir: "/s"}, false},                                          // 65 hex digits
+		{Request{Ref: ref, Policy: "/p", StateDir: "s"}, false},                                                 // relative store
+		{Request{Ref: "r/" + strings.Repeat("a", 500) + "@sha256:" + hex, Policy: "/p", StateDir: "/s"}, false}, // over 512 bytes
+		{Request{Ref: "r/x@sha256:" + hex[:63], Policy: "/p", StateDir: "/s"}, false},                           // 63 hex digits
 	} {
 		err := CheckBuild(tc.req, recipes)
 		if (err == nil) != tc.ok || (err != nil && !errors.Is(err, ErrSpawn)) {
