@@ -37,8 +37,9 @@
 //     5b. Build checks (CheckBuild): exactly BuildFiles descriptors; either Name passes
 //     store.ValidImageName and is one of the recipe names Main was given (the table
 //     compiled into the binary: a client never supplies a recipe), or Ref is a digest
-//     reference (at most 512 bytes of registry and repository characters, no leading '-', "@sha256:" and 64
-//     hex digits) and Policy an absolute clean path; StateDir is absolute and clean.
+//     reference (at most 512 bytes: registry and repository characters, no leading '-',
+//     "@sha256:" and 64 hex digits) and Policy an absolute clean path; StateDir is
+//     absolute and clean.
 //     6b. Build execs `<its own executable> image-build --state-dir StateDir Name`, or
 //     `... --state-dir StateDir --policy Policy --ref Ref` (BuildSubcommand, BuildArgs)
 //     as root (the build runs mmdebstrap, apt and mkfs.erofs into the
