@@ -37,8 +37,11 @@ import (
 // so only argv tells), and the tests start VM clients.
 func vmChild(env string) (int, bool) {
 	switch {
-	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == spawner.Subcommand ||
-		os.Args[1] == egress.ProxySubcommand):
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.Subcommand || os.Args[1] == spawner.BuildSubcommand):
+		addTinyRecipe() // the spawner and the build child know the test recipe (build_vm_test.go)
+		return Main(os.Args[1:]), true
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == egress.ProxySubcommand ||
+		os.Args[1] == UnpackSubcommand):
 		return Main(os.Args[1:]), true
 	case env == "vmclient":
 		return childVMClient(), true

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,6 +63,11 @@ type Helper struct {
 	Doctor api.DoctorReport
 	// Policy answers resolve_policy (nil: the call is unknown, as to an older helper).
 	Policy *api.Policy
+	// Builds are build_image's answers, in order (the last one repeats); BuildErr, when
+	// set, answers every build_image instead. A done answer adds its image to
+	// Caps.Images, as a real build adds it to the store. Serve only.
+	Builds   []api.BuildStatus
+	BuildErr *api.Error
 	// Agent, when set, runs when the guest receives an exec, before it answers: with
 	// the directory of the session's workspace share (the snapshot) and the command, it
 	// changes the snapshot as an agent in /workspace would.
@@ -84,6 +90,7 @@ type Helper struct {
 	goneOnce  sync.Once
 	outcome   api.VMOutcome
 	policyArg api.ResolvePolicyArgs
+	buildArgs []api.BuildImageArgs
 	share     string // the workspace share of the last CreateSession, as a path
 }
 
@@ -105,6 +112,34 @@ func (h *Helper) Calls() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return strings.Join(h.calls, " ")
+}
+
+// BuildArgs lists the build_image requests the fake answered, in order.
+func (h *Helper) BuildArgs() []api.BuildImageArgs {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]api.BuildImageArgs(nil), h.buildArgs...)
+}
+
+// buildImage answers one build_image request (Builds, BuildErr).
+func (h *Helper) buildImage(a api.BuildImageArgs) (api.BuildStatus, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.buildArgs = append(h.buildArgs, a)
+	if h.BuildErr != nil {
+		return api.BuildStatus{}, h.BuildErr
+	}
+	if len(h.Builds) == 0 {
+		return api.BuildStatus{}, &api.Error{Code: api.CodeUnknownCall, Message: "build_image"}
+	}
+	st := h.Builds[0]
+	if len(h.Builds) > 1 {
+		h.Builds = h.Builds[1:]
+	}
+	if st.State == api.BuildDone && !slices.Contains(h.Caps.Images, a.Name) {
+		h.Caps.Images = append(h.Caps.Images, a.Name)
+	}
+	return st, nil
 }
 
 // StartArgs is the last StartVM request.

@@ -122,6 +122,11 @@ func (h *Helper) dispatch(req *api.Request) (any, []*os.File, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.Doctor, nil, nil
+	case api.CallBuildImage:
+		var a api.BuildImageArgs
+		json.Unmarshal(req.Args, &a)
+		st, err := h.buildImage(a)
+		return st, nil, err
 	case api.CallResolvePolicy:
 		var a api.ResolvePolicyArgs
 		json.Unmarshal(req.Args, &a)

@@ -73,6 +73,9 @@ const (
 	// Version 1 that older clients never send; an older helper answers it with
 	// CodeUnknownCall.
 	CallResolvePolicy Call = "resolve_policy"
+	// CallBuildImage starts, joins or follows the build of one of the helper's own
+	// recipes (BuildImageArgs, BuildStatus); an addition to Version 1 (build.go).
+	CallBuildImage Call = "build_image"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
@@ -89,6 +92,7 @@ var CallFDs = map[Call]int{
 	CallWaitVM:         0,
 	CallListImages:     0,
 	CallResolvePolicy:  0,
+	CallBuildImage:     0,
 }
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
