@@ -45,8 +45,9 @@ const (
 
 // Files Run writes into the session directory.
 const (
-	VMRecordFile = "vm.json"     // VMRecord: how the VM ended, timings
-	ConsoleFile  = "console.log" // the guest console tail (raw bytes as the helper sent them)
+	VMRecordFile  = "vm.json"      // VMRecord: how the VM ended, timings
+	ConsoleFile   = "console.log"  // the guest console tail (raw bytes as the helper sent them)
+	EgressLogFile = "egress.jsonl" // every egress decision (EgressLog), up to MaxEgressLogBytes
 )
 
 // RunSpec is one resolved run: what to snapshot, what to boot, what to run in it.
@@ -109,6 +110,8 @@ type VMRecord struct {
 	// decisions (allowed and refused names, pinned addresses) from the helper's log.
 	Network *api.EgressInfo    `json:"network,omitempty"`
 	Egress  *api.EgressSummary `json:"egress,omitempty"`
+	// EgressLog says where the session's whole decision log was kept (nil: no network).
+	EgressLog *EgressLog `json:"egress_log,omitempty"`
 }
 
 // RunResult is what a run left behind.

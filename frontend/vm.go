@@ -251,7 +251,9 @@ func (v *runningVM) stop() error {
 	v.rec.Outcome, v.rec.Detail, v.rec.Egress = exit.Outcome, exit.Detail, exit.Egress
 	if e := exit.Egress; e != nil {
 		v.prog.Printf("network: %d name(s) allowed, %d refused, %d address(es) pinned (details: %s in the session dir)",
-			len(e.Allowed), len(e.Refused), len(e.Pinned), VMRecordFile)
+			max(e.AllowedNames, len(e.Allowed)), max(e.RefusedNames, len(e.Refused)), len(e.Pinned), VMRecordFile)
+		v.rec.EgressLog = v.keepEgressLog(e)
+		printEgressLog(v.prog, v.rec.EgressLog)
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
 	v.prog.Done(string(exit.Outcome))

@@ -56,6 +56,8 @@ type Helper struct {
 	// Egress is WaitVM's summary of the DNS decisions; VMEgress StartVM's network.
 	Egress   *api.EgressSummary
 	VMEgress *api.EgressInfo
+	// EgressLog is egress_log's file content (nil: the call fails with CodeNotFound).
+	EgressLog []byte
 	// ImageFile and ImageDigest are StartVM's image file and digest (empty: not said).
 	ImageFile, ImageDigest string
 	// Doctor is the doctor call's answer.
@@ -212,6 +214,30 @@ func (h *Helper) attach() (*os.File, error) {
 	}
 	go h.guest(gc)
 	return theirs, nil
+}
+
+// egressLog returns a file holding h.EgressLog (unlinked, read-only), or CodeNotFound.
+func (h *Helper) egressLog() (*os.File, error) {
+	h.mu.Lock()
+	b := h.EgressLog
+	h.mu.Unlock()
+	if b == nil {
+		return nil, &api.Error{Code: api.CodeNotFound, Message: "no egress log"}
+	}
+	w, err := os.CreateTemp("", "fake-egress-log-")
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	defer os.Remove(w.Name())
+	defer w.Close()
+	if _, err := w.Write(b); err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	f, err := os.Open(w.Name())
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	return f, nil
 }
 
 // waitVM blocks until the fake VM is gone or ctx ends.

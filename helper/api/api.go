@@ -73,6 +73,12 @@ const (
 	// Version 1 that older clients never send; an older helper answers it with
 	// CodeUnknownCall.
 	CallResolvePolicy Call = "resolve_policy"
+	// CallEgressLog returns, once the session's VM has ended, a read-only descriptor of
+	// its whole egress decision log (SessionArgs; JSON lines of the DNS proxy's decisions,
+	// at most 4 MiB, an unlinked file the helper keeps until the session is destroyed).
+	// wait_vm's EgressSummary is bounded; this is the full record. An addition to Version
+	// 1; an older helper answers it with CodeUnknownCall.
+	CallEgressLog Call = "egress_log"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
@@ -89,12 +95,14 @@ var CallFDs = map[Call]int{
 	CallWaitVM:         0,
 	CallListImages:     0,
 	CallResolvePolicy:  0,
+	CallEgressLog:      0,
 }
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
 // carries (Response.FDs). Error responses carry none.
 var ResponseFDs = map[Call]int{
-	CallAttach: 1, // a connected unix stream socket: the guest's SSH channel
+	CallAttach:    1, // a connected unix stream socket: the guest's SSH channel
+	CallEgressLog: 1, // a read-only regular file: the session's decision log
 }
 
 // Request is one call from the client. Args is the call's argument object (decoded

@@ -286,12 +286,24 @@ func (s *Session) TapFile() *os.File { return s.tapFile }
 // returns the summary of the session's decision log (nil when id had no network) and
 // every error met (it does not stop at the first).
 func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
+	sum, log, err := e.StopKeepLog(id)
+	if log != nil {
+		log.Close()
+	}
+	return sum, err
+}
+
+// StopKeepLog is Stop that also returns the session's whole decision log (JSON lines of
+// dnsproxy.Decision, at most MaxDecisionLogBytes; nil when id had no network or the log
+// could not be reopened): a read-only descriptor of the file, which is unlinked, so
+// nothing of it stays on disk once the caller closes it.
+func (e *Manager) StopKeepLog(id string) (*api.EgressSummary, *os.File, error) {
 	e.mu.Lock()
 	s := e.sessions[id]
 	delete(e.sessions, id)
 	e.mu.Unlock()
 	if s == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	var errs []error
 	if s.proc != nil {
@@ -313,10 +325,15 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 	}
 	errs = append(errs, e.links.DeleteLink(s.tap))
 	var sum *api.EgressSummary
+	var log *os.File
 	if s.logFile != nil {
 		_, _, werr := s.dlog.counts()
 		errs = append(errs, werr, s.logFile.Close())
 		sum = summarize(s.logPath, s.dlog)
+		var err error
+		if log, err = os.OpenFile(s.logPath, os.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			errs = append(errs, fmt.Errorf("reopen egress decision log of session %s: %w", id, err))
+		}
 		os.Remove(s.logPath)
 	}
 	e.pool.release(s.slot)
@@ -325,7 +342,7 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 	e.fwdMu.Unlock()
 	err := errors.Join(errs...)
 	e.log.Info("audit: egress down", "session", id, "tap", s.tap, "err", err)
-	return sum, err
+	return sum, log, err
 }
 
 // StopAll removes every session's network (helper shutdown).
