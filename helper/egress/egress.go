@@ -64,6 +64,12 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+
+	// netMu serializes the refreshes of the permissive sessions' refused networks and
+	// guards watch and each Session's permissive and refused (netwatch.go); taken before mu.
+	netMu     sync.Mutex
+	watch     *netWatch
+	onRefresh func() // tests: called after each refresh
 }
 
 // Session is one VM session's network as the egress layer holds it: tap, addresses, nft
@@ -82,6 +88,12 @@ type Session struct {
 	logPath string
 	logFile *os.File
 	dlog    *decisionLog
+
+	// nets: whether the session holds the watch of the host's networks and has its
+	// refused sets kept current (netwatch.go); refused is what those sets hold. Guarded by
+	// Manager.netMu.
+	nets    netState
+	refused []netip.Prefix
 }
 
 // New prepares the host for VM egress: the address pool, the upstream resolver and
@@ -248,12 +260,15 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	ns := nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6,
 		GuestV4: ad.Guest4, GuestV6: ad.Guest6, GuestLL: ad.GuestLL, AnyPort: eff.AnyPort()}
 	if ns.AnyPort {
-		if ns.Refused, err = e.hostNetworks(); err != nil {
+		if ns.Refused, err = e.permissiveRefused(s); err != nil {
 			return err
 		}
 	}
 	if err := e.fw.AddSession(ns); err != nil {
 		return err
+	}
+	if ns.AnyPort {
+		e.trackRefused(s, ns.Refused)
 	}
 	s.logPath = filepath.Join(e.logDir, s.id+".jsonl")
 	if s.logFile, err = os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600); err != nil {
@@ -305,6 +320,7 @@ func (e *Manager) StopKeepLog(id string) (*api.EgressSummary, *os.File, error) {
 	if s == nil {
 		return nil, nil, nil
 	}
+	e.untrackRefused(s) // before its sets go
 	var errs []error
 	if s.proc != nil {
 		errs = append(errs, s.proc.stop())
