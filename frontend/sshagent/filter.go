@@ -189,7 +189,9 @@ func (c *conn) RemoveAll() error { return c.refuse("remove-all", "", "the guest 
 func (c *conn) Lock([]byte) error { return c.refuse("lock", "", "the guest may not lock the agent") }
 
 // Unlock is refused.
-func (c *conn) Unlock([]byte) error { return c.refuse("unlock", "", "the guest may not unlock the agent") }
+func (c *conn) Unlock([]byte) error {
+	return c.refuse("unlock", "", "the guest may not unlock the agent")
+}
 
 // Signers is refused (agent.ServeAgent never calls it).
 func (c *conn) Signers() ([]ssh.Signer, error) {
