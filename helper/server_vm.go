@@ -29,6 +29,9 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 		if err := s.checkDirect(uid, a); err != nil { // direct.go
 			return nil, nil, err
 		}
+		if err := s.checkSSHAgent(uid, a); err != nil { // direct.go
+			return nil, nil, err
+		}
 		sess, err := s.sessions.beginStart(a.ID, uid)
 		if err != nil {
 			return nil, nil, err

@@ -52,6 +52,7 @@ type ConfigFile struct {
 //	default_profile   = "locked"     # an agent run's profile when no layer sets one; default: standard
 //	forbid_allow_host = true         # refuse --allow-host and user allow_hosts
 //	forbid_direct     = true         # refuse brood run --workspace-mode direct
+//	allow_ssh_agent   = false        # refuse brood run --ssh-agent (default: allowed)
 //	allow_hosts       = ["llm-gw.corp.example"]
 //	deny_hosts        = ["*.paste.example"]
 //	code_hosts        = ["git.corp.example"]   # replaces the default code hosts of Standard
@@ -62,6 +63,7 @@ type SystemPolicyFile struct {
 	DefaultProfile  string     `toml:"default_profile"`
 	ForbidAllowHost bool       `toml:"forbid_allow_host"`
 	ForbidDirect    bool       `toml:"forbid_direct"`
+	AllowSSHAgent   *bool      `toml:"allow_ssh_agent"`
 	AllowHosts      []string   `toml:"allow_hosts"`
 	DenyHosts       []string   `toml:"deny_hosts"`
 	CodeHosts       []string   `toml:"code_hosts"`
@@ -82,8 +84,11 @@ type SystemPolicy struct {
 	// ForbidDirect refuses sessions that mount the workspace itself (no snapshot, no
 	// review); the helper enforces it at StartVM.
 	ForbidDirect bool
-	Allow        []Entry
-	Deny         []Pattern
+	// ForbidSSHAgent refuses sessions that forward the developer's (filtered) SSH agent
+	// (allow_ssh_agent = false); the helper enforces it at StartVM.
+	ForbidSSHAgent bool
+	Allow          []Entry
+	Deny           []Pattern
 	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
 	CodeHosts []Entry
 	// Images is the [images] table, validated (ociref.Policy.Validate).
@@ -115,7 +120,8 @@ func (f ConfigFile) Parse() (LayerConfig, error) {
 
 // Parse validates the file's values.
 func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
-	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect, Images: f.Images}
+	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect, Images: f.Images,
+		ForbidSSHAgent: f.AllowSSHAgent != nil && !*f.AllowSSHAgent}
 	if err := f.Images.Validate(); err != nil {
 		return nil, fmt.Errorf("system policy [images]: %v: %w", err, ErrBadPolicy)
 	}

@@ -288,6 +288,9 @@ type StartVMArgs struct {
 	// snapshot and no review (brood run --workspace-mode direct --yes). Refused
 	// (CodePolicy) when the system policy forbids it (forbid_direct).
 	Direct bool `json:"direct,omitempty"`
+	// SSHAgent: brood forwards the developer's filtered SSH agent into the guest
+	// (--ssh-agent); refused when the system policy sets allow_ssh_agent = false.
+	SSHAgent bool `json:"ssh_agent,omitempty"`
 }
 
 // EgressLayer is one configuration layer's [egress] table as written (the fields of
