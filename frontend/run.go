@@ -15,6 +15,7 @@ import (
 	"brood.dev/brood/frontend/helperclient"
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
+	"brood.dev/brood/frontend/sshagent"
 	"brood.dev/brood/frontend/snapshot"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
@@ -74,6 +75,9 @@ type RunSpec struct {
 	Check func(api.Capabilities) error
 	// StartHint, when set, returns advice appended to StartVM's error.
 	StartHint func(err error, caps api.Capabilities) string
+	// SSHAgent, when set, forwards the developer's agent to the command through the
+	// filter of package sshagent (--ssh-agent); VM.SSHAgent must be set too.
+	SSHAgent *SSHAgent
 }
 
 // timeout is the VM's lifetime the caller asked for (0: the helper's default).
@@ -112,6 +116,8 @@ type VMRecord struct {
 	Egress  *api.EgressSummary `json:"egress,omitempty"`
 	// EgressLog says where the session's whole decision log was kept (nil: no network).
 	EgressLog *EgressLog `json:"egress_log,omitempty"`
+	// SSHAgent is every request the forwarded agent answered (--ssh-agent; at most 1,000).
+	SSHAgent []sshagent.Event `json:"ssh_agent,omitempty"`
 }
 
 // RunResult is what a run left behind.

@@ -109,6 +109,15 @@ func (v *runningVM) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 	for _, kv := range o.Env {
 		v.prog.Printf("forwarding $%s", kv[0])
 	}
+	if v.spec.SSHAgent != nil {
+		pol, err := v.agentPolicy(info) // sshagentrun.go
+		if err != nil {
+			return err
+		}
+		serveAgent(client, pol)
+		defer func() { v.rec.SSHAgent = printAgentLog(v.prog, pol.Log) }()
+		o.Agent = true
+	}
 	closeIO, err := v.wireStdio(&o, stdio, cancel)
 	if err != nil {
 		return err

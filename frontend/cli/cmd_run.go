@@ -37,6 +37,7 @@ type runFlags struct {
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
 	noSettings   bool        // --no-settings (agenthome.go)
+	sshAgent     []string    // --ssh-agent KEY (sshagent.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -50,6 +51,7 @@ func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
 	c.Flags().StringVar(&f.workspace, "workspace", ".", "workspace directory to snapshot")
 	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
 	f.egress.register(c.Flags())
+	c.Flags().StringArrayVar(&f.sshAgent, "ssh-agent", nil, "forward your SSH agent, filtered, with only this key (fingerprint SHA256:..., public key file or comment; repeat for more): it signs only logins to the session's code hosts whose keys are in your known_hosts (docs/secrets-ssh.md)")
 }
 
 func newRunCommand() *cobra.Command {
@@ -248,6 +250,10 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 		return frontend.RunSpec{}, err
 	}
 	startArgs.SetPolicyArgs(in.args)
+	sshAgent, err := sshAgentSpec(f.sshAgent, &startArgs) // sshagent.go
+	if err != nil {
+		return frontend.RunSpec{}, err
+	}
 	home, err := r.agentHome(os.Environ()) // agenthome.go
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
@@ -263,7 +269,7 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
 		Command: guestCommand(r.argv), Env: home.withEnv(forwardEnv(r.agent.Env, os.Environ())),
-		HomeFiles: home.files, Notes: home.notes,
+		HomeFiles: home.files, Notes: home.notes, SSHAgent: sshAgent,
 		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {

@@ -5,11 +5,14 @@ import (
 	"crypto/rand"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 func newSigner(t *testing.T) (ssh.Signer, ed25519.PrivateKey) {
@@ -177,5 +180,71 @@ func TestFilterRefuses(t *testing.T) {
 	}
 	if keys, _ := b.client(t).List(); len(keys) != 1 {
 		t.Errorf("after the refusals the agent lists %d keys, want 1 (nothing added or removed)", len(keys))
+	}
+}
+
+// TestHostKeys: the keys known_hosts gives a code host name (port 22), plain or hashed
+// (HashKnownHosts), every one of them; a host it does not know is left out, a missing
+// file is no error.
+func TestHostKeys(t *testing.T) {
+	a, _ := newSigner(t)
+	b, _ := newSigner(t)
+	c, _ := newSigner(t)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	line := func(host string, k ssh.Signer) string {
+		return knownhosts.Line([]string{host}, k.PublicKey()) + "\n"
+	}
+	os.WriteFile(kh, []byte(line("github.com", a)+line(knownhosts.HashHostname("github.com"), b)+line("gitlab.com", c)), 0o600)
+	got, err := HostKeys([]string{kh, kh + ".absent"}, []string{"github.com", "codeberg.org"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || len(got["github.com"]) != 2 {
+		t.Fatalf("HostKeys = %v; want github.com's two keys only", got)
+	}
+}
+
+// TestResolve: a KEY is a fingerprint, a public key file or a comment of the agent's keys;
+// one that names no key is an error.
+func TestResolve(t *testing.T) {
+	a, _ := newSigner(t)
+	b, _ := newSigner(t)
+	keys := []*agent.Key{{Format: a.PublicKey().Type(), Blob: a.PublicKey().Marshal(), Comment: "work"},
+		{Format: b.PublicKey().Type(), Blob: b.PublicKey().Marshal(), Comment: "home"}}
+	pub := filepath.Join(t.TempDir(), "id.pub")
+	os.WriteFile(pub, ssh.MarshalAuthorizedKey(b.PublicKey()), 0o644)
+	for _, c := range []struct {
+		specs []string
+		want  []ssh.PublicKey
+	}{
+		{[]string{ssh.FingerprintSHA256(a.PublicKey())}, []ssh.PublicKey{a.PublicKey()}},
+		{[]string{pub}, []ssh.PublicKey{b.PublicKey()}},
+		{[]string{"home", "work", "home"}, []ssh.PublicKey{b.PublicKey(), a.PublicKey()}},
+	} {
+		got, err := Resolve(c.specs, keys)
+		if err != nil || len(got) != len(c.want) {
+			t.Fatalf("Resolve(%v) = %v, %v", c.specs, got, err)
+		}
+		for i := range got {
+			if string(got[i].Marshal()) != string(c.want[i].Marshal()) {
+				t.Errorf("Resolve(%v)[%d] is another key", c.specs, i)
+			}
+		}
+	}
+	if _, err := Resolve([]string{"nobody"}, keys); err == nil {
+		t.Error("a KEY naming no key resolved")
+	}
+}
+
+// TestLogBounded: the log keeps maxEvents events and counts the rest.
+func TestLogBounded(t *testing.T) {
+	b := newBed(t)
+	c := b.client(t)
+	for range maxEvents + 3 {
+		c.RemoveAll()
+	}
+	ev, dropped := b.log.Events()
+	if len(ev) != maxEvents || dropped != 3 {
+		t.Errorf("%d events kept, %d dropped; want %d and 3", len(ev), dropped, maxEvents)
 	}
 }

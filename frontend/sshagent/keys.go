@@ -93,7 +93,11 @@ func HostKeys(files []string, hosts []string) (map[string][]ssh.PublicKey, error
 		return nil, err
 	}
 	for _, h := range hosts {
-		err := check(knownhosts.Normalize(h), &net.TCPAddr{IP: net.IPv6unspecified, Port: 22}, probe)
+		addr := h // the callback takes "host:port", as ssh.Dial passes it
+		if _, _, err := net.SplitHostPort(h); err != nil {
+			addr = net.JoinHostPort(h, "22")
+		}
+		err := check(addr, &net.TCPAddr{IP: net.IPv6unspecified, Port: 22}, probe)
 		var ke *knownhosts.KeyError
 		if errors.As(err, &ke) {
 			for _, w := range ke.Want {
