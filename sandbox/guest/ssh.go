@@ -209,12 +209,12 @@ type session struct {
 	conn  ssh.Conn // the connection the session's channel belongs to
 	agent bool     // auth-agent-req@openssh.com accepted: the command gets SSH_AUTH_SOCK
 	env   []string
-	pty  bool
-	term string
-	ws   pty.Winsize
-	ptmx *os.File
-	proc *os.Process
-	mu   sync.Mutex
+	pty   bool
+	term  string
+	ws    pty.Winsize
+	ptmx  *os.File
+	proc  *os.Process
+	mu    sync.Mutex
 }
 
 // Wire payloads (RFC 4254 section 6).
