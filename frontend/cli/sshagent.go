@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"os"
 	"path/filepath"
@@ -60,5 +61,9 @@ func sshAgentSpec(specs []string, a *api.StartVMArgs) (*frontend.SSHAgent, error
 		return nil, usageErr("run: %v", err)
 	}
 	a.SSHAgent = true
+	// golang.org/x/crypto/ssh/agent.ServeAgent writes each request the filter refuses to
+	// the standard logger, that is to stderr over the agent's terminal; the refusals go
+	// to the run's summary instead. brood writes nothing else through the standard logger.
+	log.SetOutput(io.Discard)
 	return &frontend.SSHAgent{Keys: keys, KnownHosts: knownHostsFiles(), Dial: dial}, nil
 }
