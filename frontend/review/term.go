@@ -41,6 +41,19 @@ func OpenTerminal(in, out *os.File) (*Terminal, error) {
 // Read reads key presses.
 func (t *Terminal) Read(p []byte) (int, error) { return t.in.Read(p) }
 
+// FlushTerminalInput discards what terminal f received and nobody read yet (tcflush
+// TCIFLUSH); for line-based questions on a terminal, as Terminal.FlushInput is for keys.
+// f that is no terminal is left alone.
+func FlushTerminalInput(f *os.File) error {
+	if !IsTerminal(f) {
+		return nil
+	}
+	if err := flushInput(int(f.Fd())); err != nil {
+		return fmt.Errorf("flush input of terminal %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
 // FlushInput discards what the terminal sent that was not read yet: keys typed ahead and
 // the terminal's late replies to queries the agent's session made (a colour or
 // status-string report holds letters the review would take for answers). The review
