@@ -79,7 +79,7 @@ func (v *runningVM) agentPolicy(info api.VMInfo) (*sshagent.Policy, error) {
 }
 
 // serveAgent answers the guest's agent connections (auth-agent@openssh.com channels of
-// client) with pol until the connection ends.
+// client) with pol until the connection ends, at most sshagent.MaxConns at once.
 func serveAgent(client *ssh.Client, pol *sshagent.Policy) {
 	chans := client.HandleChannelOpen("auth-agent@openssh.com")
 	if chans == nil {
@@ -87,12 +87,19 @@ func serveAgent(client *ssh.Client, pol *sshagent.Policy) {
 	}
 	go func() {
 		for nc := range chans {
+			done, ok := pol.Admit()
+			if !ok {
+				nc.Reject(ssh.ResourceShortage, "too many agent connections")
+				continue
+			}
 			ch, reqs, err := nc.Accept()
 			if err != nil {
+				done()
 				continue
 			}
 			go ssh.DiscardRequests(reqs)
 			go func() {
+				defer done()
 				defer ch.Close()
 				pol.Serve(ch)
 			}()

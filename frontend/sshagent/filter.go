@@ -26,6 +26,34 @@ type Policy struct {
 	HostKeys map[string][]ssh.PublicKey // code host name → its keys (known_hosts)
 	Upstream func() (agent.ExtendedAgent, io.Closer, error)
 	Log      *Log
+
+	mu    sync.Mutex
+	conns int // guest connections being served (Admit)
+}
+
+// MaxConns is how many guest agent connections are served at once: each holds a
+// connection to the developer's agent, so a guest that opens many does not exhaust
+// brood's descriptors. One git fetch or push uses one.
+const MaxConns = 8
+
+// Admit reserves one of MaxConns connection slots; done releases it. A connection past
+// them is refused (ok false) and logged.
+func (p *Policy) Admit() (done func(), ok bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == MaxConns {
+		p.Log.add(Event{Op: "connect", Refused: true, Reason: fmt.Sprintf("more than %d agent connections at once", MaxConns)})
+		return nil, false
+	}
+	p.conns++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.conns--
+			p.mu.Unlock()
+		})
+	}, true
 }
 
 // Event is one request the filter answered: Op ("sign", "list", "add", "remove",

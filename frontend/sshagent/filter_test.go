@@ -248,3 +248,31 @@ func TestLogBounded(t *testing.T) {
 		t.Errorf("%d events kept, %d dropped; want %d and 3", len(ev), dropped, maxEvents)
 	}
 }
+
+// TestAdmit: MaxConns connections are admitted at once; the next is refused and logged
+// until one is done (done twice frees one slot only).
+func TestAdmit(t *testing.T) {
+	b := newBed(t)
+	var dones []func()
+	for range MaxConns {
+		d, ok := b.pol.Admit()
+		if !ok {
+			t.Fatalf("refused before %d connections", MaxConns)
+		}
+		dones = append(dones, d)
+	}
+	if _, ok := b.pol.Admit(); ok {
+		t.Fatalf("connection %d admitted", MaxConns+1)
+	}
+	if ev, _ := b.log.Events(); len(ev) != 1 || ev[0].Op != "connect" || !ev[0].Refused {
+		t.Errorf("log %+v", ev)
+	}
+	dones[0]()
+	dones[0]()
+	if _, ok := b.pol.Admit(); !ok {
+		t.Fatal("not admitted after one was done")
+	}
+	if _, ok := b.pol.Admit(); ok {
+		t.Fatal("a second done freed a second slot")
+	}
+}
