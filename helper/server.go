@@ -335,6 +335,7 @@ var handlers = map[api.Call]handler{
 	api.CallAttach:         (*Server).vmCall,
 	api.CallStopVM:         (*Server).vmCall,
 	api.CallWaitVM:         (*Server).waitVMCall,
+	api.CallEgressLog:      (*Server).vmCall,
 	api.CallListSessions:   (*Server).callListSessions,
 	api.CallDestroySession: (*Server).callDestroySession,
 	api.CallResolvePolicy:  (*Server).callResolvePolicy,

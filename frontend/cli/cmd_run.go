@@ -39,6 +39,7 @@ type runFlags struct {
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
 	noSettings   bool        // --no-settings (agenthome.go)
 	gitToken     bool        // --git-token (secrets.go)
+	sshAgent     []string    // --ssh-agent KEY (sshagent.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -53,6 +54,7 @@ func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
 	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
 	c.Flags().BoolVar(&f.noBuild, "no-build", false, "refuse to run when the image is not built, instead of having the helper build it")
 	f.egress.register(c.Flags())
+	c.Flags().StringArrayVar(&f.sshAgent, "ssh-agent", nil, "forward your SSH agent, filtered, with only this key (fingerprint SHA256:..., public key file or comment; repeat for more): it signs only logins to the session's code hosts whose keys are in your known_hosts (docs/secrets-ssh.md)")
 }
 
 func newRunCommand() *cobra.Command {
@@ -257,6 +259,10 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 		return frontend.RunSpec{}, err
 	}
 	startArgs.SetPolicyArgs(in.args)
+	sshAgent, err := sshAgentSpec(f.sshAgent, &startArgs) // sshagent.go
+	if err != nil {
+		return frontend.RunSpec{}, err
+	}
 	home, err := r.agentHome(os.Environ()) // agenthome.go
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
@@ -277,7 +283,7 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
 		Command: guestCommand(r.argv), Env: home.withEnv(forwarded),
-		HomeFiles: home.files, Notes: home.notes, Placeholders: placeholders,
+		HomeFiles: home.files, Notes: home.notes, Placeholders: placeholders, SSHAgent: sshAgent,
 		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {

@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"brood.dev/brood/frontend/helperclient"
 	"brood.dev/brood/frontend/sshclient"
@@ -57,6 +58,8 @@ type Helper struct {
 	// Egress is WaitVM's summary of the DNS decisions; VMEgress StartVM's network.
 	Egress   *api.EgressSummary
 	VMEgress *api.EgressInfo
+	// EgressLog is egress_log's file content (nil: the call fails with CodeNotFound).
+	EgressLog []byte
 	// ImageFile and ImageDigest are StartVM's image file and digest (empty: not said).
 	ImageFile, ImageDigest string
 	// Doctor is the doctor call's answer.
@@ -72,6 +75,11 @@ type Helper struct {
 	// the directory of the session's workspace share (the snapshot) and the command, it
 	// changes the snapshot as an agent in /workspace would.
 	Agent func(share, command string)
+	// AgentUse, when set, runs when a session that asked for agent forwarding
+	// (auth-agent-req@openssh.com) receives its exec: with an agent client over an
+	// auth-agent@openssh.com channel the fake guest opens to brood (what a guest
+	// command using SSH_AUTH_SOCK reaches); what it returns follows "ran: CMD".
+	AgentUse func(a agent.ExtendedAgent) string
 	// Output is what the fake guest writes after "ran: CMD", and ExitStatus the
 	// command's exit status (default 0).
 	Output     string
@@ -264,6 +272,30 @@ func (h *Helper) attach() (*os.File, error) {
 	return theirs, nil
 }
 
+// egressLog returns a file holding h.EgressLog (unlinked, read-only), or CodeNotFound.
+func (h *Helper) egressLog() (*os.File, error) {
+	h.mu.Lock()
+	b := h.EgressLog
+	h.mu.Unlock()
+	if b == nil {
+		return nil, &api.Error{Code: api.CodeNotFound, Message: "no egress log"}
+	}
+	w, err := os.CreateTemp("", "fake-egress-log-")
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	defer os.Remove(w.Name())
+	defer w.Close()
+	if _, err := w.Write(b); err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	f, err := os.Open(w.Name())
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	return f, nil
+}
+
 // waitVM blocks until the fake VM is gone or ctx ends.
 func (h *Helper) waitVM(ctx context.Context) (api.VMExit, error) {
 	select {
@@ -313,7 +345,7 @@ func (h *Helper) guest(c net.Conn) {
 		if err != nil {
 			continue
 		}
-		if h.session(ch, creqs) {
+		if h.session(sc, ch, creqs) {
 			return // the guest powers off after the session
 		}
 	}
@@ -321,8 +353,14 @@ func (h *Helper) guest(c net.Conn) {
 
 // session serves one SSH session channel: it records env requests and answers the
 // first exec with "ran: CMD", then Output, and ExitStatus. It reports whether an exec ran.
-func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
+func (h *Helper) session(conn ssh.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) bool {
+	forward := false
 	for req := range reqs {
+		if req.Type == "auth-agent-req@openssh.com" {
+			forward = true
+			req.Reply(true, nil)
+			continue
+		}
 		if req.Type == "env" {
 			var e struct{ Name, Value string }
 			ssh.Unmarshal(req.Payload, &e)
@@ -364,6 +402,12 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 		if agent != nil {
 			agent(share, e.Command)
 		}
+		h.mu.Lock()
+		use := h.AgentUse
+		h.mu.Unlock()
+		if forward && use != nil {
+			output = useAgent(conn, use) + output
+		}
 		req.Reply(true, nil)
 		fmt.Fprintf(ch, "ran: %s\n%s", e.Command, output)
 		var st [4]byte
@@ -373,4 +417,16 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 		return true
 	}
 	return false
+}
+
+// useAgent runs use with an agent client over a new auth-agent@openssh.com channel of
+// conn, as a guest command that connects to SSH_AUTH_SOCK would.
+func useAgent(conn ssh.Conn, use func(agent.ExtendedAgent) string) string {
+	ch, reqs, err := conn.OpenChannel("auth-agent@openssh.com", nil)
+	if err != nil {
+		return fmt.Sprintf("open agent channel: %v\n", err)
+	}
+	defer ch.Close()
+	go ssh.DiscardRequests(reqs)
+	return use(agent.NewClient(ch))
 }

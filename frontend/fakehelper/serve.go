@@ -109,6 +109,12 @@ func (h *Helper) dispatch(req *api.Request) (any, []*os.File, error) {
 			return nil, nil, err
 		}
 		return api.Empty{}, []*os.File{f}, nil
+	case api.CallEgressLog:
+		f, err := h.egressLog()
+		if err != nil {
+			return nil, nil, err
+		}
+		return api.Empty{}, []*os.File{f}, nil
 	case api.CallStopVM:
 		h.end(api.OutcomeStopped)
 	case api.CallWaitVM:
