@@ -140,7 +140,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer ln.Close()
 
 	// 6. Open what the helper needs before confinement: netlink, nftables, /proc.
-	host, err := openHost()
+	host, err := openHost(cfg.RuntimeDir)
 	if err != nil {
 		return err
 	}
@@ -151,9 +151,16 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 
+	// 7a. The execute-only copy of this binary (SelfCopy) that the spawner, the runners
+	// and the egress processes are executed from: non-dumpable from their execve on.
+	self, err := SelfCopy(cfg.RuntimeDir)
+	if err != nil {
+		return err
+	}
+
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
-	eg := openEgress(&cfg, host, log)
+	eg := openEgress(&cfg, host, self, log)
 	if eg != nil {
 		defer eg.Close()
 		defer eg.StopAll()
@@ -161,7 +168,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 8. Start the runner spawner while unconfined: runners must reach the users'
 	// shares, which the helper's own Landlock domain (inherited by children) excludes.
-	sp, err := startSpawner()
+	sp, err := spawner.Start(self)
 	if err != nil {
 		return err
 	}
@@ -210,23 +217,16 @@ func ensureDirs(dirs ...string) error {
 }
 
 // openEgress opens the egress layer on host's links and nft connection, with decision
-// logs under <runtime dir>/egress; nil (logged) when it cannot, e.g. without a resolver.
-func openEgress(cfg *Config, h *host, log *slog.Logger) *egress.Manager {
+// logs under <runtime dir>/egress and egress processes executed from self (SelfCopy);
+// nil (logged) when it cannot, e.g. without a resolver.
+func openEgress(cfg *Config, h *host, self string, log *slog.Logger) *egress.Manager {
 	eg, err := egress.Open(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), h.links, h.fw, log)
 	if err != nil {
 		log.Warn("egress unavailable: VMs get no network", "err", err)
 		return nil
 	}
+	eg.ProxyExe = self
 	return eg
-}
-
-// startSpawner starts the runner spawner from this process's own executable.
-func startSpawner() (*spawner.Client, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
-	}
-	return spawner.Start(exe)
 }
 
 // loadRunConfig loads the helper config at o.ConfigPath, applies the flags that override
@@ -329,7 +329,7 @@ func scrubInherited() error {
 // cleanupHost runs Cleanup against the host's links, nft table and processes, then
 // removes the per-session run directories under runtimeDir.
 func cleanupHost(log *slog.Logger, runtimeDir string) error {
-	host, err := openHost()
+	host, err := openHost(runtimeDir)
 	if err != nil {
 		return err
 	}
