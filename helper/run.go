@@ -275,6 +275,7 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 // non-dumpable; the "vmm not dumpable" check says whether that worked.
 func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
 	caps, checks, vmh := ProbeHost(cfg, ll)
+	vmh.RequireLandlock = cfg.RequireLandlock // runners enforce it too
 	if vmh.VMM != "" {
 		// QEMU runs from an execute-only copy so that it stays non-dumpable.
 		check := api.Check{Name: "vmm not dumpable", OK: true}

@@ -3,6 +3,7 @@ package runner
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -26,9 +27,24 @@ import (
 const childEnv = "BROOD_RUNNER_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	// The test binary as broodd-helper's spawner and runner, and as the fake VMM (the
+	// qemu backend execs it with a QEMU command line): probe_test.go.
+	if len(os.Args) > 1 && os.Getenv(childEnv) == "" {
+		switch os.Args[1] {
+		case spawner.Subcommand:
+			os.Exit(spawner.Main(os.Args[2:]))
+		case spawner.RunnerSubcommand:
+			os.Exit(Main(os.Args[2:]))
+		case "-M":
+			os.Exit(vmmProbe())
+		}
+	}
 	switch os.Getenv(childEnv) {
 	case "":
 		os.Exit(m.Run())
+	case "sleep":
+		io.Copy(io.Discard, os.Stdin) // until the test closes stdin
+		os.Exit(0)
 	case "landlock":
 		os.Exit(childRunnerLandlock())
 	default:
@@ -190,7 +206,7 @@ func TestRunnerLandlock(t *testing.T) {
 	for probe, want := range map[string]string{
 		"write share": "ok", "rename in share": "ok", "socket in run dir": "ok", "read kernel": "ok",
 		"exec /bin/true": "ok", "write image": "permission denied", "read outside": "permission denied",
-		"write outside": "permission denied", "tcp connect": "permission denied",
+		"write outside": "permission denied", "tcp connect": "address family not supported",
 	} {
 		if !strings.Contains(got[probe], want) {
 			t.Errorf("%s: %q, want %q", probe, got[probe], want)

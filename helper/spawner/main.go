@@ -119,8 +119,9 @@ func (s *server) kill(pid int) {
 }
 
 // start execs `exe vm-run` as req's user (contract steps 6 and 7) with files[0] as stdout
-// and stderr and files[1:] as descriptors 3..8, in its own process group, killed when the
-// spawner dies. It returns the runner's pid and a pidfd opened before a goroutine reaps it.
+// and stderr and files[1:] as descriptors 3..8, in its own process group and a new, empty
+// network namespace, killed when the spawner dies. It returns the runner's pid and a
+// pidfd opened before a goroutine reaps it.
 func (s *server) start(req Request, files []*os.File) (int, int, error) {
 	groups := req.Groups
 	if groups == nil {
@@ -133,6 +134,10 @@ func (s *server) start(req Request, files []*os.File) (int, int, error) {
 		Credential: &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: groups},
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
+		// The runner and its VMM need no network of their own (the tap is a descriptor,
+		// the control and SSH sockets are unix sockets by descriptor or path): clone(2)
+		// as root, before the credentials change, so the runner needs no user namespace.
+		Cloneflags: syscall.CLONE_NEWNET,
 	}
 	if err := cmd.Start(); err != nil {
 		return 0, -1, fmt.Errorf("start runner: %w", err)

@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,12 @@ type Backend struct {
 	// Warn receives the TCG warning (Capabilities.Warning) once, at the first Start
 	// that uses TCG; nil means os.Stderr.
 	Warn io.Writer
+	// ConfineVMM, when set, runs on the OS thread that forks QEMU, right before the fork:
+	// what it restricts on that thread alone (a seccomp filter, a Landlock domain) QEMU
+	// inherits and no other thread of the caller has. The thread is locked to its
+	// goroutine and ends when QEMU has been reaped (it is QEMU's parent for Pdeathsig). An
+	// error fails Start before QEMU is forked.
+	ConfineVMM func() error
 
 	mu     sync.Mutex
 	caps   *sandbox.Capabilities
@@ -111,12 +118,51 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, err
 		Setpgid:   true,            // Stop signals QEMU alone, never brood's process group
 		Pdeathsig: syscall.SIGKILL, // the VM dies with its runner
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startOnThread(cmd, b.ConfineVMM, vm.done); err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	vm.timer = time.AfterFunc(spec.Timeout, func() { vm.kill(errTimeoutAfter(spec.Timeout)) })
 	go vm.reap()
 	return vm, nil
+}
+
+// startOnThread starts cmd from a new OS thread that first runs confine (if set). The
+// goroutine keeps the thread locked and alive until done is closed (QEMU reaped: the
+// forking thread's exit would send QEMU its Pdeathsig) and then returns still locked, so
+// the Go runtime ends the thread rather than reuse its restrictions for other goroutines.
+// The thread is never the process's main thread: that thread's credentials stand for
+// the whole process when another process signals or inspects it by its pid, so a
+// goroutine that lands there keeps it occupied (until done) and tries again from another.
+func startOnThread(cmd *hostexec.Cmd, confine func() error, done <-chan struct{}) error {
+	errc := make(chan error, 1)
+	failed := make(chan struct{})
+	var try func()
+	try = func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if syscall.Gettid() == os.Getpid() {
+			go try()
+			select {
+			case <-done:
+			case <-failed:
+			}
+			return
+		}
+		var err error
+		if confine != nil {
+			err = confine()
+		}
+		if err == nil {
+			err = cmd.Start()
+		}
+		errc <- err
+		if err != nil {
+			close(failed)
+			return
+		}
+		<-done
+	}
+	go try()
+	return <-errc
 }
 
 // warnOnce writes w (if any) to b.Warn the first time.
