@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/dnsproxy"
 	"brood.dev/brood/netpolicy/nftrules"
@@ -127,6 +129,7 @@ func TestVMEgress(t *testing.T) {
 	if pol.Digest != eg.Digest || len(pol.Hosts) != 1 || pol.Hosts[0].Name+" ("+strings.Join(pol.Hosts[0].Ports, ", ")+")" != eg.Hosts[0] {
 		t.Errorf("resolve_policy = %+v; the session enforces %v, %s", pol, eg.Hosts, eg.Digest)
 	}
+	checkEgressProcess(t, h)
 	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "cat /etc/resolv.conf; " +
 		"busybox nslookup ok.pkg.test; " +
 		"busybox nc -w 5 192.0.2.10 443 </dev/null && echo CONNECT-ALLOWED-OK; " +
@@ -184,4 +187,39 @@ func TestVMEgress(t *testing.T) {
 		t.Errorf("session chains or sets left:\n%s", out)
 	}
 	a.must(vmCmd{Op: "destroy", ID: id})
+}
+
+// checkEgressProcess: the session's egress process runs as the session owner from the
+// helper's execute-only copy (so it is non-dumpable from its execve on: its /proc/<pid>/fd
+// belongs to root).
+func checkEgressProcess(t *testing.T, h *vmHelper) {
+	t.Helper()
+	copyPath := SelfCopyPath(h.runtime, publicTestBinary(t))
+	ents, _ := os.ReadDir("/proc")
+	found := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if argv := strings.Split(string(cl), "\x00"); len(argv) < 2 || argv[1] != egress.ProxySubcommand || ppidOf(pid) != h.hc.cmd.Process.Pid {
+			continue
+		}
+		found++
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe != copyPath {
+			t.Errorf("egress process %d executes %q, want the execute-only copy %s", pid, exe, copyPath)
+		}
+		if fi, err := os.Stat(fmt.Sprintf("/proc/%d/fd", pid)); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("egress process %d is dumpable (its /proc/<pid>/fd belongs to the user): %v", pid, err)
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d egress processes of the helper, want 1", found)
+	}
+}
+
+// ppidOf returns pid's parent pid from /proc/<pid>/stat (0 when unreadable).
+func ppidOf(pid int) int {
+	return ppid(fmt.Sprintf("/proc/%d", pid))
 }

@@ -85,6 +85,9 @@ func vmmAttacks(s probeSpec) map[string]string {
 	r["kill sibling"] = errString(unix.Kill(s.Sibling, 0))
 	r["kill runner"] = errString(unix.Kill(os.Getppid(), 0))
 	r["kill self"] = errString(unix.Kill(os.Getpid(), 0))
+	r["ptrace sibling"] = errString(ptraceSeize(s.Sibling))
+	_, err = unix.ProcessVMReadv(s.Sibling, []unix.Iovec{{Base: &make([]byte, 1)[0], Len: 1}}, []unix.RemoteIovec{{Base: 0x400000, Len: 1}}, 0)
+	r["process_vm_readv sibling"] = errString(err)
 	r["runner threads signalable"] = signalableThreads(os.Getppid())
 	_, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 8, uintptr(unsafe.Pointer(&[120]byte{})), 0)
 	r["io_uring_setup"] = errString(errnoErr(e))
@@ -109,6 +112,12 @@ func signalableThreads(pid int) string {
 		}
 	}
 	return fmt.Sprintf("%d of %d", n, len(ents))
+}
+
+// ptraceSeize attaches to pid without stopping it (the tracer's exit detaches).
+func ptraceSeize(pid int) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, 0, 0, 0)
+	return errnoErr(e)
 }
 
 // errnoErr is nil for 0, else e.
@@ -313,7 +322,8 @@ func spawnProbe(t *testing.T, bin, pub, share string, cfg Config) ([]Event, int,
 // datagram sockets are refused (EAFNOSUPPORT), connecting to a pathname unix socket of the same
 // uid (standing for ssh-agent; its path is reachable) or to an abstract one is refused
 // (EPERM), signals to a process of the same uid and to the runner are refused while
-// signals to itself work (Landlock's signal scope), io_uring is unavailable (ENOSYS),
+// signals to itself work (Landlock's signal scope), so are ptrace and process_vm_readv of
+// that process (Landlock refuses tracing outside the domain), io_uring is unavailable (ENOSYS),
 // and its network namespace is not the host's and holds only lo, down.
 func TestVMMConfinementProbe(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -350,6 +360,7 @@ func TestVMMConfinementProbe(t *testing.T) {
 		"udp send": eafnosupport, "unix stream": "ok", "unix dgram": eafnosupport, "socketpair dgram": eafnosupport,
 		"stat agent": "ok", "connect agent": eperm, "connect abstract": eperm,
 		"kill sibling": eperm, "kill runner": eperm, "kill self": "ok",
+		"ptrace sibling": eperm, "process_vm_readv sibling": eperm,
 		"io_uring_setup": unix.ENOSYS.Error(), "interfaces": "lo", "lo": "down",
 	}
 	for k, w := range want {
@@ -427,3 +438,66 @@ func TestRequireLandlockRefuses(t *testing.T) {
 
 // discardLog is a logger that drops everything.
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestVMMScopes applies the VMM's own Landlock domain (restrictThreadScopes(vmmScopes))
+// on a thread of the test process that is then thrown away: from that thread, connecting
+// to an abstract unix socket of the same network namespace and signalling another process
+// are refused (EPERM), while another thread of the process does both. This is the layer
+// behind the seccomp connect filter and the empty network namespace. (Signals between the
+// threads of one process are always allowed, Linux 6.15 on.)
+func TestVMMScopes(t *testing.T) {
+	if abi, _ := llsys.LandlockGetABIVersion(); abi < scopeABI {
+		testenv.Skip(t, fmt.Sprintf("Landlock ABI %d has no IPC scopes (%d)", abi, scopeABI))
+	}
+	name := fmt.Sprintf("@brood-scope-%d", os.Getpid())
+	l, err := net.ListenUnix("unix", &net.UnixAddr{Name: name, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	other := exec.Command(os.Args[0])
+	other.Env = []string{childEnv + "=sleep"}
+	in, err := other.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); other.Wait() }()
+	probe := func() [2]string {
+		return [2]string{errString(unixConnect(&unix.SockaddrUnix{Name: name})), errString(unix.Kill(other.Process.Pid, 0))}
+	}
+	type res struct {
+		got [2]string
+		err error
+	}
+	resc := make(chan res, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the restricted thread ends with the goroutine
+		if err := restrictThreadScopes(vmmScopes); err != nil {
+			resc <- res{err: err}
+			return
+		}
+		resc <- res{got: probe()}
+	}()
+	r := <-resc
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if want := [2]string{unix.EPERM.Error(), unix.EPERM.Error()}; r.got != want {
+		t.Errorf("from the VMM's domain: abstract connect %q, signal another process %q; want %q", r.got[0], r.got[1], want)
+	}
+	if got := probe(); got != [2]string{"ok", "ok"} {
+		t.Errorf("from an unrestricted thread: abstract connect %q, signal %q; want both ok", got[0], got[1])
+	}
+}
