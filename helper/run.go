@@ -127,8 +127,10 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return cleanupHost(log, cfg.RuntimeDir)
 	}
 
-	// 4. Runtime and state directories: create, then lstat-check (never follow).
-	if err := ensureDirs(cfg.RuntimeDir, cfg.StateDir); err != nil {
+	// 4. Runtime and state dirs: create, lstat-check (never follow); the execute-only
+	// copy of this binary that spawner, runners and egress processes are run from.
+	self, err := prepareDirs(&cfg)
+	if err != nil {
 		return err
 	}
 
@@ -148,13 +150,6 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 7. Clean up what a crashed predecessor left.
 	if err := startupCleanup(host, cfg.RuntimeDir, log); err != nil {
-		return err
-	}
-
-	// 7a. The execute-only copy of this binary (SelfCopy) that the spawner, the runners
-	// and the egress processes are executed from: non-dumpable from their execve on.
-	self, err := SelfCopy(cfg.RuntimeDir)
-	if err != nil {
 		return err
 	}
 
@@ -179,8 +174,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	caps, checks, vmh := probeHost(&cfg, ll, log)
-	checks = append(checks, activationCheck(o.Listen))
+	caps, checks, vmh := probeHost(&cfg, ll, o.Listen, log)
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if err := notifyReady(ln, ll, log); err != nil {
@@ -204,6 +198,15 @@ func notifyReady(ln *net.UnixListener, ll api.Landlock, log *slog.Logger) error 
 	}
 	log.Info("broodd-helper ready", "socket", ln.Addr().String(), "landlock", ll.Mode, "abi", ll.ABI)
 	return nil
+}
+
+// prepareDirs ensures cfg's runtime and state directories (ensureDirs) and returns the
+// path of this binary's execute-only copy in the runtime directory (SelfCopy).
+func prepareDirs(cfg *Config) (string, error) {
+	if err := ensureDirs(cfg.RuntimeDir, cfg.StateDir); err != nil {
+		return "", err
+	}
+	return SelfCopy(cfg.RuntimeDir)
 }
 
 // ensureDirs creates each of dirs (mode 0755) if missing and checks it (EnsureDir).
@@ -272,8 +275,9 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 
 // probeHost probes the confined helper's capabilities (ProbeHost) and, when QEMU was
 // found, makes the execute-only copy of it that runners exec so that it stays
-// non-dumpable; the "vmm not dumpable" check says whether that worked.
-func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
+// non-dumpable; the "vmm not dumpable" check says whether that worked. The checks end
+// with the socket activation check (activationCheck of the --listen path).
+func probeHost(cfg *Config, ll api.Landlock, listen string, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
 	caps, checks, vmh := ProbeHost(cfg, ll)
 	vmh.RequireLandlock = cfg.RequireLandlock // runners enforce it too
 	if vmh.VMM != "" {
@@ -287,7 +291,7 @@ func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities
 		}
 		checks = append(checks, check)
 	}
-	return caps, checks, vmh
+	return caps, append(checks, activationCheck(listen)), vmh
 }
 
 // takeListener returns the --listen socket (group: the first allowed gid) or the
