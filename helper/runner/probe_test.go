@@ -11,6 +11,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -92,6 +94,16 @@ func vmmAttacks(s probeSpec) map[string]string {
 	_, _, e := unix.Syscall(unix.SYS_IO_URING_SETUP, 8, uintptr(unsafe.Pointer(&[120]byte{})), 0)
 	r["io_uring_setup"] = errString(errnoErr(e))
 	r["interfaces"], r["lo"] = interfaces()
+	r["set lo up"] = errString(setLoUp())
+	r["unshare user+net"] = errString(unix.Unshare(unix.CLONE_NEWUSER | unix.CLONE_NEWNET))
+	st, _ := os.ReadFile("/proc/self/status")
+	for _, l := range strings.Split(string(st), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && (k == "CapEff" || k == "CapPrm" || k == "Groups") {
+			r[k] = strings.TrimSpace(v)
+		}
+	}
+	um, _ := os.ReadFile("/proc/self/uid_map")
+	r["uid_map"] = strings.Join(strings.Fields(string(um)), " ")
 	r["netns"], _ = os.Readlink("/proc/self/ns/net")
 	return r
 }
@@ -185,6 +197,18 @@ func interfaces() (string, string) {
 	return strings.Join(names, ","), "down"
 }
 
+// setLoUp tries to bring lo up (SIOCSIFFLAGS: CAP_NET_ADMIN over the namespace).
+func setLoUp() error {
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, _ := unix.NewIfreq("lo")
+	ifr.SetUint16(unix.IFF_UP | unix.IFF_LOOPBACK | unix.IFF_RUNNING)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
 // publicCopy copies the test binary to a world-readable directory (the runner and the
 // fake VMM run as probeUID) and returns its path.
 func publicCopy(t *testing.T, dir string) string {
@@ -240,12 +264,13 @@ func probeTargets(t *testing.T, bin, pub, share string) probeSpec {
 	return s
 }
 
-// spawnProbe starts bin's spawner, asks it for a runner as probeUID on share and a run
-// directory, sends the runner cfg and returns the runner's events until its exit event,
-// the runner's pid, and its stderr.
-func spawnProbe(t *testing.T, bin, pub, share string, cfg Config) ([]Event, int, string) {
+// spawnProbe starts the spawner (spawnerExe vm-spawn), asks it for a runner as probeUID on
+// share and a run directory, sends the runner cfg and returns the runner's events until
+// its exit event, the runner's pid, the spawner's effective capabilities (CapEff, hex)
+// and the runner's stderr.
+func spawnProbe(t *testing.T, spawnerExe, pub, share string, cfg Config) ([]Event, int, string, string) {
 	t.Helper()
-	sp, err := spawner.Start(bin)
+	sp, err := spawner.Start(spawnerExe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,6 +322,12 @@ func spawnProbe(t *testing.T, bin, pub, share string, cfg Config) ([]Event, int,
 	if err := conn.WriteFrame(msg); err != nil {
 		t.Fatal(err)
 	}
+	spawnerCaps := ""
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		ppid, _ := strings.CutPrefix(statusLine(string(st), "PPid"), "PPid:")
+		pst, _ := os.ReadFile("/proc/" + strings.TrimSpace(ppid) + "/status")
+		spawnerCaps = strings.TrimSpace(strings.TrimPrefix(statusLine(string(pst), "CapEff"), "CapEff:"))
+	}
 	var evs []Event
 	for {
 		body, got, err := conn.ReadFrame()
@@ -313,23 +344,28 @@ func spawnProbe(t *testing.T, bin, pub, share string, cfg Config) ([]Event, int,
 	}
 	conn.Close()
 	er.Close()
-	return evs, pid, <-stderr
+	return evs, pid, spawnerCaps, <-stderr
 }
 
 // TestVMMConfinementProbe runs the real spawner and the real runner (as uid 4242, with
 // require_landlock) on a fake VMM that attacks from inside the confinement QEMU gets:
 // every socket family but AF_UNIX is refused (EAFNOSUPPORT, so no UDP send), AF_UNIX
-// datagram sockets are refused (EAFNOSUPPORT), connecting to a pathname unix socket of the same
-// uid (standing for ssh-agent; its path is reachable) or to an abstract one is refused
-// (EPERM), signals to a process of the same uid and to the runner are refused while
-// signals to itself work (Landlock's signal scope), so are ptrace and process_vm_readv of
-// that process (Landlock refuses tracing outside the domain), io_uring is unavailable (ENOSYS),
-// and its network namespace is not the host's and holds only lo, down.
+// datagram sockets are refused (EAFNOSUPPORT), connecting to a pathname unix socket of
+// the same uid (standing for ssh-agent; its path is reachable) or to an abstract one is
+// refused (EPERM), signals to a process of the same uid and to the runner are refused
+// while signals to itself work (Landlock's signal scope), so are ptrace and
+// process_vm_readv of that process (Landlock refuses tracing outside the domain),
+// io_uring is unavailable (ENOSYS), unshare is refused (EPERM), and its network namespace
+// is not the host's, holds only lo, down, and cannot be configured (no capability: its
+// user namespace maps only uid 4242, and it has no supplementary group). Once with the
+// spawner as full root, once with the spawner held to the systemd unit's capability
+// bounding set (no CAP_SYS_ADMIN), as in production.
 func TestVMMConfinementProbe(t *testing.T) {
 	testenv.RequireRoot(t)
 	if abi, _ := llsys.LandlockGetABIVersion(); abi < landlockabi.Pinned {
 		testenv.Skip(t, fmt.Sprintf("Landlock ABI %d < %d", abi, landlockabi.Pinned))
 	}
+	setpriv := testenv.RequireCommand(t, "setpriv")
 	pub, err := os.MkdirTemp("", "brood-runner-probe-") // t.TempDir's parent is 0700
 	if err != nil {
 		t.Fatal(err)
@@ -341,9 +377,64 @@ func TestVMMConfinementProbe(t *testing.T) {
 	os.Mkdir(share, 0o755)
 	os.Chown(share, probeUID, probeUID)
 	probeTargets(t, bin, pub, share)
+	// The spawner under the unit's bounding set: setpriv execs the test binary, which is
+	// then the spawner's own executable (and so the runner's).
+	wrapper := filepath.Join(pub, "spawner-unit-caps")
+	script := fmt.Sprintf("#!/bin/sh\nexec %s --bounding-set -all,%s -- %s \"$@\"\n", setpriv, unitCapabilities(t), bin)
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, spawner string
+		unitCaps      bool
+	}{{"root", bin, false}, {"unit capabilities", wrapper, true}} {
+		t.Run(tc.name, func(t *testing.T) { probeOnce(t, tc.spawner, pub, share, bin, tc.unitCaps) })
+	}
+}
+
+// unitCapabilities returns the systemd unit's CapabilityBoundingSet as setpriv's list
+// ("+net_admin,+setuid,...").
+func unitCapabilities(t *testing.T) string {
+	t.Helper()
+	b, err := os.ReadFile("../../systemd/broodd-helper.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "CapabilityBoundingSet="); ok {
+			var caps []string
+			for _, c := range strings.Fields(v) {
+				caps = append(caps, "+"+strings.ToLower(strings.TrimPrefix(c, "CAP_")))
+			}
+			if slices.Contains(caps, "+sys_admin") {
+				t.Fatalf("the unit grants CAP_SYS_ADMIN: this test assumes it does not")
+			}
+			return strings.Join(caps, ",")
+		}
+	}
+	t.Fatal("no CapabilityBoundingSet in the unit")
+	return ""
+}
+
+// statusLine returns the line of /proc/<pid>/status text st that starts with key.
+func statusLine(st, key string) string {
+	for _, l := range strings.Split(st, "\n") {
+		if strings.HasPrefix(l, key+":") {
+			return l
+		}
+	}
+	return ""
+}
+
+// probeOnce runs the fake VMM through spawnerExe's spawner and checks every attack.
+// unitCaps says the spawner runs with the unit's capability set.
+func probeOnce(t *testing.T, spawnerExe, pub, share, bin string, unitCaps bool) {
 	cfg := Config{Session: "probe", Backend: "qemu", VMM: bin, Accel: sandbox.AccelTCG, CPUs: 1,
 		MemoryMiB: sandbox.MinMemoryMiB, TimeoutSec: 60, RequireLandlock: true}
-	evs, runnerPid, stderr := spawnProbe(t, bin, pub, share, cfg)
+	evs, runnerPid, spawnerCaps, stderr := spawnProbe(t, spawnerExe, pub, share, cfg)
+	if caps, err := strconv.ParseUint(spawnerCaps, 16, 64); err != nil || (caps&(1<<unix.CAP_SYS_ADMIN) != 0) == unitCaps {
+		t.Errorf("spawner CapEff %s (%v): CAP_SYS_ADMIN must be there exactly when the spawner runs as full root", spawnerCaps, err)
+	}
 	if len(evs) == 0 || evs[len(evs)-1].Event != EvExit || evs[len(evs)-1].Outcome != api.OutcomePoweroff {
 		t.Fatalf("runner events %+v\nrunner stderr:\n%s", evs, stderr)
 	}
@@ -362,6 +453,8 @@ func TestVMMConfinementProbe(t *testing.T) {
 		"kill sibling": eperm, "kill runner": eperm, "kill self": "ok",
 		"ptrace sibling": eperm, "process_vm_readv sibling": eperm,
 		"io_uring_setup": unix.ENOSYS.Error(), "interfaces": "lo", "lo": "down",
+		"set lo up": eperm, "unshare user+net": eperm, "CapEff": "0000000000000000", "CapPrm": "0000000000000000",
+		"Groups": "", "uid_map": fmt.Sprintf("%d %d 1", probeUID, probeUID),
 	}
 	for k, w := range want {
 		if got[k] != w {
@@ -376,7 +469,8 @@ func TestVMMConfinementProbe(t *testing.T) {
 	if got["netns"] == "" || got["netns"] == hostNetns {
 		t.Errorf("fake VMM network namespace %q, the test's is %q: want a new one", got["netns"], hostNetns)
 	}
-	t.Logf("runner pid %d, fake VMM netns %s (host %s), runner threads it may signal: %s", runnerPid, got["netns"], hostNetns, got["runner threads signalable"])
+	t.Logf("runner pid %d (spawner CapEff %s), fake VMM netns %s (host %s), runner threads it may signal: %s",
+		runnerPid, spawnerCaps, got["netns"], hostNetns, got["runner threads signalable"])
 }
 
 // TestLandlockMode: the pinned configuration at or above the pinned ABI, never the signal
@@ -499,5 +593,25 @@ func TestVMMScopes(t *testing.T) {
 	}
 	if got := probe(); got != [2]string{"ok", "ok"} {
 		t.Errorf("from an unrestricted thread: abstract connect %q, signal %q; want both ok", got[0], got[1])
+	}
+}
+
+// TestUnitCapsNeedUserNamespace is why the spawner makes a user namespace: held to the
+// systemd unit's capability bounding set, root cannot clone a child into a new network
+// namespace alone (EPERM: no CAP_SYS_ADMIN), but can into one inside a new user namespace.
+func TestUnitCapsNeedUserNamespace(t *testing.T) {
+	testenv.RequireRoot(t)
+	setpriv := testenv.RequireCommand(t, "setpriv")
+	caps := unitCapabilities(t)
+	for flags, want := range map[int]string{
+		unix.CLONE_NEWNET:                      unix.EPERM.Error(),
+		unix.CLONE_NEWUSER | unix.CLONE_NEWNET: "ok",
+	} {
+		cmd := exec.Command(setpriv, "--bounding-set", "-all,"+caps, "--", os.Args[0])
+		cmd.Env = []string{childEnv + "=unshare", "BROOD_TEST_FLAGS=" + strconv.Itoa(flags)}
+		out, err := cmd.Output()
+		if got := strings.TrimSpace(string(out)); err != nil || got != want {
+			t.Errorf("clone(%#x) with the unit's capabilities: %q, %v; want %q", flags, got, err, want)
+		}
 	}
 }

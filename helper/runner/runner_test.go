@@ -2,6 +2,7 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -9,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,6 +50,19 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	case "landlock":
 		os.Exit(childRunnerLandlock())
+	case "unshare":
+		// clone(2) of /bin/true with the namespace flags in BROOD_TEST_FLAGS; prints "ok"
+		// or the errno.
+		flags, _ := strconv.Atoi(os.Getenv("BROOD_TEST_FLAGS"))
+		c := exec.Command("/bin/true")
+		c.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags)}
+		err := c.Run()
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			err = errno
+		}
+		fmt.Println(errString(err))
+		os.Exit(0)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, os.Getenv(childEnv))
 		os.Exit(3)

@@ -18,7 +18,9 @@ import (
 //     as SOCK_STREAM or SOCK_SEQPACKET (a datagram socket, even one of a socketpair, can
 //     sendto(2) any pathname datagram socket its uid may write: EAFNOSUPPORT too); no io_uring
 //     (ENOSYS: its socket and connect operations are not system calls a filter sees; QEMU
-//     falls back to ppoll).
+//     falls back to ppoll); no unshare(2) or setns(2) (EPERM: the runner runs in a user
+//     namespace of its own, package spawner, and must not make more namespaces, each a
+//     new set of capabilities over new kernel objects).
 //   - VMMPolicy, on the one thread that forks QEMU only: no connect(2) at all (EPERM).
 //     QEMU only listens (its SSH chardev is a server socket); a connect could reach the
 //     developer's ssh-agent or session bus, which Landlock (ABI 7) cannot refuse: pathname
@@ -58,6 +60,7 @@ func RunnerPolicy() seccomp.Policy {
 		DefaultAction: seccomp.ActionAllow,
 		Syscalls: []seccomp.SyscallGroup{
 			{Names: []string{"io_uring_setup", "io_uring_enter", "io_uring_register"}, Action: errnoAction(unix.ENOSYS)},
+			{Names: []string{"unshare", "setns"}, Action: errnoAction(unix.EPERM)},
 			{NamesWithCondtions: sockets, Action: errnoAction(unix.EAFNOSUPPORT)},
 		},
 	}

@@ -30,8 +30,9 @@
 //  6. Spawn execs `<its own executable> vm-run` (RunnerSubcommand) with no other argument,
 //     a scrubbed environment, working directory "/", credentials UID, GID and Groups (no
 //     capabilities: a non-root uid after execve), its own process group, a new network
-//     namespace (CLONE_NEWNET, made while still root: it holds only a loopback device,
-//     down), Pdeathsig SIGKILL, stdout and stderr = the first descriptor received (a pipe
+//     namespace (only a loopback device, down) inside a new user namespace that maps
+//     only UID, GID and Groups, each to itself (runnerAttr: the network namespace needs
+//     CAP_SYS_ADMIN over its user namespace, which the helper lacks), Pdeathsig SIGKILL, stdout and stderr = the first descriptor received (a pipe
 //     the helper reads), fds 3..8 = the other six in order (the runner's layout, package
 //     runner), nothing else (every other descriptor is close-on-exec). Its own executable
 //     is the helper's execute-only copy, so the runner is non-dumpable from the execve on.
@@ -43,6 +44,6 @@
 //     Pdeathsig then kills its runners, and theirs their VMMs.
 //
 // Privilege: root, unconfined (started before the helper's Landlock step); it keeps the
-// helper's capabilities only to set runners' credentials (CAP_SETUID, CAP_SETGID), to
-// give each a new network namespace (CAP_SYS_ADMIN) and to signal them. Its imports are an allow-list (deps_test.go).
+// helper's capabilities only to set runners' credentials and write their user
+// namespaces' id maps (CAP_SETUID, CAP_SETGID) and to signal them (CAP_KILL). Its imports are an allow-list (deps_test.go).
 package spawner
