@@ -21,8 +21,8 @@ var systemRO = []string{"/usr", "/lib", "/lib64", "/bin", "/sbin"}
 // Rules is the runner's Landlock ruleset: read/execute of systemRO and /proc, read of the
 // VMM binary vmm and the boot artifacts, read-write of the share and the run directory,
 // /dev/null and /dev/urandom (QEMU's virtio-rng), and /dev/kvm only under KVM. No network
-// rules: every TCP bind and connect is denied; abstract unix sockets are scoped (signals
-// are scoped for the VMM only: see vmmScopes).
+// rules: every TCP bind and connect is denied; abstract unix sockets and signals are
+// scoped (the VMM gets a narrower scope of its own: vmmScopes).
 func Rules(accel sandbox.Accel, vmm string) []landlock.Rule {
 	r := []landlock.Rule{
 		landlock.RODirs(systemRO...).IgnoreIfMissing(),
@@ -55,12 +55,12 @@ const scopeABI = 6
 const vmmScopes = llsys.ScopeSignal | llsys.ScopeAbstractUnixSocket
 
 // landlockMode decides the runner's Landlock configuration for a kernel with Landlock
-// ABI abi (0: none): the pinned one (landlockabi.Config, without the signal scope: see
-// confine) at or above landlockabi.Pinned; below it, with require (the system policy's
-// require_landlock) an error, without it the explicit best-effort mode (degraded true).
+// ABI abi (0: none): the pinned one (landlockabi.Config, with the signal and abstract
+// socket scopes) at or above landlockabi.Pinned; below it, with require (the system
+// policy's require_landlock) an error, without it the explicit best-effort mode
+// (degraded true).
 func landlockMode(abi int, require bool) (cfg landlock.Config, degraded bool, err error) {
 	cfg = landlockabi.Config
-	cfg.Scoped &^= llsys.ScopeSignal
 	if abi >= landlockabi.Pinned {
 		return cfg, false, nil
 	}
@@ -75,11 +75,12 @@ func landlockMode(abi int, require bool) (cfg landlock.Config, degraded bool, er
 // best effort below it when cfg.RequireLandlock is false, logged; refused when it is
 // true) and RunnerPolicy on every thread. The ABI is checked before anything is changed.
 //
-// The runner's own domain leaves the signal scope out: before Landlock ABI 8
-// (LANDLOCK_RESTRICT_SELF_TSYNC) a Go process restricts each OS thread separately, so
-// every thread gets its own sibling domain, and a signal from one thread to a child forked
-// by another (the runner killing the VMM on timeout or stop) fails with EPERM (measured on
-// 6.18, ABI 7). The VMM gets the scope in a domain of its own (vmmThreadConfine).
+// Signals: before Landlock ABI 8 (LANDLOCK_RESTRICT_SELF_TSYNC) a Go process restricts
+// each OS thread separately, so every thread gets its own sibling domain, and with the
+// signal scope a signal from one thread to a child forked by another fails with EPERM
+// (measured on 6.18, ABI 7). The qemu backend therefore signals the VMM from the thread
+// that forked it, whose domain is the VMM's parent; the VMM gets the scope in a domain of
+// its own (vmmThreadConfine).
 func confine(log *slog.Logger, cfg Config) error {
 	abi, _ := kernelABI()
 	llcfg, degraded, err := landlockMode(abi, cfg.RequireLandlock)

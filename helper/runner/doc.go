@@ -12,10 +12,12 @@
 // sandbox.Backend and one row of the backends table.
 //
 // Privilege: the session owner's uid and gid plus, under KVM, the kvm group; no
-// capabilities; a new, empty network namespace (made by the spawner); no_new_privs; not
+// capabilities; a new, empty network namespace in a user namespace that maps only its
+// ids (made by the spawner); no_new_privs; not
 // dumpable from its execve on (the spawner execs the helper's execute-only copy); Landlock
 // (Rules: read-only system paths and artifacts, read-write share and run directory, no
-// TCP); seccomp (no socket family but AF_UNIX stream and seqpacket, no io_uring). The VMM
-// additionally may not connect(2) nor signal outside itself. Guest-facing data reaches it
+// TCP, signal and abstract-socket scopes); seccomp (no socket family but AF_UNIX stream
+// and seqpacket, no io_uring, no new namespaces). The VMM additionally may not connect(2)
+// nor signal outside itself. Guest-facing data reaches it
 // only as the VMM's console log.
 package runner

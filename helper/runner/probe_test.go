@@ -473,8 +473,8 @@ func probeOnce(t *testing.T, spawnerExe, pub, share, bin string, unitCaps bool) 
 		runnerPid, spawnerCaps, got["netns"], hostNetns, got["runner threads signalable"])
 }
 
-// TestLandlockMode: the pinned configuration at or above the pinned ABI, never the signal
-// scope for the runner itself; below it best effort (degraded), or with require_landlock
+// TestLandlockMode: the pinned configuration at or above the pinned ABI, with the signal
+// and abstract-socket scopes; below it best effort (degraded), or with require_landlock
 // an error that names it.
 func TestLandlockMode(t *testing.T) {
 	for _, tc := range []struct {
@@ -497,8 +497,8 @@ func TestLandlockMode(t *testing.T) {
 		if err != nil && (!errors.Is(err, ErrRunner) || !strings.Contains(err.Error(), "require_landlock")) {
 			t.Errorf("landlockMode(%d, require): %v, want ErrRunner naming require_landlock", tc.abi, err)
 		}
-		if cfg.Scoped&llsys.ScopeSignal != 0 {
-			t.Errorf("landlockMode(%d): the runner's own domain scopes signals", tc.abi)
+		if cfg.Scoped&(llsys.ScopeSignal|llsys.ScopeAbstractUnixSocket) != llsys.ScopeSignal|llsys.ScopeAbstractUnixSocket {
+			t.Errorf("landlockMode(%d): the runner's own domain does not scope signals and abstract sockets", tc.abi)
 		}
 	}
 }

@@ -113,6 +113,7 @@ func testSocketpair() (*os.File, *os.File, error) {
 // runnerLLSpec is the input of the runner-confinement child.
 type runnerLLSpec struct {
 	Outside string // a directory the runner must not reach (stands for $HOME)
+	Other   int    // a process outside the runner's domain (stands for the developer's)
 }
 
 // runnerLLProbes are the accesses the runner-confinement test checks.
@@ -149,6 +150,7 @@ func runnerLLProbes(s runnerLLSpec) map[string]string {
 		c.Close()
 	}
 	r["tcp connect"] = res(err)
+	r["signal other process"] = res(unix.Kill(s.Other, 0))
 	return r
 }
 
@@ -167,7 +169,8 @@ func childRunnerLandlock() int {
 
 // TestRunnerLandlock confines a re-executed child with the runner's ruleset on the
 // runner's descriptor layout: the share and run dir stay writable, the artifacts
-// readable only, everything else (a directory standing for $HOME, TCP) is denied.
+// readable only, everything else (a directory standing for $HOME, TCP, signals to a
+// process outside its domain) is denied.
 func TestRunnerLandlock(t *testing.T) {
 	if abi, _ := llsys.LandlockGetABIVersion(); abi < landlockabi.Pinned {
 		testenv.Skip(t, fmt.Sprintf("Landlock ABI %d < %d", abi, landlockabi.Pinned))
@@ -205,7 +208,17 @@ func TestRunnerLandlock(t *testing.T) {
 		files = append(files, f)
 	}
 	defer closeFiles(files)
-	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"]})
+	other := exec.Command(os.Args[0])
+	other.Env = []string{childEnv + "=sleep"}
+	in, err := other.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); other.Wait() }()
+	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"], Other: other.Process.Pid})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=landlock", "BROOD_TEST_LL="+string(js))
 	cmd.ExtraFiles = files
@@ -223,6 +236,7 @@ func TestRunnerLandlock(t *testing.T) {
 		"write share": "ok", "rename in share": "ok", "socket in run dir": "ok", "read kernel": "ok",
 		"exec /bin/true": "ok", "write image": "permission denied", "read outside": "permission denied",
 		"write outside": "permission denied", "tcp connect": "address family not supported",
+		"signal other process": "operation not permitted",
 	} {
 		if !strings.Contains(got[probe], want) {
 			t.Errorf("%s: %q, want %q", probe, got[probe], want)
