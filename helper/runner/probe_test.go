@@ -42,6 +42,7 @@ const probeSpecName = "probe.json"
 
 // probeSpec are the fake VMM's targets, made by the test.
 type probeSpec struct {
+	Secret   string // a file of the same uid outside the share (stands for the developer's)
 	Sibling  int    // a process of the same uid outside the session (stands for the developer's)
 	Agent    string // a listening pathname unix socket of the same uid (stands for ssh-agent)
 	Abstract string // a listening abstract unix socket name (without the leading NUL)
@@ -80,6 +81,9 @@ func vmmAttacks(s probeSpec) map[string]string {
 	r["unix dgram"] = errString(trySocket(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC))
 	_, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
 	r["socketpair dgram"] = errString(err)
+	_, err = os.ReadFile(s.Secret)
+	r["read outside"] = errString(err)
+	r["write outside"] = errString(os.WriteFile(s.Secret+".new", []byte("x"), 0o644))
 	_, err = os.Stat(s.Agent)
 	r["stat agent"] = errString(err)
 	r["connect agent"] = errString(unixConnect(&unix.SockaddrUnix{Name: s.Agent}))
@@ -245,7 +249,7 @@ func probeTargets(t *testing.T, bin, pub, share string) probeSpec {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { in.Close(); sib.Wait() })
-	s := probeSpec{Sibling: sib.Process.Pid, Agent: filepath.Join(pub, "agent", "agent.sock"), Abstract: fmt.Sprintf("brood-probe-%d", os.Getpid())}
+	s := probeSpec{Secret: filepath.Join(pub, "agent", "secret"), Sibling: sib.Process.Pid, Agent: filepath.Join(pub, "agent", "agent.sock"), Abstract: fmt.Sprintf("brood-probe-%d", os.Getpid())}
 	os.Mkdir(filepath.Dir(s.Agent), 0o777)
 	os.Chown(filepath.Dir(s.Agent), probeUID, probeUID)
 	for _, name := range []string{s.Agent, "@" + s.Abstract} {
@@ -256,6 +260,8 @@ func probeTargets(t *testing.T, bin, pub, share string) probeSpec {
 		t.Cleanup(func() { l.Close() })
 	}
 	os.Chown(s.Agent, probeUID, probeUID)
+	os.WriteFile(s.Secret, []byte("secret"), 0o644)
+	os.Chown(s.Secret, probeUID, probeUID)
 	os.Chmod(s.Agent, 0o777)
 	b, _ := json.Marshal(s)
 	if err := os.WriteFile(filepath.Join(share, probeSpecName), b, 0o644); err != nil {
@@ -450,6 +456,8 @@ func probeOnce(t *testing.T, spawnerExe, pub, share, bin string, unitCaps bool) 
 		"socket netlink": eafnosupport, "socket vsock": eafnosupport, "socket inet stream": eafnosupport,
 		"udp send": eafnosupport, "unix stream": "ok", "unix dgram": eafnosupport, "socketpair dgram": eafnosupport,
 		"stat agent": "ok", "connect agent": eperm, "connect abstract": eperm,
+		"read outside": "open " + filepath.Join(pub, "agent", "secret") + ": permission denied",
+		"write outside": "open " + filepath.Join(pub, "agent", "secret.new") + ": permission denied",
 		"kill sibling": eperm, "kill runner": eperm, "kill self": "ok",
 		"ptrace sibling": eperm, "process_vm_readv sibling": eperm,
 		"io_uring_setup": unix.ENOSYS.Error(), "interfaces": "lo", "lo": "down",
