@@ -9,6 +9,7 @@ require (
 	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/go-git/go-billy/v5 v5.9.2
 	github.com/go-git/go-git/v5 v5.19.3
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-containerregistry v0.22.1
 	github.com/google/nftables v0.3.0
@@ -31,6 +32,7 @@ require (
 	golang.org/x/text v0.44.0
 	gopkg.in/ini.v1 v1.68.0
 	howett.net/plist v1.0.1
+	kernel.org/pub/linux/libs/security/libcap/cap v1.2.78
 )
 
 require (

@@ -250,8 +250,8 @@ func (v *runningVM) stop() error {
 	v.exit = exit
 	v.rec.Outcome, v.rec.Detail, v.rec.Egress = exit.Outcome, exit.Detail, exit.Egress
 	if e := exit.Egress; e != nil {
-		v.prog.Printf("network: %d name(s) allowed, %d refused, %d address(es) pinned (details: %s in the session dir)",
-			len(e.Allowed), len(e.Refused), len(e.Pinned), VMRecordFile)
+		v.prog.Printf("network: %d name(s) allowed, %d refused, %d address(es) pinned, %d connection(s) refused by the name gate (details: %s in the session dir)",
+			len(e.Allowed), len(e.Refused), len(e.Pinned), e.ConnsRefused, VMRecordFile)
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
 	v.prog.Done(string(exit.Outcome))

@@ -55,6 +55,15 @@ type Config struct {
 	MaxWaitsPerUser int `toml:"max_waits_per_user"`
 	// MaxSessionsPerUser bounds the sessions one uid may hold.
 	MaxSessionsPerUser int `toml:"max_sessions_per_user"`
+	// MaxVCPUsPerUser bounds the vCPUs of one uid's starting and running VMs together;
+	// 0 derives it from the host (userQuotaFor: 2 × the host's CPUs).
+	MaxVCPUsPerUser int `toml:"max_vcpus_per_user"`
+	// MaxMemoryMiBPerUser bounds the guest memory (MiB) of one uid's starting and running
+	// VMs together; 0 derives it from the host (userQuotaFor: 3/4 of its RAM).
+	MaxMemoryMiBPerUser int `toml:"max_memory_mib_per_user"`
+	// UnstartedTTLSeconds: a session whose VM was never started is destroyed this many
+	// seconds after its creation (within a tenth more); 0 keeps such sessions.
+	UnstartedTTLSeconds int `toml:"unstarted_session_ttl_seconds"`
 	// KernelRelease pins the guest kernel under <state_dir>/kernels (e.g.
 	// "6.1.0-57-amd64"); empty means the most recently fetched complete one.
 	KernelRelease string `toml:"kernel_release"`
@@ -67,21 +76,28 @@ type Config struct {
 
 	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
 	allowGIDs []uint32
+	// selfCopy is the execute-only copy of the helper executable that the spawner, the
+	// runners and the egress processes are executed from (set by prepareDirs, Run's step 4).
+	selfCopy string
+	// cgroupDir is the directory of the per-uid cgroups (userCgroups), set by Run before
+	// confinement; empty without them.
+	cgroupDir string
 }
 
 // DefaultConfig returns the built-in configuration.
 func DefaultConfig() Config {
 	return Config{
-		RuntimeDir:         "/run/brood",
-		StateDir:           store.DefaultRoot,
-		AllowGroup:         "brood",
-		IdleSeconds:        300,
-		ReadTimeoutSeconds: 30,
-		MaxConns:           256,
-		MaxConnsPerUser:    64,
-		MaxWaitsPerUser:    32,
-		MaxSessionsPerUser: 16,
-		Egress:             egress.DefaultConfig(),
+		RuntimeDir:          "/run/brood",
+		StateDir:            store.DefaultRoot,
+		AllowGroup:          "brood",
+		IdleSeconds:         300,
+		ReadTimeoutSeconds:  30,
+		MaxConns:            256,
+		MaxConnsPerUser:     64,
+		MaxWaitsPerUser:     32,
+		MaxSessionsPerUser:  16,
+		UnstartedTTLSeconds: 600,
+		Egress:              egress.DefaultConfig(),
 	}
 }
 
@@ -108,6 +124,11 @@ func LoadConfig(path string) (Config, error) {
 // IdleTimeout is IdleSeconds as a duration (0: never).
 func (c *Config) IdleTimeout() time.Duration { return time.Duration(c.IdleSeconds) * time.Second }
 
+// UnstartedTTL is UnstartedTTLSeconds as a duration (0: never-started sessions stay).
+func (c *Config) UnstartedTTL() time.Duration {
+	return time.Duration(c.UnstartedTTLSeconds) * time.Second
+}
+
 // ReadTimeout is ReadTimeoutSeconds as a duration.
 func (c *Config) ReadTimeout() time.Duration {
 	return time.Duration(c.ReadTimeoutSeconds) * time.Second
@@ -128,6 +149,9 @@ var configChecks = []func(*Config) error{
 		return nil
 	},
 	func(c *Config) error { return positive("max_sessions_per_user", c.MaxSessionsPerUser) },
+	func(c *Config) error { return notNegative("max_vcpus_per_user", c.MaxVCPUsPerUser) },
+	func(c *Config) error { return notNegative("max_memory_mib_per_user", c.MaxMemoryMiBPerUser) },
+	func(c *Config) error { return notNegative("unstarted_session_ttl_seconds", c.UnstartedTTLSeconds) },
 	func(c *Config) error {
 		if c.IdleSeconds < 0 {
 			return fmt.Errorf("idle_seconds %d is negative", c.IdleSeconds)
@@ -186,6 +210,13 @@ func absDir(key, p string) error {
 func positive(key string, v int) error {
 	if v <= 0 {
 		return fmt.Errorf("%s %d must be positive", key, v)
+	}
+	return nil
+}
+
+func notNegative(key string, v int) error {
+	if v < 0 {
+		return fmt.Errorf("%s %d is negative", key, v)
 	}
 	return nil
 }

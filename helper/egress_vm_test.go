@@ -2,6 +2,7 @@ package helper
 
 import (
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net"
@@ -27,7 +28,9 @@ import (
 //
 // Inside the guest, over IPv4 and IPv6 alike: the allowed name resolves (A and AAAA)
 // through the session's DNS proxy (both of its addresses are in resolv.conf, which has no
-// search line) and its addresses accept a TCP connect; never-resolved addresses
+// search line) and its addresses accept a TLS connection whose ClientHello names it (the
+// session's name gate splices it to the server); the same address with another name's
+// SNI is reset, and the summary counts both; never-resolved addresses
 // (192.0.2.20, [2001:db8::50]) are unreachable; a denied name and a TXT query are
 // refused and never reach the upstream; DNS to any other server (UDP 53, TCP 53, DoT 853,
 // UDP 5353) gets nowhere (the servers there see nothing). After the VM: wait_vm
@@ -75,6 +78,10 @@ func TestVMEgress(t *testing.T) {
 				if err != nil {
 					return
 				}
+				// Read what the client sends first (the ClientHello through the name gate;
+				// nothing but its end of file from nc </dev/null), then greet.
+				c.SetReadDeadline(time.Now().Add(10 * time.Second))
+				c.Read(make([]byte, 4096))
 				c.Write([]byte("hello from " + a + "\n"))
 				c.Close()
 			}
@@ -130,12 +137,19 @@ func TestVMEgress(t *testing.T) {
 		t.Errorf("resolve_policy = %+v; the session enforces %v, %s", pol, eg.Hosts, eg.Digest)
 	}
 	checkEgressProcess(t, h)
+	// TCP 443 passes the session's name gate: the guest sends a real ClientHello (made
+	// here by crypto/tls, written to a file by printf) with the allowed name's SNI, then
+	// one with another name's SNI to the same address, which is reset. Stdin stays open a
+	// while after the ClientHello so that nc waits for the greeting.
 	run := a.must(vmCmd{Op: "run", ID: id, Cmd: "cat /etc/resolv.conf; " +
+		"busybox printf '" + octal(clientHello(t, "ok.pkg.test")) + "' >/tmp/hello-ok; " +
+		"busybox printf '" + octal(clientHello(t, "evil.pkg.test")) + "' >/tmp/hello-evil; " +
 		"busybox nslookup ok.pkg.test; " +
-		"busybox nc -w 5 192.0.2.10 443 </dev/null && echo CONNECT-ALLOWED-OK; " +
+		"(cat /tmp/hello-ok; sleep 5) | busybox nc -w 8 192.0.2.10 443 && echo CONNECT-ALLOWED-OK; " +
+		"(cat /tmp/hello-evil; sleep 5) | busybox nc -w 8 192.0.2.10 443 | grep -q hello && echo CONNECT-EVIL-SNI-OPEN; " +
 		"busybox nc -w 3 192.0.2.20 443 </dev/null && echo CONNECT-UNRESOLVED-OPEN; " +
 		"busybox nslookup -type=aaaa ok.pkg.test " + eg.DNS6 + " && echo V6-PROXY-OK; " +
-		"busybox nc -w 5 2001:db8::10 443 </dev/null && echo CONNECT6-ALLOWED-OK; " +
+		"(cat /tmp/hello-ok; sleep 5) | busybox nc -w 8 2001:db8::10 443 && echo CONNECT6-ALLOWED-OK; " +
 		"busybox nc -w 3 2001:db8::50 443 </dev/null && echo CONNECT6-UNRESOLVED-OPEN; " +
 		"busybox nslookup evil.pkg.test; busybox nslookup -type=txt ok.pkg.test; " +
 		"busybox nslookup ok.pkg.test 192.0.2.53 && echo OTHER-DNS-ANSWERED; " +
@@ -152,6 +166,9 @@ func TestVMEgress(t *testing.T) {
 	}
 	if strings.Contains(out, "search") {
 		t.Error("guest resolv.conf has a search line")
+	}
+	if strings.Contains(out, "CONNECT-EVIL-SNI-OPEN") {
+		t.Error("the guest reached ok.pkg.test's address with another name's SNI")
 	}
 	for _, bad := range []string{"CONNECT-UNRESOLVED-OPEN", "hello from 192.0.2.20", "CONNECT6-UNRESOLVED-OPEN", "hello from [2001:db8::50]"} {
 		if strings.Contains(out, bad) {
@@ -177,7 +194,8 @@ func TestVMEgress(t *testing.T) {
 
 	a.must(vmCmd{Op: "close"})
 	ex := a.must(vmCmd{Op: "wait", ID: id}).Exit
-	if ex.Egress == nil || ex.Egress.Allowed["ok.pkg.test."] == 0 || ex.Egress.Refused["evil.pkg.test."] == 0 {
+	if ex.Egress == nil || ex.Egress.Allowed["ok.pkg.test."] == 0 || ex.Egress.Refused["evil.pkg.test."] == 0 ||
+		ex.Egress.ConnsAdmitted != 2 || ex.Egress.RefusedConns["evil.pkg.test -> 192.0.2.10:443"] != 1 {
 		t.Errorf("wait_vm egress summary = %+v", ex.Egress)
 	}
 	if err := exec.Command("ip", "-n", hns, "link", "show", eg.Tap).Run(); err == nil {
@@ -222,4 +240,29 @@ func checkEgressProcess(t *testing.T, h *vmHelper) {
 // ppidOf returns pid's parent pid from /proc/<pid>/stat (0 when unreadable).
 func ppidOf(pid int) int {
 	return ppid(fmt.Sprintf("/proc/%d", pid))
+}
+
+// clientHello returns the ClientHello crypto/tls sends for serverName (X25519 only, so it
+// stays a few hundred bytes).
+func clientHello(t *testing.T, serverName string) []byte {
+	t.Helper()
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	go tls.Client(a, &tls.Config{ServerName: serverName, CurvePreferences: []tls.CurveID{tls.X25519}}).Handshake()
+	buf := make([]byte, 16<<10)
+	n, err := b.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return buf[:n]
+}
+
+// octal renders b as printf octal escapes (every byte, so none is a format directive).
+func octal(b []byte) string {
+	var sb strings.Builder
+	for _, c := range b {
+		fmt.Fprintf(&sb, "\\%03o", c)
+	}
+	return sb.String()
 }

@@ -13,6 +13,7 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/landlockabi"
+	"brood.dev/brood/netpolicy/namegate"
 )
 
 // PinnedABI is the Landlock ABI the helper's ruleset is written and tested for
@@ -35,12 +36,16 @@ var deviceFiles = []string{"/dev/null", "/dev/net/tun", "/dev/kvm"}
 
 // ConfinementRules builds the helper's Landlock ruleset: read-only system paths,
 // read-write runtime and state directories, a few devices. With the ABI 7 config every
-// classic TCP bind and connect is denied except the two egress ports below (otherwise the
+// classic TCP bind and connect is denied except the egress ports below (otherwise the
 // helper uses only Unix and netlink sockets). Caveat: MPTCP sockets bypass
 // Landlock TCP rules (the helper opens none) and UDP is not restrictable before ABI 10.
 //
 // Egress (package egress) adds: reading the system policy file's directory, binding TCP
-// DNSPort (each session's DNS proxy) and connecting to the upstream resolver's TCP port
+// DNSPort (each session's DNS proxy) and TCP port 0 (each session's name gate listens at
+// a port the kernel picks from the ephemeral range, ip_local_port_range, so it never
+// collides with a host service; a rule for port 0 grants that and no fixed port),
+// connecting to TCP 443 and 80 (the egress processes inherit this domain, and their
+// name gates dial admitted destinations on those ports), connecting to the upstream resolver's TCP port
 // (answers truncated over UDP), and writing files under /proc/sys/net/ipv6/conf (IPv6
 // force_forwarding of taps, see IPv6Conf). The proxies' UDP sockets are not restricted at
 // ABI 7; per-interface IPv4 forwarding is set over rtnetlink, not procfs.
@@ -50,10 +55,19 @@ func ConfinementRules(cfg *Config) []landlock.Rule {
 		landlock.RWDirs(cfg.RuntimeDir, cfg.StateDir).WithRefer(),
 		landlock.RWFiles(deviceFiles...).WithIoctlDev().IgnoreIfMissing(),
 		landlock.BindTCP(egress.DNSPort),
+		landlock.BindTCP(0), // the name gate's listeners (egress.bindGate)
+		// The egress processes start inside this domain and Landlock domains nest: their
+		// name gates' connections to admitted destinations need these ports here too.
+		landlock.ConnectTCP(namegate.PortTLS),
+		landlock.ConnectTCP(namegate.PortHTTP),
 		landlock.ConnectTCP(egress.UpstreamTCPPort(cfg.Egress.Upstream)),
 		// Per-interface IPv6 forwarding of taps created later: IPv6Conf holds this
 		// directory open from before confinement, which keeps the rule's inode in use.
 		landlock.PathAccess(llsys.AccessFSWriteFile, egress.IPv6ConfDir).IgnoreIfMissing(),
+	}
+	if cfg.cgroupDir != "" {
+		// The per-uid cgroups of runners (cgroup_linux.go): create, limit, fill, remove.
+		rules = append(rules, landlock.RWDirs(cfg.cgroupDir))
 	}
 	if cfg.Egress.PolicyPath != "" {
 		// netpolicy.LoadSystemPolicy opens the directory too (its owner and mode are checked).

@@ -12,8 +12,9 @@
 // 3..8. The runner confines itself and drives the vmhost.Host's sandbox.Backend; it reports to
 // the helper on a control socket and hands Attach the connected SSH channel.
 //
-// Privilege: root, Landlock-confined after startup step 9 (Run). The same binary also
-// runs the runner spawner (package spawner: root, unconfined), the VM runners (package
+// Privilege: root with only the unit's capability set (dropped in-process at startup
+// step 2, however it was started), Landlock-confined after startup step 9 (Run). The same
+// binary also runs the runner spawner (package spawner: root, unconfined), the VM runners (package
 // runner: the session owner's uid, no_new_privs, Landlock) and the per-session egress
 // processes (package egress, ProxyMain: the session owner's uid, no_new_privs, Landlock
 // with no filesystem access); they dispatch from Main's subcommand table.
@@ -116,9 +117,9 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 
-	// 2. Scrub the environment and inherited descriptors: nothing the invoker left
-	// behind reaches the runners.
-	if err := scrubInherited(); err != nil {
+	// 2. Before any child: per-uid cgroups, capability drop, scrub of env and fds.
+	cg, cgCheck, err := dropPrivileges(&cfg, o.Cleanup, log)
+	if err != nil {
 		return err
 	}
 
@@ -127,10 +128,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return cleanupHost(log, cfg.RuntimeDir)
 	}
 
-	// 4. Runtime and state dirs: create, lstat-check (never follow); the execute-only
-	// copy of this binary that spawner, runners and egress processes are run from.
-	self, err := prepareDirs(&cfg)
-	if err != nil {
+	// 4. Runtime and state dirs: create, lstat-check (never follow); this binary's copy.
+	if err := prepareDirs(&cfg); err != nil {
 		return err
 	}
 
@@ -155,7 +154,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
 	// (e.g. no resolver configured) VMs can only run without a network device.
-	eg := openEgress(&cfg, host, self, log)
+	eg := openEgress(&cfg, host, log)
 	if eg != nil {
 		defer eg.Close()
 		defer eg.StopAll()
@@ -163,7 +162,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 8. Start the runner spawner while unconfined: runners must reach the users'
 	// shares, which the helper's own Landlock domain (inherited by children) excludes.
-	sp, err := spawner.Start(self)
+	sp, err := spawner.Start(cfg.selfCopy)
 	if err != nil {
 		return err
 	}
@@ -174,7 +173,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	caps, checks, vmh := probeHost(&cfg, ll, o.Listen, log)
+	caps, checks, vmh := probeHost(&cfg, ll, log)
+	checks = append(checks, activationCheck(o.Listen), capabilitiesCheck(), cgCheck)
 
 	// 10. Tell the service manager we are ready (no-op without NOTIFY_SOCKET).
 	if err := notifyReady(ln, ll, log); err != nil {
@@ -183,11 +183,48 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, caps, checks)
-	srv.EnableVMs(vmh, sp)
+	srv.EnableVMs(vmh, sp, cg)
 	srv.EnableEgress(eg) // nil: VMs get no network device
+	srv.firewall = hostFirewallProbe()
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()
 	return err
+}
+
+// dropPrivileges makes the per-uid cgroups first (runnerCgroups: brood.slice is created
+// at the cgroup2 root, a mode 0555 directory), then drops to the unit's capability set,
+// however the helper was started (dropCapabilities: a root shell keeps every
+// capability), then scrubs what the invoker left (scrubInherited): nothing of it reaches
+// the children. It returns the cgroups (nil without) and their Doctor check.
+func dropPrivileges(cfg *Config, cleanup bool, log *slog.Logger) (cgroupPlacer, api.Check, error) {
+	cg, check := runnerCgroups(cfg, cleanup, log)
+	if err := dropCapabilities(log); err != nil {
+		return nil, check, err
+	}
+	return cg, check, scrubInherited()
+}
+
+// runnerCgroups returns how runners are put in per-uid cgroups (nil: not at all, and not
+// for --cleanup) and its Doctor check: systemd's transient scopes when systemd is PID 1
+// (systemdScopes), else the helper's own cgroupfs directories (openUserCgroups), whose
+// directory it lets the helper's Landlock domain write (cfg.cgroupDir).
+func runnerCgroups(cfg *Config, cleanup bool, log *slog.Logger) (cgroupPlacer, api.Check) {
+	if cleanup {
+		return nil, api.Check{}
+	}
+	if systemdBooted() {
+		log.Info("per-user cgroups: systemd transient scopes in brood-user-<uid>.slice")
+		return systemdScopes{}, api.Check{Name: "user cgroups", OK: true, Detail: "runners are placed in transient scopes of systemd " +
+			"in brood-user-<uid>.slice, with MemoryMax and CPUQuota from the per-user quotas"}
+	}
+	cg, err := openUserCgroups("/")
+	if err != nil {
+		log.Warn("per-user cgroups unavailable: runners stay in the helper's cgroup", "err", err)
+		return nil, cg.Check(err)
+	}
+	cfg.cgroupDir = cg.dir
+	log.Info("per-user cgroups", "dir", cg.dir, "controllers", cg.controllers, "stale_removed", cg.RemoveEmpty())
+	return cg, cg.Check(nil)
 }
 
 // notifyReady tells the service manager the helper is ready (sd_notify READY=1; nothing
@@ -200,13 +237,17 @@ func notifyReady(ln *net.UnixListener, ll api.Landlock, log *slog.Logger) error 
 	return nil
 }
 
-// prepareDirs ensures cfg's runtime and state directories (ensureDirs) and returns the
-// path of this binary's execute-only copy in the runtime directory (SelfCopy).
-func prepareDirs(cfg *Config) (string, error) {
+// prepareDirs ensures cfg's runtime and state directories (ensureDirs) and makes this
+// binary's execute-only copy in the runtime directory (SelfCopy, cfg.selfCopy): the
+// spawner, the runners and the egress processes are executed from it, non-dumpable
+// from their execve on.
+func prepareDirs(cfg *Config) error {
 	if err := ensureDirs(cfg.RuntimeDir, cfg.StateDir); err != nil {
-		return "", err
+		return err
 	}
-	return SelfCopy(cfg.RuntimeDir)
+	var err error
+	cfg.selfCopy, err = SelfCopy(cfg.RuntimeDir)
+	return err
 }
 
 // ensureDirs creates each of dirs (mode 0755) if missing and checks it (EnsureDir).
@@ -220,15 +261,15 @@ func ensureDirs(dirs ...string) error {
 }
 
 // openEgress opens the egress layer on host's links and nft connection, with decision
-// logs under <runtime dir>/egress and egress processes executed from self (SelfCopy);
+// logs under <runtime dir>/egress and egress processes executed from cfg.selfCopy;
 // nil (logged) when it cannot, e.g. without a resolver.
-func openEgress(cfg *Config, h *host, self string, log *slog.Logger) *egress.Manager {
+func openEgress(cfg *Config, h *host, log *slog.Logger) *egress.Manager {
 	eg, err := egress.Open(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), h.links, h.fw, log)
 	if err != nil {
 		log.Warn("egress unavailable: VMs get no network", "err", err)
 		return nil
 	}
-	eg.ProxyExe = self
+	eg.ProxyExe = cfg.selfCopy
 	return eg
 }
 
@@ -265,9 +306,12 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	dirs, err := vmhost.CleanupRunDirs(runtimeDir)
+	dirs, left, err := vmhost.CleanupRunDirs(runtimeDir)
 	if err != nil {
 		return err
+	}
+	if left != nil {
+		log.Warn("run dirs left in place", "err", left)
 	}
 	log.Info("startup cleanup done", "taps", rep.Taps, "runners", rep.Runners, "run_dirs", dirs)
 	return nil
@@ -275,9 +319,8 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 
 // probeHost probes the confined helper's capabilities (ProbeHost) and, when QEMU was
 // found, makes the execute-only copy of it that runners exec so that it stays
-// non-dumpable; the "vmm not dumpable" check says whether that worked. The checks end
-// with the socket activation check (activationCheck of the --listen path).
-func probeHost(cfg *Config, ll api.Landlock, listen string, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
+// non-dumpable; the "vmm not dumpable" check says whether that worked.
+func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
 	caps, checks, vmh := ProbeHost(cfg, ll)
 	vmh.RequireLandlock = cfg.RequireLandlock // runners enforce it too
 	if vmh.VMM != "" {
@@ -291,7 +334,7 @@ func probeHost(cfg *Config, ll api.Landlock, listen string, log *slog.Logger) (a
 		}
 		checks = append(checks, check)
 	}
-	return caps, append(checks, activationCheck(listen)), vmh
+	return caps, checks, vmh
 }
 
 // takeListener returns the --listen socket (group: the first allowed gid) or the
@@ -340,7 +383,10 @@ func cleanupHost(log *slog.Logger, runtimeDir string) error {
 	}
 	defer host.Close()
 	rep, err := host.cleanup(log)
-	dirs, derr := vmhost.CleanupRunDirs(runtimeDir)
+	dirs, left, derr := vmhost.CleanupRunDirs(runtimeDir)
+	if left != nil {
+		log.Warn("run dirs left in place", "err", left)
+	}
 	uplinks, ferr := restoreForwarding(host, runtimeDir)
 	log.Info("cleanup done", "taps", rep.Taps, "runners", rep.Runners, "table_deleted", rep.Table, "run_dirs", dirs,
 		"uplink_forwarding_restored", uplinks)

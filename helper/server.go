@@ -34,9 +34,11 @@ type Server struct {
 	sessions *Table
 	caps     api.Capabilities // template; Peer is filled per connection
 	doctor   []api.Check
-	vmHost   *vmhost.Host    // nil: this helper runs no VMs
-	spawner  *spawner.Client // starts runners outside the helper's Landlock domain
-	egress   *egress.Manager // nil: VMs get no network device
+	vmHost   *vmhost.Host     // nil: this helper runs no VMs
+	spawner  *spawner.Client  // starts runners outside the helper's Landlock domain
+	egress   *egress.Manager  // nil: VMs get no network device
+	firewall func() api.Check // Doctor's host firewall check, run per call; nil: none
+	cgroups  cgroupPlacer     // per-uid cgroups of runners; nil: runners stay in the helper's
 
 	health   Health // survived accept errors and handler panics (Doctor)
 	conns    atomic.Int64
@@ -66,9 +68,12 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 	return s
 }
 
-// EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without).
+// EnableVMs lets the server run VMs on h (StartVM answers api.ErrUnavailable without),
+// their runners started by sp and placed in cg's per-uid cgroups (nil: the helper's own).
 // Call it before Serve.
-func (s *Server) EnableVMs(h vmhost.Host, sp *spawner.Client) { s.vmHost, s.spawner = &h, sp }
+func (s *Server) EnableVMs(h vmhost.Host, sp *spawner.Client, cg cgroupPlacer) {
+	s.vmHost, s.spawner, s.cgroups = &h, sp, cg
+}
 
 // EnableEgress lets StartVM give VMs a network under an egress profile (nil: none).
 func (s *Server) EnableEgress(e *egress.Manager) { s.egress = e }
@@ -89,6 +94,7 @@ func (s *Server) Serve(ctx context.Context, ln *net.UnixListener) error {
 	if idle := s.cfg.IdleTimeout(); idle > 0 {
 		go s.watchIdle(ctx, cancel, idle)
 	}
+	go s.watchUnstarted(ctx) // limits.go
 	var err error
 	for fails := 0; ; {
 		var uc *net.UnixConn
@@ -377,7 +383,11 @@ func (s *Server) callDoctor(_ context.Context, _ *connState, req *api.Request, _
 	if err := api.DecodeArgs(req.Args, &a); err != nil {
 		return nil, nil, err
 	}
-	return api.DoctorReport{Checks: append(slices.Clone(s.doctor), s.health.Check())}, nil, nil
+	checks := append(slices.Clone(s.doctor), s.health.Check())
+	if s.firewall != nil {
+		checks = append(checks, s.firewall())
+	}
+	return api.DoctorReport{Checks: checks}, nil, nil
 }
 
 func (s *Server) callListImages(_ context.Context, _ *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {

@@ -24,6 +24,9 @@ type sessionRecord struct {
 	share    *os.File // workspace share descriptor passed by the owner
 	starting bool     // StartVM is preparing the VM (state still "created")
 	vm       *vmhost.Handle
+	// cpus and memMiB are the VM's sizes booked against the owner's quota (reserve),
+	// counted while the VM starts or runs.
+	cpus, memMiB int
 }
 
 // Table is the helper's session table. Every operation takes the caller's uid and checks
@@ -53,6 +56,12 @@ func newSessionID() (string, error) {
 // Create adds a session owned by owner, taking ownership of share. It fails with
 // api.ErrLimit when owner already holds the maximum number of sessions.
 func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
+	return t.createAt(owner, gid, share, time.Now())
+}
+
+// createAt is Create with the creation time now (the TTL of never-started sessions
+// counts from it; tests inject it).
+func (t *Table) createAt(owner, gid uint32, share *os.File, now time.Time) (api.Session, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := 0
@@ -62,7 +71,7 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 		}
 	}
 	if n >= t.perUser {
-		return api.Session{}, fmt.Errorf("create session for uid %d: %d sessions open (max %d): %w", owner, n, t.perUser, api.ErrLimit)
+		return api.Session{}, fmt.Errorf("create session for uid %d: %d sessions open, max_sessions_per_user %d: %w", owner, n, t.perUser, api.ErrLimit)
 	}
 	var id string
 	for {
@@ -79,7 +88,7 @@ func (t *Table) Create(owner, gid uint32, share *os.File) (api.Session, error) {
 		return api.Session{}, fmt.Errorf("create session for uid %d: %w", owner, err)
 	}
 	s := &sessionRecord{
-		Session: api.Session{ID: id, Owner: owner, State: api.SessionCreated, Tap: tap, Created: time.Now().Unix()},
+		Session: api.Session{ID: id, Owner: owner, State: api.SessionCreated, Tap: tap, Created: now.Unix()},
 		gid:     gid,
 		share:   share,
 	}

@@ -3,7 +3,10 @@ package helper
 import (
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/egress"
@@ -19,7 +22,12 @@ func (srv *Server) startVM(s *sessionRecord, a api.StartVMArgs, onExit func(api.
 		return nil, api.VMInfo{}, fmt.Errorf("start VM: no VM backend on this host: %w", api.ErrUnavailable)
 	}
 	limits := vmhost.HostResources()
-	if _, _, err := vmhost.Check(a, *srv.vmHost, limits); err != nil {
+	sizes, _, err := vmhost.Check(a, *srv.vmHost, limits)
+	if err != nil {
+		return nil, api.VMInfo{}, err
+	}
+	// 1b. The owner's quota: vCPUs and memory of all their VMs together (limits.go).
+	if err := srv.sessions.reserve(s, sizes, userQuotaFor(srv.cfg, limits)); err != nil {
 		return nil, api.VMInfo{}, err
 	}
 	// 2. The boot artifacts, from the root-owned store.
@@ -70,8 +78,28 @@ func (srv *Server) launchVM(s *sessionRecord, arts *artifacts, eg *egress.Sessio
 	if eg != nil {
 		l.Tap, l.Egress = eg.TapFile(), srv.egress
 	}
+	if cg := srv.cgroups; cg != nil { // the owner's cgroup (cgroup_linux.go)
+		q := userQuotaFor(srv.cfg, in.Limits)
+		l.Place = func(pid int) error {
+			if err := cg.Place(pid, s.Owner, q); err != nil {
+				return err
+			}
+			b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+			srv.log.Info("audit: runner placed", "session", s.ID, "uid", s.Owner, "runner", pid, "cgroup", strings.TrimSpace(string(b)))
+			return nil
+		}
+		l.OnExit = func(e api.VMExit) {
+			cg.Release(s.Owner)
+			if onExit != nil {
+				onExit(e)
+			}
+		}
+	}
 	vm, err := vmhost.Start(plan, l)
 	if err != nil {
+		if srv.cgroups != nil {
+			srv.cgroups.Release(s.Owner)
+		}
 		return nil, api.VMInfo{}, err
 	}
 	if eg != nil {

@@ -412,6 +412,15 @@ func TestVMSessionEndToEnd(t *testing.T) {
 	// The runner and the VMM: uid, capabilities, no_new_privs, descriptors.
 	runnerPid, vmm := findVMM(t, h.runtime, id)
 	runDir := filepath.Join(h.runtime, vmhost.RunParent, id)
+	// Both sit in the owner's cgroup (cgroup_linux.go), placed by the confined helper.
+	if _, err := cgroup2Mount(); err == nil {
+		want := "0::/" + cgroupSlice + "/" + userCgroupName(4242) + "\n"
+		for _, pid := range []int{runnerPid, vmm} {
+			if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); !strings.Contains(string(b), want) {
+				t.Errorf("/proc/%d/cgroup = %q, %v; want the line %q", pid, b, err, want)
+			}
+		}
+	}
 	helperSockets := socketInodes(t, h.hc.cmd.Process.Pid)
 	for _, pid := range []int{runnerPid, vmm} {
 		p := readProc(t, pid)

@@ -18,6 +18,10 @@ var (
 	// ErrPublicSuffix: a wildcard's suffix is a public suffix ("*.co.uk", or "*.github.io"
 	// outside the system policy; suffixRules). Wraps ErrBadPattern.
 	ErrPublicSuffix = fmt.Errorf("wildcard over a public suffix: %w", ErrBadPattern)
+	// ErrSpecialUse: an allowed name is, or is under, a special-use domain name that is
+	// never answered by the public DNS ("localhost", "*.local", "home.arpa", ...;
+	// specialUseNames). Wraps ErrBadPattern.
+	ErrSpecialUse = fmt.Errorf("special-use domain name, never resolved by the public DNS: %w", ErrBadPattern)
 	// ErrBadPort: a port/protocol entry is not "PORT", "PORT/tcp" or "PORT/udp" with
 	// 1 <= PORT <= 65535.
 	ErrBadPort = errors.New("invalid port")

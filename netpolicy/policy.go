@@ -323,12 +323,16 @@ func (eff *Effective) addHosts(sys *SystemPolicy, in Inputs) error {
 
 // grantable checks that the layer of src may allow p: p must parse as a pattern (no IP
 // literal, no wildcard over a top-level domain or ICANN public suffix, whoever built it),
+// must not be under a special-use domain (specialUseNames, ErrSpecialUse),
 // and a wildcard over a private-section public suffix is the system policy's to allow
 // (suffixRules). Errors name the source, the pattern and the suffix, and wrap
 // ErrBadPattern.
 func grantable(p Pattern, src Source) error {
 	if _, err := ParsePattern(p.String()); err != nil {
 		return fmt.Errorf("host from %s: %w", src, err)
+	}
+	if d, ok := specialUse(p.Name); ok {
+		return fmt.Errorf("host %s from %s: %q is %s: %w", p, src, d.Domain, d.What, ErrSpecialUse)
 	}
 	if !p.Wildcard {
 		return nil

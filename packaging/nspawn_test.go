@@ -376,7 +376,12 @@ func firstSession(t *testing.T, c *container, start time.Time) {
 	t.Helper()
 	doctor := c.must("dev", "brood", "doctor")
 	t.Logf("brood doctor:\n%s", doctor)
-	for _, want := range []string{"brood:          " + testDescribe, "helper:         " + testDescribe, "socket activation (systemd broodd-helper.socket)"} {
+	for _, want := range []string{"brood:          " + testDescribe, "helper:         " + testDescribe, "socket activation (systemd broodd-helper.socket)",
+		// The unit's capability set, as the helper itself reports it (helper.capabilitiesCheck).
+		"[ok  ] capabilities      effective cap_chown,cap_kill,cap_setgid,cap_setuid,cap_net_bind_service,cap_net_admin; " +
+			"bounding cap_chown,cap_kill,cap_setgid,cap_setuid,cap_net_bind_service,cap_net_admin; ambient (none); inheritable (none)",
+		"[ok  ] host firewall     no other nft or iptables-nft table drops",
+		"[ok  ] user cgroups      runners are placed in transient scopes of systemd in brood-user-<uid>.slice"} {
 		if !strings.Contains(doctor, want) {
 			t.Errorf("doctor output lacks %q", want)
 		}
@@ -396,6 +401,18 @@ func firstSession(t *testing.T, c *container, start time.Time) {
 		if !strings.Contains(diff, want) {
 			t.Errorf("brood diff lacks %s:\n%s", want, diff)
 		}
+	}
+	// The runner ran in a transient scope of systemd's, in the user's slice with limits.
+	uid := strings.TrimSpace(c.must("dev", "id", "-u"))
+	slice := "brood-user-" + uid + ".slice"
+	placed := c.must("", "journalctl", "-u", "broodd-helper.service", "-o", "cat", "--grep", "runner placed")
+	if !strings.Contains(placed, "/brood.slice/brood-user.slice/"+slice+"/brood-runner-") {
+		t.Errorf("helper log has no runner placed in %s:\n%s", slice, placed)
+	}
+	props := c.must("", "systemctl", "show", slice, "-p", "ActiveState", "-p", "MemoryMax", "-p", "CPUQuotaPerSecUSec")
+	t.Logf("%s: %s", slice, props)
+	if !strings.Contains(props, "ActiveState=active") || strings.Contains(props, "MemoryMax=infinity") || strings.Contains(props, "CPUQuotaPerSecUSec=infinity") {
+		t.Errorf("%s: %s, want active with MemoryMax and CPUQuotaPerSecUSec set", slice, props)
 	}
 	c.must("dev", "sh", "-c", "cd ~/w && brood apply "+m[1]+" --all --yes")
 	got := c.must("dev", "sh", "-c", "cat ~/w/a.txt ~/w/b.txt")

@@ -812,7 +812,13 @@ func TestRunTwoSessionsSideBySide(t *testing.T) {
 	wg.Wait()
 	for i, rs := range res {
 		if rs.code != 0 {
-			t.Fatalf("session %d: exit %d\n%s", i, rs.code, rs.stderr)
+			// The guest's console says how far the boot got (an intermittent hang here
+			// was one guest never finishing the SSH handshake).
+			console := "<no session id>"
+			if m := sessionLineRe.FindStringSubmatch(rs.stderr); m != nil {
+				console = readFile(t, filepath.Join(r.state, "sessions", m[1], "console.log"))
+			}
+			t.Fatalf("session %d: exit %d\n%s\nconsole:\n%s", i, rs.code, rs.stderr, console)
 		}
 		// Both guests see only their own workspace (the other's file does not exist yet
 		// in either snapshot, and each lists only the committed files).

@@ -254,9 +254,9 @@ func TestRunEgressLayers(t *testing.T) {
 func TestRunRecordsEgressSummary(t *testing.T) {
 	f := newFakeHelper(t)
 	f.Egress = &api.EgressSummary{Allowed: map[string]int{"api.openai.example": 3},
-		Refused: map[string]int{"x.attacker.example": 1}, Pinned: []string{"192.0.2.7"}}
+		Refused: map[string]int{"x.attacker.example": 1}, Pinned: []string{"192.0.2.7"}, ConnsRefused: 2}
 	code, _, stderr, ss := fakeRun(t, "run", "--egress", "locked", "shell", "--", "true")
-	if code != 0 || len(ss) != 1 || !strings.Contains(stderr, "1 name(s) allowed, 1 refused, 1 address(es) pinned") {
+	if code != 0 || len(ss) != 1 || !strings.Contains(stderr, "1 name(s) allowed, 1 refused, 1 address(es) pinned, 2 connection(s) refused by the name gate") {
 		t.Fatalf("exit %d sessions %d\n%s", code, len(ss), stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(ss[0].Dir, frontend.VMRecordFile))

@@ -76,7 +76,7 @@ func TestSanitizeKeys(t *testing.T) {
 		{"pushurl", `[remote "o"]` + "\n\tpushurl = https://x-access-token:" + tok + "@h/r\n", "remote.o.pushurl", ReasonURLCredentials, "pushurl = https://h/r"},
 		{"submodule url", `[submodule "s"]` + "\n\turl = https://u:" + tok + "@h/s\n", "submodule.s.url", ReasonURLCredentials, "url = https://h/s"},
 		{"ssh password", `[remote "o"]` + "\n\turl = ssh://git:" + tok + "@h/r\n", "remote.o.url", ReasonURLCredentials, "ssh://git@h/r"},
-		{"http extraheader", "[http]\n\textraHeader = Authorization: Bearer " + tok + "\n", "http.extraheader", ReasonExtraHeader, "[http]"},
+		{"http extraheader", "[http]\n\textraHeader = Authorization: Bearer " + tok + "\n", "http.extraheader", ReasonExtraHeader, ""},
 		{"http url extraheader", `[http "https://github.com/"]` + "\n\textraheader = AUTHORIZATION: basic " + tok + "\n\tsslVerify = true\n", "http.https://github.com/.extraheader", ReasonExtraHeader, "sslverify = true"},
 		{"credential helper", "[credential]\n\thelper = store --file=/tmp/" + tok + "\n", "credential", ReasonCredential, ""},
 		{"credential url section", `[credential "https://h"]` + "\n\tusername = " + tok + "\n", "credential.https://h", ReasonCredential, ""},
@@ -130,6 +130,20 @@ func TestSanitizeKeys(t *testing.T) {
 				t.Fatalf("not idempotent: err=%v removed=%v\n%s\n---\n%s", err, rem2, out, again)
 			}
 		})
+	}
+}
+
+// TestSanitizeDropsEmptiedSections: a section whose every variable was removed leaves no
+// bare header behind; a section that was empty in the input stays.
+func TestSanitizeDropsEmptiedSections(t *testing.T) {
+	in := "[core]\n\tbare = false\n[http]\n\textraHeader = Authorization: Bearer " + tok + "\n[gc]\n[user]\n\tname = A\n"
+	out, removed, err := Sanitize([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "[core]\n\tbare = false\n[gc]\n[user]\n\tname = A\n"
+	if string(out) != want || len(removed) != 1 {
+		t.Fatalf("Sanitize = %q, removed %v; want %q and one removal", out, removed, want)
 	}
 }
 

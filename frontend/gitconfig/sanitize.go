@@ -106,6 +106,9 @@ func (c *Config) sanitize() []Removal {
 			}
 			vars = append(vars, v)
 		}
+		if len(vars) == 0 && len(s.Vars) > 0 {
+			continue // every variable removed: no empty "[http]" header left behind
+		}
 		s.Vars = vars
 		kept = append(kept, s)
 	}

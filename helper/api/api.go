@@ -425,6 +425,14 @@ type EgressSummary struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// LogDropped counts decisions not written because the log reached its byte quota.
 	LogDropped int `json:"log_dropped,omitempty"`
+	// ConnsAdmitted, ConnsRefused and ConnsFailed count the TCP 80/443 connections the
+	// session's name gate admitted, reset, or admitted but could not connect; RefusedConns
+	// holds the top refused ones ("NAME -> ADDR:PORT": connections). Decisions of the
+	// gate are also counted in Queries.
+	ConnsAdmitted int            `json:"conns_admitted,omitempty"`
+	ConnsRefused  int            `json:"conns_refused,omitempty"`
+	ConnsFailed   int            `json:"conns_failed,omitempty"`
+	RefusedConns  map[string]int `json:"refused_conns,omitempty"`
 }
 
 // Bounds of an EgressSummary: names per list (a name is at most 253 bytes, RFC 1035)

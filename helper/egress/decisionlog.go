@@ -11,6 +11,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy/dnsproxy"
+	"brood.dev/brood/netpolicy/namegate"
 )
 
 // MaxDecisionLogBytes is the byte quota of one session's decision log (JSON lines). An
@@ -37,6 +38,16 @@ func newDecisionLog(w io.Writer, quota int64) *decisionLog {
 
 // Log writes d, or counts it as dropped when it would pass the quota or a write failed.
 func (l *decisionLog) Log(d dnsproxy.Decision) {
+	b, err := json.Marshal(d)
+	if err != nil {
+		l.drop()
+		return
+	}
+	l.logRaw(b)
+}
+
+// logGate writes one decision of the session's name gate.
+func (l *decisionLog) logGate(d namegate.Decision) {
 	b, err := json.Marshal(d)
 	if err != nil {
 		l.drop()
@@ -98,6 +109,9 @@ func summarize(path string, dl *decisionLog) *api.EgressSummary {
 	out.Allowed, cut = topNames(s.AllowedNames, api.SummaryNames)
 	out.Truncated = out.Truncated || cut
 	out.Refused, cut = topNames(s.RefusedNames, api.SummaryNames)
+	out.Truncated = out.Truncated || cut
+	out.ConnsAdmitted, out.ConnsRefused, out.ConnsFailed = s.Conns[namegate.Admitted], s.Conns[namegate.Refused], s.Conns[namegate.Failed]
+	out.RefusedConns, cut = topNames(s.RefusedConns, api.SummaryNames)
 	out.Truncated = out.Truncated || cut
 	for i, a := range s.Pinned {
 		if i == api.SummaryPinned {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
+	"brood.dev/brood/netpolicy/namegate"
 	"brood.dev/brood/netpolicy/nftrules"
 	"golang.org/x/sys/unix"
 )
@@ -74,14 +76,17 @@ type Session struct {
 	V6    bool           // the guest gets its IPv6 address and route (forwarding is on)
 	Info  api.EgressInfo // what StartVM reports about the network
 
-	id, tap string
-	slot    int
-	tapFile *os.File           // the VMM's queue descriptor; handed to the runner, then closed
-	servers []*dnsproxy.Server // the in-process proxy (no ProxyExe)
-	proc    *proxyProc         // the egress process (ProxyExe)
-	logPath string
-	logFile *os.File
-	dlog    *decisionLog
+	id, tap   string
+	slot      int
+	tapFile   *os.File           // the VMM's queue descriptor; handed to the runner, then closed
+	servers   []*dnsproxy.Server // the in-process proxy (no ProxyExe)
+	gate      *namegate.Gate     // the in-process name gate (no ProxyExe)
+	gateLns   []*net.TCPListener // the name gate's listeners until they are handed over
+	gatePorts [2]uint16          // their ports on Addrs.Host4, Addrs.Host6
+	proc      *proxyProc         // the egress process (ProxyExe)
+	logPath   string
+	logFile   *os.File
+	dlog      *decisionLog
 }
 
 // New prepares the host for VM egress: the address pool, the upstream resolver and
@@ -247,6 +252,10 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	s.V6 = e.IPv6 != nil
 	ns := nftrules.Session{ID: s.id, ProxyV4: ad.Host4, ProxyV6: ad.Host6,
 		GuestV4: ad.Guest4, GuestV6: ad.Guest6, GuestLL: ad.GuestLL, AnyPort: eff.AnyPort()}
+	if ns.GatePort4, ns.GatePort6, err = s.bindGates(); err != nil {
+		return err
+	}
+	s.gatePorts = [2]uint16{ns.GatePort4, ns.GatePort6}
 	if ns.AnyPort {
 		if ns.Refused, err = e.hostNetworks(); err != nil {
 			return err
@@ -263,19 +272,51 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	if e.ProxyExe != "" {
 		return e.startProc(s, eff, uid, gid)
 	}
-	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream, Pinner: sessionPinner{e.fw, s.id}, Log: s.dlog.Log})
+	names := &namegate.Names{}
+	if s.gate, err = namegate.New(namegate.Config{Names: names, Log: s.dlog.logGate, Dial: gateDialer(), MaxConns: MaxGateConns}); err != nil {
+		return err
+	}
+	for _, l := range s.gateLns {
+		go s.gate.Serve(l)
+	}
+	s.gateLns = nil
+	px, err := dnsproxy.New(dnsproxy.Config{Policy: eff, Upstream: e.upstream,
+		Pinner: namesPinner{sessionPinner{e.fw, s.id}, names}, Log: s.dlog.Log})
 	if err != nil {
 		return err
 	}
 	lim := newProxyLimits(s.id, e.log)
 	for _, a := range []netip.Addr{ad.Host4, ad.Host6} {
-		srv, err := listenDNS(px, netip.AddrPortFrom(a, DNSPort), s.tap, lim)
+		srv, err := listenDNS(nameHandler{px}, netip.AddrPortFrom(a, DNSPort), s.tap, lim)
 		if err != nil {
 			return err
 		}
 		s.servers = append(s.servers, srv)
 	}
 	return nil
+}
+
+// bindGates binds the session's name gate listeners on its two host addresses (bindGate)
+// and returns their ports (IPv4, IPv6).
+func (s *Session) bindGates() (uint16, uint16, error) {
+	var ports [2]uint16
+	for i, a := range []netip.Addr{s.Addrs.Host4, s.Addrs.Host6} {
+		l, port, err := bindGate(a, s.tap)
+		if err != nil {
+			return 0, 0, err
+		}
+		s.gateLns = append(s.gateLns, l)
+		ports[i] = port
+	}
+	return ports[0], ports[1], nil
+}
+
+// closeGateListeners closes the daemon's copies of the name gate's listeners.
+func (s *Session) closeGateListeners() {
+	for _, l := range s.gateLns {
+		l.Close()
+	}
+	s.gateLns = nil
 }
 
 // TapFile returns the tap's queue descriptor for the runner (nil for a stand-in link).
@@ -302,6 +343,10 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 		errs = append(errs, srv.Close(ctx))
 	}
 	cancel()
+	if s.gate != nil {
+		s.gate.Close()
+	}
+	s.closeGateListeners()
 	errs = append(errs, e.fw.DeleteSession(id))
 	if e.ct != nil {
 		if _, err := e.ct.Forget(s.Addrs.Net4, s.Addrs.Net6); err != nil {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/miekg/dns"
+
+	"brood.dev/brood/netpolicy/namegate"
 )
 
 // Per-session caps of the DNS proxy, so that one guest cannot exhaust the descriptors of
@@ -28,6 +30,11 @@ const (
 	MaxDNSTCPConns = 32
 	MaxDNSInflight = 64
 )
+
+// MaxGateConns bounds the TCP 80/443 connections one session's name gate holds at once
+// (namegate.DefaultMaxConns); each costs the egress process two descriptors, the guest's
+// and the upstream's. A connection over the cap is reset at once and counted.
+const MaxGateConns = namegate.DefaultMaxConns
 
 // proxyPanics counts panics recovered in DNS proxy handlers, over all sessions: in this
 // process, or reported by egress processes (opPanic).

@@ -23,21 +23,25 @@ import (
 	"brood.dev/brood/helper/landlockabi"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
+	"brood.dev/brood/netpolicy/namegate"
 )
 
 // ProcMaxFDs is the egress process's RLIMIT_NOFILE (soft and hard): stdio, the control
-// socket, the four DNS sockets, MaxDNSTCPConns connections, MaxDNSInflight upstream
-// sockets, and room for the Go runtime (epoll, its pipe).
-const ProcMaxFDs = 3 + 1 + 4 + MaxDNSTCPConns + MaxDNSInflight + 16
+// socket, the four DNS sockets, the name gate's two listeners, MaxDNSTCPConns
+// connections, MaxDNSInflight upstream sockets, two descriptors (guest and upstream) per
+// gated connection (MaxGateConns), and room for the Go runtime (epoll, its pipe) and the
+// connections over a cap that are accepted only to be closed: 3+1+4+2+32+64+512+16 = 634.
+const ProcMaxFDs = 3 + 1 + 4 + 2 + MaxDNSTCPConns + MaxDNSInflight + 2*MaxGateConns + 16
 
 // procCallTimeout bounds one check or pin round trip to the daemon.
 const procCallTimeout = 5 * time.Second
 
-// ProxyMain runs one session's DNS proxy as the egress process (ProxySubcommand): args
-// are -session ID and -upstream HOST:PORT; descriptors are as procFD* say. It confines
-// itself (confineProc), serves the four sockets, asks the daemon over the control socket
-// to check names, pin answers and log decisions, and exits when the control socket
-// closes (the session ended) or on SIGTERM. It returns the exit code.
+// ProxyMain runs one session's DNS proxy and name gate as the egress process
+// (ProxySubcommand): args are -session ID and -upstream HOST:PORT; descriptors are as
+// procFD* say. It confines itself (confineProc), serves the four DNS sockets and the two
+// gate listeners, asks the daemon over the control socket to check names, pin answers
+// and log decisions, and exits when the control socket closes (the session ended) or on
+// SIGTERM. It returns the exit code.
 func ProxyMain(args []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("process", ProxySubcommand)
 	fs := flag.NewFlagSet(ProxySubcommand, flag.ContinueOnError)
@@ -63,11 +67,13 @@ func ProxyMain(args []string) int {
 	return 0
 }
 
-// confineProc makes the process not dumpable and no_new_privs, lowers RLIMIT_NOFILE to
+// confineProc makes the process not dumpable and no_new_privs, sets RLIMIT_NOFILE to
 // ProcMaxFDs and enforces Landlock (landlockabi.Config) with no filesystem access at all
 // and, of classic TCP, only connecting to the upstream's port (answers truncated over
-// UDP are asked again over TCP). The DNS sockets are already bound and listening. On a
-// kernel below the pinned ABI it enforces what the kernel supports.
+// UDP are asked again over TCP) and to ports 443 and 80 (the name gate's upstream
+// connections, each to the original destination of an admitted connection). The
+// sockets are already bound and listening. On a kernel below the pinned ABI it enforces
+// what the kernel supports.
 func confineProc(upstreamPort uint16) error {
 	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
 		return fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
@@ -83,21 +89,29 @@ func confineProc(upstreamPort uint16) error {
 	if abi, _ := landlockabi.Kernel(); abi < landlockabi.Pinned {
 		llcfg = llcfg.BestEffort()
 	}
-	if err := llcfg.Restrict(landlock.ConnectTCP(upstreamPort)); err != nil {
+	if err := llcfg.Restrict(landlock.ConnectTCP(upstreamPort), landlock.ConnectTCP(namegate.PortTLS),
+		landlock.ConnectTCP(namegate.PortHTTP)); err != nil {
 		return fmt.Errorf("landlock restrict egress process: %w", err)
 	}
 	return nil
 }
 
-// serveProc serves the proxy on the inherited sockets until the control socket closes.
+// serveProc serves the proxy and the gate on the inherited sockets until the control
+// socket closes.
 func serveProc(log *slog.Logger, id, upstream string) error {
 	c, err := net.FileConn(os.NewFile(procFDCtl, "ctl"))
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	ctl := &ctlClient{c: c.(*net.UnixConn), pending: map[uint64]chan procReply{}}
+	names := &namegate.Names{}
+	gate, err := serveGate(ctl, names)
+	if err != nil {
+		return err
+	}
+	defer gate.Close()
 	px, err := dnsproxy.New(dnsproxy.Config{Policy: remotePolicy{ctl}, Upstream: dnsproxy.NewUpstream(upstream),
-		Pinner: remotePinner{ctl}, Log: ctl.logDecision})
+		Pinner: remotePinner{ctl, names}, Log: ctl.logDecision})
 	if err != nil {
 		return err
 	}
@@ -130,6 +144,23 @@ func serveProc(log *slog.Logger, id, upstream string) error {
 		s.Close(ctx)
 	}
 	return err
+}
+
+// serveGate serves the name gate on the two inherited listeners; its decisions go to the
+// daemon's log.
+func serveGate(ctl *ctlClient, names *namegate.Names) (*namegate.Gate, error) {
+	gate, err := namegate.New(namegate.Config{Names: names, Log: ctl.logGate, Dial: gateDialer(), MaxConns: MaxGateConns})
+	if err != nil {
+		return nil, err
+	}
+	for _, fd := range []int{procFDGate4, procFDGate6} {
+		l, err := net.FileListener(os.NewFile(uintptr(fd), "gate"))
+		if err != nil {
+			return nil, fmt.Errorf("name gate socket %d: %w", fd, err)
+		}
+		go gate.Serve(l)
+	}
+	return gate, nil
 }
 
 // nameKey carries the question name of the query being answered to remotePinner.
@@ -179,8 +210,12 @@ func (p remotePolicy) Check(name string) (netpolicy.Grant, string, bool) {
 }
 
 // remotePinner asks the daemon to pin an answer for the question's name; the daemon
-// decides the name and ports again.
-type remotePinner struct{ ctl *ctlClient }
+// decides the name and ports again. What the daemon pinned (its ports and timeout) is
+// recorded for the name in the name gate's table.
+type remotePinner struct {
+	ctl   *ctlClient
+	names *namegate.Names
+}
 
 func (p remotePinner) Pin(ctx context.Context, addrs []netip.Addr, _ []netpolicy.Port, timeout time.Duration) error {
 	name, _ := ctx.Value(nameKey{}).(string)
@@ -191,6 +226,13 @@ func (p remotePinner) Pin(ctx context.Context, addrs []netip.Addr, _ []netpolicy
 	if !r.OK {
 		return errors.New("refused by the helper: " + r.Why)
 	}
+	var ports []netpolicy.Port
+	for _, s := range r.Ports {
+		if port, err := netpolicy.ParsePort(s); err == nil {
+			ports = append(ports, port)
+		}
+	}
+	p.names.Add(name, addrs, ports, time.Duration(r.TimeoutS)*time.Second)
 	return nil
 }
 
@@ -242,6 +284,13 @@ func (c *ctlClient) call(m procMsg) (procReply, error) {
 }
 
 func (c *ctlClient) logDecision(d dnsproxy.Decision) {
+	b, err := json.Marshal(d)
+	if err == nil {
+		_ = c.send(procMsg{Op: opLog, Decision: b})
+	}
+}
+
+func (c *ctlClient) logGate(d namegate.Decision) {
 	b, err := json.Marshal(d)
 	if err == nil {
 		_ = c.send(procMsg{Op: opLog, Decision: b})

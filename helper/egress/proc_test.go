@@ -20,7 +20,8 @@ import (
 const confineProbe = "egress-confine-probe"
 
 // confineProbeMain runs confineProc (upstream TCP port 53) and prints one line per
-// attempt: reading a file, creating one, a TCP connect to another port, and its limits.
+// attempt: reading a file, creating one, a TCP connect to another port, to the gate's
+// ports 443 and 80, and its limits.
 func confineProbeMain() int {
 	if err := confineProc(53); err != nil {
 		fmt.Println("confine:", err)
@@ -30,8 +31,17 @@ func confineProbeMain() int {
 	fmt.Println("read /etc/hostname:", errors.Is(err, unix.EACCES))
 	_, err = os.Create(os.TempDir() + "/brood-egress-probe")
 	fmt.Println("create in tmp:", errors.Is(err, unix.EACCES))
-	_, err = net.Dial("tcp", "127.0.0.1:80")
-	fmt.Println("connect tcp 127.0.0.1:80:", errors.Is(err, unix.EACCES))
+	_, err = net.Dial("tcp", "127.0.0.1:8080")
+	fmt.Println("connect tcp 127.0.0.1:8080:", errors.Is(err, unix.EACCES))
+	// The name gate's upstream ports: not refused by Landlock (refused by the kernel or
+	// connected, whatever listens there).
+	for _, port := range []string{"443", "80"} {
+		c, err := net.Dial("tcp", "127.0.0.1:"+port)
+		if c != nil {
+			c.Close()
+		}
+		fmt.Printf("connect tcp 127.0.0.1:%s allowed: %v\n", port, !errors.Is(err, unix.EACCES))
+	}
 	dumpable, _ := unix.PrctlRetInt(unix.PR_GET_DUMPABLE, 0, 0, 0, 0)
 	nnp, _ := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0)
 	var lim unix.Rlimit
@@ -41,8 +51,9 @@ func confineProbeMain() int {
 }
 
 // TestProcConfinement: once confined, the egress process can neither read nor create a
-// file, nor connect over TCP but to the upstream's port (Landlock, pinned ABI); it is
-// not dumpable, has no_new_privs and RLIMIT_NOFILE ProcMaxFDs.
+// file, nor connect over TCP but to the upstream's port and the name gate's 443 and 80
+// (Landlock, pinned ABI); it is not dumpable, has no_new_privs and RLIMIT_NOFILE
+// ProcMaxFDs.
 func TestProcConfinement(t *testing.T) {
 	if abi, _ := landlockabi.Kernel(); abi < landlockabi.Pinned {
 		testenv.Skip(t, fmt.Sprintf("kernel Landlock ABI %d < pinned %d", abi, landlockabi.Pinned))
@@ -51,7 +62,7 @@ func TestProcConfinement(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe: %v\n%s", err, out)
 	}
-	want := fmt.Sprintf("read /etc/hostname: true\ncreate in tmp: true\nconnect tcp 127.0.0.1:80: true\ndumpable 0 no_new_privs 1 nofile %d/%d\n", ProcMaxFDs, ProcMaxFDs)
+	want := fmt.Sprintf("read /etc/hostname: true\ncreate in tmp: true\nconnect tcp 127.0.0.1:8080: true\nconnect tcp 127.0.0.1:443 allowed: true\nconnect tcp 127.0.0.1:80 allowed: true\ndumpable 0 no_new_privs 1 nofile %d/%d\n", ProcMaxFDs, ProcMaxFDs)
 	if string(out) != want {
 		t.Errorf("confined egress process:\n%s\nwant:\n%s", out, want)
 	}

@@ -21,7 +21,8 @@ import (
 )
 
 // startProc binds session s's four DNS sockets (bindDNS, as root, before any privilege
-// is dropped) and hands them to a new egress process; the daemon keeps no copy.
+// is dropped) and hands them, with the name gate's listeners (bound by build), to a new
+// egress process; the daemon keeps no copy.
 func (e *Manager) startProc(s *Session, eff *netpolicy.Effective, uid, gid uint32) error {
 	var socks []*os.File
 	defer func() {
@@ -48,6 +49,14 @@ func (e *Manager) startProc(s *Session, eff *netpolicy.Effective, uid, gid uint3
 		}
 		socks = append(socks, tf)
 	}
+	for _, l := range s.gateLns {
+		f, err := l.File()
+		if err != nil {
+			return fmt.Errorf("name gate socket of session %s: %w", s.id, err)
+		}
+		socks = append(socks, f)
+	}
+	s.closeGateListeners()
 	p, err := e.startProxyProc(s, eff, uid, gid, socks)
 	if err != nil {
 		return err
@@ -67,8 +76,8 @@ type proxyProc struct {
 const procStopTimeout = 2 * time.Second
 
 // startProxyProc starts exe's ProxySubcommand for session s as uid:gid (no supplementary
-// group), with the bound DNS sockets socks (udp4, tcp4, udp6, tcp6; the caller closes its
-// copies), Pdeathsig SIGKILL and its own process group, and serves its control requests
+// group), with the bound sockets socks (DNS udp4, tcp4, udp6, tcp6, then the name gate's
+// tcp4, tcp6 listeners; the caller closes its copies), Pdeathsig SIGKILL and its own process group, and serves its control requests
 // against eff and the session's sets until Stop. Its environment is hostexec's (PATH and
 // LC_ALL only), its working directory "/".
 func (e *Manager) startProxyProc(s *Session, eff *netpolicy.Effective, uid, gid uint32, socks []*os.File) (*proxyProc, error) {
@@ -189,34 +198,40 @@ func (g *pinGate) answer(m procMsg) procReply {
 			r.Ports = append(r.Ports, p.String())
 		}
 	default:
-		r.Why = g.pin(m, grant)
-		r.OK = r.Why == ""
+		var timeout time.Duration
+		timeout, r.Why = g.pin(m, grant)
+		if r.OK = r.Why == ""; r.OK {
+			r.TimeoutS = int64(timeout / time.Second)
+			for _, p := range grant.Entry.EffectivePorts() {
+				r.Ports = append(r.Ports, p.String())
+			}
+		}
 	}
 	return r
 }
 
 // pin validates the addresses and timeout of m and pins them on grant's ports; it returns
-// why it refused or failed, or "".
-func (g *pinGate) pin(m procMsg, grant netpolicy.Grant) string {
+// the timeout pinned, and why it refused or failed, or "".
+func (g *pinGate) pin(m procMsg, grant netpolicy.Grant) (time.Duration, string) {
 	if len(m.Addrs) == 0 || len(m.Addrs) > procMaxPinAddrs {
-		return fmt.Sprintf("%d addresses (want 1 to %d)", len(m.Addrs), procMaxPinAddrs)
+		return 0, fmt.Sprintf("%d addresses (want 1 to %d)", len(m.Addrs), procMaxPinAddrs)
 	}
 	for _, a := range m.Addrs {
 		if !a.IsValid() || a.Zone() != "" {
-			return "invalid address " + a.String()
+			return 0, "invalid address " + a.String()
 		}
 		if why, bad := netpolicy.RefusedReason(a); bad {
 			g.log.Warn("audit: egress process asked to pin a refused address", "session", g.id, "name", m.Name, "addr", a, "why", why)
-			return "address " + a.String() + " refused: " + why
+			return 0, "address " + a.String() + " refused: " + why
 		}
 	}
 	// Clamp the seconds before converting them: a huge value must not overflow.
 	secs := min(max(m.TimeoutS, int64(dnsproxy.DefaultMinTTL/time.Second)), int64(dnsproxy.DefaultMaxTTL/time.Second))
 	timeout := time.Duration(secs) * time.Second
 	if err := g.fw.Pin(g.id, m.Addrs, grant.Entry.EffectivePorts(), timeout); err != nil {
-		return err.Error()
+		return 0, err.Error()
 	}
-	return ""
+	return timeout, ""
 }
 
 // logDecision appends one decision (a single JSON object, compacted onto one line) to

@@ -10,14 +10,16 @@ import (
 const ProxySubcommand = "egress-proxy"
 
 // Descriptors of the egress process (ProxyMain), after stdin, stdout and stderr: its end
-// of the control socketpair (SOCK_SEQPACKET) and the four DNS sockets the daemon bound on
-// the session's tap addresses.
+// of the control socketpair (SOCK_SEQPACKET), the four DNS sockets the daemon bound on
+// the session's tap addresses, and the name gate's two listening sockets (IPv4, IPv6).
 const (
 	procFDCtl = 3 + iota
 	procFDUDP4
 	procFDTCP4
 	procFDUDP6
 	procFDTCP6
+	procFDGate4
+	procFDGate6
 	procFDCount = iota
 )
 
@@ -32,7 +34,9 @@ const procMaxPinAddrs = 128
 // Control operations, process to daemon.
 const (
 	opCheck = "check" // may the session resolve Name? reply: OK, Why, Source, Ports
-	opPin   = "pin"   // pin Addrs for Name, TimeoutS seconds. reply: OK or Why
+	opPin   = "pin"   // pin Addrs for Name, TimeoutS seconds. reply: OK (with the Ports and TimeoutS pinned) or Why
+	// opLog's Decision is a DNS decision (dnsproxy.Decision) or a name gate decision
+	// (namegate.Decision, with its "gate" field).
 	opLog   = "log"   // append Decision to the session's decision log; no reply
 	opPanic = "panic" // a handler panicked and was recovered; no reply
 )
@@ -54,4 +58,6 @@ type procReply struct {
 	Why    string   `json:"why,omitempty"`
 	Source string   `json:"source,omitempty"`
 	Ports  []string `json:"ports,omitempty"` // netpolicy.Port texts ("443/tcp")
+	// TimeoutS is the pin's timeout as the daemon clamped it (seconds; pin replies).
+	TimeoutS int64 `json:"timeout_s,omitempty"`
 }

@@ -8,7 +8,8 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tapOnly confines the DNS proxy socket fd to what enters by the interface tap:
+// tapOnly confines a session socket fd (the DNS proxy's, the name gate's listeners) to
+// what enters by the interface tap:
 //
 //   - SO_BINDTODEVICE tap (socket(7)): the socket lookup skips it for packets that arrive
 //     on another interface (the uplink's LAN, another session's tap). A packet a local

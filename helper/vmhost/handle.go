@@ -156,7 +156,9 @@ func (v *Handle) finish(r eventState) {
 	if !r.startedSent {
 		v.started <- runner.Event{Event: runner.EvError, Detail: r.exit.Detail}
 	}
-	removeRunDir(v.runDir)
+	if err := removeRunDir(v.runDir); err != nil {
+		v.log.Warn("run dir left in place", "err", err)
+	}
 	exit := r.exit
 	if v.egress != nil {
 		// The VM is gone: its network goes at once (proxy, chains, sets, conntrack, tap).

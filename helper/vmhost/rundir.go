@@ -22,7 +22,9 @@ const RunParent = "vm"
 // the caller has created and checked.
 func makeRunDir(parent, id string) (string, *os.File, error) {
 	dir := filepath.Join(parent, id)
-	removeRunDir(dir) // a leftover of a previous helper
+	if err := removeRunDir(dir); err != nil { // a leftover of a previous helper
+		return "", nil, err
+	}
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return "", nil, fmt.Errorf("create run dir: %w", err)
 	}
@@ -64,43 +66,6 @@ func writeSessionInitrd(base, dirf *os.File, runDir string, gcfg guestcfg.Config
 	return f, nil
 }
 
-// removeRunDir removes a per-session run directory whatever its owner left in it: the
-// directory (and any directory below, at most runDirDepth deep) is first given back to
-// root through its descriptor (CAP_CHOWN; the helper has no CAP_DAC_OVERRIDE), and
-// nothing is followed through a symlink. Errors are ignored: it is cleanup.
-func removeRunDir(dir string) {
-	pfd, err := unix.Open(filepath.Dir(dir), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	defer unix.Close(pfd)
-	removeAt(pfd, filepath.Base(dir), 0)
-}
-
-// runDirDepth bounds removeAt's recursion into a directory tree its owner made.
-const runDirDepth = 8
-
-func removeAt(parent int, name string, depth int) {
-	if unix.Unlinkat(parent, name, 0) == nil {
-		return
-	}
-	fd, err := unix.Openat(parent, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return
-	}
-	f := os.NewFile(uintptr(fd), name)
-	defer f.Close()
-	_ = unix.Fchown(fd, 0, 0)
-	_ = unix.Fchmod(fd, 0o700)
-	if depth < runDirDepth {
-		names, _ := f.Readdirnames(-1)
-		for _, n := range names {
-			removeAt(fd, n, depth+1)
-		}
-	}
-	_ = unix.Unlinkat(parent, name, unix.AT_REMOVEDIR)
-}
-
 // socketpair returns the two ends of a Unix stream socketpair: the helper's as a
 // *net.UnixConn, the runner's as an *os.File to pass with ExtraFiles.
 func socketpair() (*net.UnixConn, *os.File, error) {
@@ -135,27 +100,34 @@ func checkStreamSocket(f *os.File) error {
 }
 
 // CleanupRunDirs removes every per-session run directory under <runtimeDir>/vm (left by
-// a crashed helper: at startup no session exists) and returns their names. A missing
-// directory is not an error.
-func CleanupRunDirs(runtimeDir string) ([]string, error) {
+// a crashed helper: at startup no session exists), each as its owner (removeRunDirAt),
+// and returns the names of those it removed. A run dir that could not be removed (one
+// that holds another uid's tree stays, with that tree intact: ErrForeignTree) is
+// reported in left, joined, and never in err: a user's run dir must not stop the helper
+// from starting. err is the failure to open or list <runtimeDir>/vm; a missing one is
+// not an error.
+func CleanupRunDirs(runtimeDir string) (removed []string, left, err error) {
 	parent := filepath.Join(runtimeDir, RunParent)
 	pfd, err := unix.Open(parent, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	if err != nil {
-		return nil, &os.PathError{Op: "open run dirs", Path: parent, Err: err}
+		return nil, nil, &os.PathError{Op: "open run dirs", Path: parent, Err: err}
 	}
 	f := os.NewFile(uintptr(pfd), parent)
 	defer f.Close()
 	names, err := f.Readdirnames(-1)
 	if err != nil {
-		return nil, fmt.Errorf("list run dirs %s: %w", parent, err)
+		return nil, nil, fmt.Errorf("list run dirs %s: %w", parent, err)
 	}
-	var removed []string
+	var errs []error
 	for _, n := range names {
-		removeAt(pfd, n, 0)
+		if err := removeRunDirAt(pfd, n); err != nil {
+			errs = append(errs, fmt.Errorf("remove run dir %s: %w", filepath.Join(parent, n), err))
+			continue
+		}
 		removed = append(removed, n)
 	}
-	return removed, nil
+	return removed, errors.Join(errs...), nil
 }

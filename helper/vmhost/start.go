@@ -28,6 +28,9 @@ type Launch struct {
 	Tap     *os.File         // the tap's queue when the plan has a network (sent with the config)
 	Egress  *egress.Manager  // non-nil: the session's network is removed when the VM ends
 	OnExit  func(api.VMExit) // runs once the VM is gone (before waiters are released)
+	// Place, when set, moves the runner (pid) into its cgroup before the runner gets its
+	// config, so the VMM it starts then is there too; an error fails the start.
+	Place func(pid int) error
 }
 
 // Start applies p: (1) the run directory and the session initramfs, handed to the owner;
@@ -51,17 +54,21 @@ func Start(p Plan, l Launch) (*Handle, error) {
 		}
 	}
 	if err != nil {
-		removeRunDir(runDir)
+		if rerr := removeRunDir(runDir); rerr != nil {
+			l.Log.Warn("run dir left in place", "err", rerr)
+		}
 		return nil, err
 	}
 	// 2. The runner.
 	v, err := spawn(p, l, runDir, []*os.File{l.Share, dirf, l.Kernel, initrd, l.Image})
 	if err != nil {
-		removeRunDir(runDir)
+		if rerr := removeRunDir(runDir); rerr != nil {
+			l.Log.Warn("run dir left in place", "err", rerr)
+		}
 		return nil, err
 	}
 	// 3. The handshake; from here on readEvents owns the run directory and removes it.
-	if err := v.handshake(p, l.Tap); err != nil {
+	if err := v.handshake(p, l.Tap, l.Place); err != nil {
 		return nil, err
 	}
 	return v, nil
@@ -101,10 +108,10 @@ func spawn(p Plan, l Launch, runDir string, files []*os.File) (*Handle, error) {
 	return v, nil
 }
 
-// handshake sends the runner its config (with the tap when the plan has a network) and
-// waits for its first event, at most runnerStartTimeout. On error the runner is killed
-// and reaped.
-func (v *Handle) handshake(p Plan, tap *os.File) error {
+// handshake places the runner (place, when set), sends it its config (with the tap when
+// the plan has a network) and waits for its first event, at most runnerStartTimeout. On
+// error the runner is killed and reaped.
+func (v *Handle) handshake(p Plan, tap *os.File, place func(pid int) error) error {
 	var files []*os.File
 	if p.Runner.Tap && tap != nil {
 		files = []*os.File{tap}
@@ -113,6 +120,13 @@ func (v *Handle) handshake(p Plan, tap *os.File) error {
 	cfg.Tap = len(files) == 1
 	msg, _ := json.Marshal(cfg)
 	go v.readEvents(p.Timeout) // from here on it owns the control socket and the pidfds
+	if place != nil {
+		if err := place(v.pid); err != nil {
+			v.kill()
+			<-v.done
+			return fmt.Errorf("start VM of session %s: %w", v.id, err)
+		}
+	}
 	if err := v.conn.WriteFrame(msg, files...); err != nil {
 		v.kill()
 		<-v.done

@@ -75,6 +75,7 @@ func TestCleanupRunDirs(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(d, "sub", "deeper"), 0o700); err != nil {
 		t.Fatal(err)
 	}
+	os.Chmod(filepath.Dir(d), 0o755) // as the helper makes it (EnsureDir): owners remove their run dirs through it
 	ln, err := net.Listen("unix", filepath.Join(d, runner.SSHSocketName))
 	if err != nil {
 		t.Fatal(err)
@@ -86,9 +87,9 @@ func TestCleanupRunDirs(t *testing.T) {
 		os.Chown(p, 4242, 4242)
 		os.Chmod(p, 0o700)
 	}
-	got, err := CleanupRunDirs(runtime)
-	if err != nil || len(got) != 1 || got[0] != "0badc0de" {
-		t.Errorf("CleanupRunDirs = %v, %v", got, err)
+	got, left, err := CleanupRunDirs(runtime)
+	if err != nil || left != nil || len(got) != 1 || got[0] != "0badc0de" {
+		t.Errorf("CleanupRunDirs = %v, %v, %v", got, left, err)
 	}
 	if _, err := os.Lstat(d); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("run dir still there: %v", err)
@@ -96,7 +97,7 @@ func TestCleanupRunDirs(t *testing.T) {
 	if b, err := os.ReadFile(outside); string(b) != "keep" {
 		t.Errorf("file behind a symlink: %q, %v", b, err)
 	}
-	if got, err := CleanupRunDirs(filepath.Join(runtime, "none")); err != nil || len(got) != 0 {
+	if got, _, err := CleanupRunDirs(filepath.Join(runtime, "none")); err != nil || len(got) != 0 {
 		t.Errorf("CleanupRunDirs without run dirs = %v, %v", got, err)
 	}
 }

@@ -1,6 +1,7 @@
 package dnsproxy
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -94,12 +95,19 @@ type Summary struct {
 	// because they were in refused ranges.
 	Pinned   []netip.Addr
 	Stripped int
+	// Conns counts the name gate's connection decisions (entries with a "gate" field) by
+	// their verdict ("admitted", "refused", "failed"); RefusedConns counts the refused
+	// ones by "NAME -> ADDR:PORT" ("(no name)" when none was read). Neither is counted in
+	// Queries or the name lists.
+	Conns        map[string]int
+	RefusedConns map[string]int
 }
 
 // Summarize reads a JSON-lines decision log (as written by JSONLog). A malformed line is an
 // error naming its line number.
 func Summarize(r io.Reader) (*Summary, error) {
-	s := &Summary{Queries: map[Verdict]int{}, AllowedNames: map[string]int{}, RefusedNames: map[string]int{}}
+	s := &Summary{Queries: map[Verdict]int{}, AllowedNames: map[string]int{}, RefusedNames: map[string]int{},
+		Conns: map[string]int{}, RefusedConns: map[string]int{}}
 	pinned := map[netip.Addr]bool{}
 	dec := json.NewDecoder(r)
 	for line := 1; ; line++ {
@@ -108,11 +116,20 @@ func Summarize(r io.Reader) (*Summary, error) {
 			Verdict  Verdict      `json:"verdict"`
 			Pinned   []netip.Addr `json:"pinned"`
 			Stripped []Stripped   `json:"stripped"`
+			Gate     string       `json:"gate"`
+			Dst      string       `json:"dst"`
 		}
 		if err := dec.Decode(&d); err == io.EOF {
 			break
 		} else if err != nil {
 			return nil, fmt.Errorf("read decision log entry %d: %w", line, err)
+		}
+		if d.Gate != "" {
+			s.Conns[string(d.Verdict)]++
+			if d.Verdict == Refused {
+				s.RefusedConns[cmp.Or(strings.ToLower(d.Name), "(no name)")+" -> "+d.Dst]++
+			}
+			continue
 		}
 		s.Queries[d.Verdict]++
 		name := strings.ToLower(d.Name)

@@ -22,12 +22,14 @@ var update = flag.Bool("update", false, "rewrite testdata/session.netlink from n
 // goldenSession is the session testdata/session.nft.in describes.
 func goldenSession() Session {
 	return Session{
-		ID:      "t1",
-		ProxyV4: netip.MustParseAddr("10.99.0.1"),
-		ProxyV6: netip.MustParseAddr("fd99::1"),
-		GuestV4: netip.MustParseAddr("10.99.0.2"),
-		GuestV6: netip.MustParseAddr("fd99::2"),
-		GuestLL: netip.MustParseAddr("fe80::5054:ff:fe62:7264"),
+		ID:        "t1",
+		ProxyV4:   netip.MustParseAddr("10.99.0.1"),
+		ProxyV6:   netip.MustParseAddr("fd99::1"),
+		GuestV4:   netip.MustParseAddr("10.99.0.2"),
+		GuestV6:   netip.MustParseAddr("fd99::2"),
+		GuestLL:   netip.MustParseAddr("fe80::5054:ff:fe62:7264"),
+		GatePort4: 40443,
+		GatePort6: 40444,
 	}
 }
 
@@ -107,10 +109,23 @@ func renderExpr(t *testing.T, e expr.Any) string {
 		op := map[expr.CmpOp]string{expr.CmpOpEq: "eq", expr.CmpOpNeq: "neq"}[e.Op]
 		return fmt.Sprintf("cmp %s reg %d %s", op, e.Register, words(e.Data, "0x"))
 	case *expr.Ct:
-		if e.Key != expr.CtKeySTATE {
+		key := map[expr.CtKey]string{expr.CtKeySTATE: "state", expr.CtKeySTATUS: "status"}[e.Key]
+		if key == "" {
 			t.Fatalf("ct key %v not rendered", e.Key)
 		}
-		return fmt.Sprintf("ct load state => reg %d", e.Register)
+		return fmt.Sprintf("ct load %s => reg %d", key, e.Register)
+	case *expr.Immediate:
+		return fmt.Sprintf("immediate reg %d %s", e.Register, words(e.Data, "0x"))
+	case *expr.NAT:
+		if e.Type != expr.NATTypeDestNAT || e.RegAddrMax != 0 || e.RegProtoMax != 0 || e.Random || e.FullyRandom || e.Persistent || e.Prefix {
+			t.Fatalf("nat %+v not rendered", e)
+		}
+		fam := map[uint32]string{2: "ip", 10: "ip6"}[e.Family]
+		flags := 0
+		if e.Specified {
+			flags = 2
+		}
+		return fmt.Sprintf("nat dnat %s addr_min reg %d proto_min reg %d flags 0x%x", fam, e.RegAddrMin, e.RegProtoMin, flags)
 	case *expr.Bitwise:
 		return fmt.Sprintf("bitwise reg %d = ( reg %d & %s ) ^ %s", e.DestRegister, e.SourceRegister, words(e.Mask, "0x"), words(e.Xor, "0x"))
 	case *expr.Verdict:

@@ -151,7 +151,7 @@ func (n *NFT) DeleteSession(id string) error {
 	if err != nil {
 		return err
 	}
-	for _, m := range []string{FwdMapName, InMapName} {
+	for _, m := range []string{FwdMapName, InMapName, NATMapName} {
 		els, err := n.conn.GetSetElements(tapMap(m))
 		if err != nil {
 			return fmt.Errorf("delete session %s: list map %s: %w", id, m, err)
@@ -167,8 +167,9 @@ func (n *NFT) DeleteSession(id string) error {
 		return fmt.Errorf("delete session %s: list chains: %w", id, err)
 	}
 	fwd, in := ChainNames(id)
+	nat := NATChainNameOf(id)
 	for _, c := range chains {
-		if c.Table.Name == TableName && (c.Name == fwd || c.Name == in) {
+		if c.Table.Name == TableName && (c.Name == fwd || c.Name == in || c.Name == nat) {
 			n.conn.FlushChain(c)
 			n.conn.DelChain(c)
 		}

@@ -22,9 +22,20 @@ const (
 	RefusedV6Name = "refused_v6"
 	FwdMapName    = "fwd_taps"
 	InMapName     = "in_taps"
+	NATMapName    = "nat_taps"
 	FwdChainName  = "tap_forward"
 	InChainName   = "tap_input"
+	PreChainName  = "tap_prerouting"
 )
+
+// GatedPorts are the TCP ports a gated session's connections to pinned addresses are
+// redirected on to its name gate: HTTPS (SNI) and HTTP (Host).
+var GatedPorts = []uint16{80, 443}
+
+// QUICPort is the UDP port a gated session may never send to (HTTP/3, RFC 9114): QUIC
+// carries its name where the gate cannot hold the connection, so it is rejected with
+// ICMP port unreachable and clients fall back to TCP at once.
+const QUICPort = 443
 
 // Ports dropped from a tap unless sent to the session's proxy: DNS (53), DNS over TLS (853,
 // RFC 7858), mDNS (5353, RFC 6762), LLMNR (5355, RFC 4795).
@@ -71,7 +82,16 @@ type Session struct {
 	// (for permissive: the uplinks' connected prefixes and the host's routed networks);
 	// they get the sets s<id>_r4 / s<id>_r6 and are rejected like the refused ranges.
 	Refused []netip.Prefix
+	// GatePort4 and GatePort6 are the TCP ports of the session's name gate on ProxyV4 and
+	// ProxyV6. When set (and not AnyPort), a new TCP connection from the tap to a pinned
+	// address on a GatedPorts port is redirected (DNAT) to the gate, which only the
+	// redirected connections may reach (ct status dnat); UDP to QUICPort is rejected
+	// whenever AnyPort is off. Zero: no redirect for that family.
+	GatePort4, GatePort6 uint16
 }
+
+// Gated reports whether s's TCP 80/443 connections pass its name gate.
+func (s Session) Gated() bool { return !s.AnyPort && (s.GatePort4 != 0 || s.GatePort6 != 0) }
 
 // Table returns the brood table value.
 func Table() *nftables.Table {
@@ -100,6 +120,7 @@ func BaseRuleset() *Ruleset {
 			{Set: tapMap(InMapName)},
 			{Set: heldSet(HeldV4Name)},
 			{Set: heldSet(HeldV6Name)},
+			{Set: tapMap(NATMapName)},
 		},
 	}
 	for _, x := range rs.Sets[2:] {
@@ -110,7 +131,9 @@ func BaseRuleset() *Ruleset {
 		Hooknum: nftables.ChainHookForward, Priority: nftables.ChainPriorityFilter, Policy: &accept}
 	in := &nftables.Chain{Table: t, Name: InChainName, Type: nftables.ChainTypeFilter,
 		Hooknum: nftables.ChainHookInput, Priority: nftables.ChainPriorityFilter, Policy: &accept}
-	rs.Chains = []*nftables.Chain{fwd, in}
+	pre := &nftables.Chain{Table: t, Name: PreChainName, Type: nftables.ChainTypeNAT,
+		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest, Policy: &accept}
+	rs.Chains = []*nftables.Chain{fwd, in, pre}
 	b := &builder{rs: rs}
 	anyOif := ifMatch(expr.MetaKeyOIFNAME, []byte(TapPrefix))
 	anyIif := ifMatch(expr.MetaKeyIIFNAME, []byte(TapPrefix))
@@ -121,6 +144,7 @@ func BaseRuleset() *Ruleset {
 	heldRules(b, fwd, rs.Sets[4].Set, rs.Sets[5].Set)
 	b.rule(in, vmap(expr.MetaKeyIIFNAME, rs.Sets[3].Set))
 	b.rule(in, anyIif, counter(), verdict(expr.VerdictDrop))
+	b.rule(pre, vmap(expr.MetaKeyIIFNAME, rs.Sets[6].Set))
 	return rs
 }
 
@@ -181,6 +205,10 @@ func SetNames(id string) (v4, v6 string) { return "s" + id + "_v4", "s" + id + "
 // ChainNames returns the names of session id's chains (forward, input).
 func ChainNames(id string) (fwd, in string) { return "s" + id + "_fwd", "s" + id + "_in" }
 
+// NATChainNameOf returns the name of session id's redirect chain (jumped to from
+// tap_prerouting; only a gated session has one).
+func NATChainNameOf(id string) string { return "s" + id + "_nat" }
+
 // Key types of the session sets: address . inet_proto . inet_service.
 var (
 	pinKey4 = nftables.MustConcatSetType(nftables.TypeIPAddr, nftables.TypeInetProto, nftables.TypeInetService)
@@ -235,6 +263,7 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 	b.rule(fwd, ctEstablished(), verdict(expr.VerdictAccept))
 	b.rule(fwd, b.anonLookup(expr.MetaKeyL4PROTO, nftables.TypeInetProto, [][]byte{{unix.IPPROTO_TCP}, {unix.IPPROTO_UDP}}),
 		b.thDportIn(DNSPorts), counter(), verdict(expr.VerdictDrop))
+	b.quicReject(fwd, s)
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(RefusedV4Name, 0), counter(), rejectAdmin())
 	b.rule(fwd, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(RefusedV6Name, 0), counter(), rejectAdmin())
 	b.sessionRefused(fwd, s)
@@ -268,6 +297,9 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 			b.rule(in, nfproto(unix.NFPROTO_IPV6), daddr6(), cmpEq(s.ProxyV6.AsSlice()), l4proto(proto), b.thDport([]uint16{53}), verdict(expr.VerdictAccept))
 		}
 	}
+	if s.Gated() {
+		b.gateInput(in, s)
+	}
 	// RFC 4861 types 133 router solicitation, 135/136 neighbour solicitation/advertisement.
 	b.rule(in, nfproto(unix.NFPROTO_IPV6), l4proto(unix.IPPROTO_ICMPV6),
 		[]expr.Any{&expr.Payload{DestRegister: 1, Base: expr.PayloadBaseTransportHeader, Offset: 0, Len: 1}},
@@ -279,7 +311,96 @@ func SessionRuleset(s Session) (*Ruleset, error) {
 		{tapMap(FwdMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: fwdName}}}},
 		{tapMap(InMapName), []nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: inName}}}},
 	}
+	if s.Gated() {
+		b.gateChain(s, tapKey, v4, v6)
+	}
 	return rs, nil
+}
+
+// quicReject adds, unless s is AnyPort, `udp dport 443 counter reject with icmpx type
+// port-unreachable` to chain c.
+func (b *builder) quicReject(c *nftables.Chain, s Session) {
+	if !s.AnyPort {
+		b.rule(c, l4proto(unix.IPPROTO_UDP), b.thDport([]uint16{QUICPort}), counter(), rejectPortUnreachable())
+	}
+}
+
+// gateChain adds a gated session's redirect chain s<id>_nat (gateRedirect) and its
+// nat_taps element.
+func (b *builder) gateChain(s Session, tapKey []byte, v4, v6 *nftables.Set) {
+	nat := &nftables.Chain{Table: b.rs.Table, Name: NATChainNameOf(s.ID)}
+	b.rs.Chains = append(b.rs.Chains, nat)
+	b.gateRedirect(nat, s, v4, v6)
+	b.rs.Elements = append(b.rs.Elements, Set{tapMap(NATMapName),
+		[]nftables.SetElement{{Key: tapKey, VerdictData: &expr.Verdict{Kind: expr.VerdictJump, Chain: nat.Name}}}})
+}
+
+// gateRedirect adds to chain c (reached from tap_prerouting, hook prerouting, type nat)
+// the redirect of new TCP connections to a pinned address on GatedPorts to the gate:
+//
+//	meta l4proto tcp th dport { 80, 443 } ip daddr . meta l4proto . th dport @s<id>_v4 dnat ip to PROXY4:GATE4
+//	meta l4proto tcp th dport { 80, 443 } ip6 daddr . meta l4proto . th dport @s<id>_v6 dnat ip6 to [PROXY6]:GATE6
+//
+// A connection to an address that is not pinned on that port is not redirected: the
+// forward chain rejects it as before. Registers as nft allocates them (testdata).
+func (b *builder) gateRedirect(c *nftables.Chain, s Session, v4, v6 *nftables.Set) {
+	tcpGated := func() [][]expr.Any { return [][]expr.Any{l4proto(unix.IPPROTO_TCP), b.thDportIn(GatedPorts)} }
+	if s.GatePort4 != 0 && s.ProxyV4.IsValid() {
+		b.rule(c, append(tcpGated(), nfproto(unix.NFPROTO_IPV4), daddr4(),
+			[]expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 9},
+				&expr.Payload{DestRegister: 10, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}},
+			lookup(v4.Name, v4.ID), dnatTo(unix.NFPROTO_IPV4, s.ProxyV4, s.GatePort4))...)
+	}
+	if s.GatePort6 != 0 && s.ProxyV6.IsValid() {
+		b.rule(c, append(tcpGated(), nfproto(unix.NFPROTO_IPV6), daddr6(),
+			[]expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 2},
+				&expr.Payload{DestRegister: 13, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2}},
+			lookup(v6.Name, v6.ID), dnatTo(unix.NFPROTO_IPV6, s.ProxyV6, s.GatePort6))...)
+	}
+}
+
+// gateInput adds to the session's input chain c the accept of redirected connections to
+// the gate, and of nothing else on its ports:
+//
+//	ip daddr PROXY4 tcp dport GATE4 ct status dnat accept;  ip6 likewise
+func (b *builder) gateInput(c *nftables.Chain, s Session) {
+	for _, g := range []struct {
+		fam  byte
+		addr netip.Addr
+		port uint16
+		load func() []expr.Any
+	}{{unix.NFPROTO_IPV4, s.ProxyV4, s.GatePort4, daddr4}, {unix.NFPROTO_IPV6, s.ProxyV6, s.GatePort6, daddr6}} {
+		if g.port == 0 || !g.addr.IsValid() {
+			continue
+		}
+		b.rule(c, nfproto(g.fam), g.load(), cmpEq(g.addr.AsSlice()), l4proto(unix.IPPROTO_TCP), b.thDport([]uint16{g.port}),
+			ctStatusDNAT(), verdict(expr.VerdictAccept))
+	}
+}
+
+// dnatTo is `dnat ip to ADDR:PORT` (ip6 for an IPv6 family): both in registers 1 and 2,
+// NF_NAT_RANGE_PROTO_SPECIFIED (flags 0x2).
+func dnatTo(fam byte, a netip.Addr, port uint16) []expr.Any {
+	return []expr.Any{
+		&expr.Immediate{Register: 1, Data: a.AsSlice()},
+		&expr.Immediate{Register: 2, Data: be16(port)},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: uint32(fam), RegAddrMin: 1, RegProtoMin: 2, Specified: true},
+	}
+}
+
+// ipsDstNAT is IPS_DST_NAT (1 << IPS_DST_NAT_BIT, bit 5) of
+// include/uapi/linux/netfilter/nf_conntrack_common.h.
+const ipsDstNAT = 1 << 5
+
+// ctStatusDNAT is `ct status dnat`: the connection's destination was translated
+// (IPS_DST_NAT, include/uapi/linux/netfilter/nf_conntrack_common.h; a host-endian u32).
+func ctStatusDNAT() []expr.Any {
+	return []expr.Any{
+		&expr.Ct{Register: 1, Key: expr.CtKeySTATUS},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4,
+			Mask: binaryutil.NativeEndian.PutUint32(ipsDstNAT), Xor: []byte{0, 0, 0, 0}},
+		&expr.Cmp{Op: expr.CmpOpNeq, Register: 1, Data: []byte{0, 0, 0, 0}},
+	}
 }
 
 // RefusedSetNames returns the names of session id's own refused sets (IPv4, IPv6).
@@ -499,6 +620,12 @@ func verdict(k expr.VerdictKind) []expr.Any { return []expr.Any{&expr.Verdict{Ki
 // immediate error instead of a timeout.
 func rejectAdmin() []expr.Any {
 	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_ADMIN_PROHIBITED}}
+}
+
+// rejectPortUnreachable is `reject with icmpx type port-unreachable`: what a closed UDP
+// port answers, so a QUIC client falls back to TCP at once.
+func rejectPortUnreachable() []expr.Any {
+	return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMPX_UNREACH, Code: unix.NFT_REJECT_ICMPX_PORT_UNREACH}}
 }
 
 func rateLimit() []expr.Any {

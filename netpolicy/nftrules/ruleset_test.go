@@ -40,7 +40,7 @@ func TestIfNameExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rs.Elements) != 2 {
+	if len(rs.Elements) != 3 { // fwd_taps, in_taps, nat_taps (the golden session is gated)
 		t.Fatalf("map elements: %v", rs.Elements)
 	}
 	for _, m := range rs.Elements {

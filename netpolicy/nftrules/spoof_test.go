@@ -155,8 +155,8 @@ func TestSpoofedSourceDropped(t *testing.T) {
 	if err := n.AddSession(s); err != nil {
 		t.Fatal(err)
 	}
-	udp443 := []netpolicy.Port{{Proto: netpolicy.UDP, Num: 443}}
-	if err := n.Pin(s.ID, []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}, udp443, time.Hour); err != nil {
+	udp8443 := []netpolicy.Port{{Proto: netpolicy.UDP, Num: 8443}} // not QUICPort, which a gated session rejects
+	if err := n.Pin(s.ID, []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}, udp8443, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	fwd, in := ChainNames(s.ID)
@@ -169,8 +169,8 @@ func TestSpoofedSourceDropped(t *testing.T) {
 		{host, in, netip.MustParseAddrPort("10.99.0.1:53"), s.GuestV4, netip.MustParseAddr("10.99.0.6"), false},
 		{host, in, netip.MustParseAddrPort("[fd99::1]:53"), s.GuestV6, netip.MustParseAddr("fd99::6"), true},
 		{host, in, netip.MustParseAddrPort("[fd99::1]:53"), s.GuestLL, netip.MustParseAddr("fe80::bad"), true},
-		{inet, fwd, netip.MustParseAddrPort("192.0.2.10:443"), s.GuestV4, netip.MustParseAddr("10.99.0.6"), false},
-		{inet, fwd, netip.MustParseAddrPort("[2001:db8::10]:443"), s.GuestV6, netip.MustParseAddr("fd99::6"), true},
+		{inet, fwd, netip.MustParseAddrPort("192.0.2.10:8443"), s.GuestV4, netip.MustParseAddr("10.99.0.6"), false},
+		{inet, fwd, netip.MustParseAddrPort("[2001:db8::10]:8443"), s.GuestV6, netip.MustParseAddr("fd99::6"), true},
 	} {
 		t.Run(fmt.Sprintf("%s from %v", c.chain, c.spoofed), func(t *testing.T) {
 			l := listenUDP(t, c.ns, c.dst)
