@@ -63,24 +63,25 @@ func Cleanup(log *slog.Logger, links egress.Links, fw nftrules.Firewall, runners
 }
 
 // ProcRunners implements Runners by scanning /proc: a runner is a process whose argv[1] is
-// spawner.RunnerSubcommand (or spawner.Subcommand, the runners' parent) and whose executable is Exe (or, when its exe link is unreadable,
-// whose argv[0] has Exe's base name). Self (this process) and its
-// children are never orphans.
+// spawner.RunnerSubcommand (or spawner.Subcommand, the runners' parent) and whose
+// executable is Exe or Copy (or, when its exe link is unreadable, whose argv[0] has Exe's
+// base name, which Copy keeps). Self (this process) and its children are never orphans.
 type ProcRunners struct {
 	Proc string // procfs mount, "/proc"
 	Exe  string // the helper executable (os.Executable)
+	Copy string // its execute-only copy (SelfCopyPath), which runners are executed from
 	Self int    // this process id
 }
 
 var _ Runners = (*ProcRunners)(nil)
 
-// NewProcRunners returns a ProcRunners for this process.
-func NewProcRunners() (*ProcRunners, error) {
+// NewProcRunners returns a ProcRunners for this process and its copy under runtimeDir.
+func NewProcRunners(runtimeDir string) (*ProcRunners, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("find own executable: %w", err)
 	}
-	return &ProcRunners{Proc: "/proc", Exe: exe, Self: os.Getpid()}, nil
+	return &ProcRunners{Proc: "/proc", Exe: exe, Copy: SelfCopyPath(runtimeDir, exe), Self: os.Getpid()}, nil
 }
 
 // ListOrphans lists runner processes whose parent is not this process.
@@ -107,7 +108,7 @@ func (r *ProcRunners) ListOrphans() ([]int, error) {
 		exe, err := os.Readlink(filepath.Join(dir, "exe"))
 		switch {
 		case err == nil:
-			if strings.TrimSuffix(exe, " (deleted)") != r.Exe {
+			if exe = strings.TrimSuffix(exe, " (deleted)"); exe != r.Exe && exe != r.Copy {
 				continue // another program
 			}
 		case errors.Is(err, fs.ErrPermission):

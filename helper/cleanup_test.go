@@ -156,27 +156,36 @@ func newNetns(t *testing.T) netns.NsHandle {
 	return ns
 }
 
-// TestProcRunnersOrphans: an orphaned runner (this executable with argv[1] vm-run, its
-// parent gone) is found and killed; a runner that is our own child and an unrelated
-// process are left alone.
+// TestProcRunnersOrphans: an orphaned runner (this executable or its execute-only copy
+// with argv[1] vm-run, its parent gone) is found and killed; a runner that is our own
+// child and an unrelated process are left alone.
 func TestProcRunnersOrphans(t *testing.T) {
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
+	runtimeDir := t.TempDir()
+	copyPath, err := SelfCopy(runtimeDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	env := append(os.Environ(), childEnv+"=sleep")
-	// Orphan: started through a shell that exits at once (reparented to a reaper).
-	sh := exec.Command("/bin/sh", "-c", `"$0" vm-run </dev/null >/dev/null 2>&1 & echo $!`, self)
-	sh.Env = env
-	out, err := sh.Output()
-	if err != nil {
-		t.Fatal(err)
+	// Orphans: started through a shell that exits at once (reparented to a reaper).
+	startOrphan := func(exe string) int {
+		sh := exec.Command("/bin/sh", "-c", `"$0" vm-run </dev/null >/dev/null 2>&1 & echo $!`, exe)
+		sh.Env = env
+		out, err := sh.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		return pid
 	}
-	orphan, err := strconv.Atoi(strings.TrimSpace(string(out)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(orphan, syscall.SIGKILL) })
+	orphan, orphanCopy := startOrphan(self), startOrphan(copyPath)
 	// Our own runner child.
 	own := exec.Command(self, spawner.RunnerSubcommand)
 	own.Env = env
@@ -192,10 +201,10 @@ func TestProcRunnersOrphans(t *testing.T) {
 	}
 	t.Cleanup(func() { other.Process.Kill(); other.Wait() })
 
-	r := &ProcRunners{Proc: "/proc", Exe: self, Self: os.Getpid()}
+	r := &ProcRunners{Proc: "/proc", Exe: self, Copy: SelfCopyPath(runtimeDir, self), Self: os.Getpid()}
 	waitFor(t, func() bool {
 		pids, _ := r.ListOrphans()
-		return slices.Contains(pids, orphan)
+		return slices.Contains(pids, orphan) && slices.Contains(pids, orphanCopy)
 	})
 	pids, err := r.ListOrphans()
 	if err != nil {
@@ -204,11 +213,12 @@ func TestProcRunnersOrphans(t *testing.T) {
 	if slices.Contains(pids, own.Process.Pid) || slices.Contains(pids, other.Process.Pid) {
 		t.Errorf("orphans %v include own child %d or unrelated %d", pids, own.Process.Pid, other.Process.Pid)
 	}
-	rep, err := Cleanup(discardLog(), nil, nil, &ProcRunners{Proc: "/proc", Exe: self, Self: os.Getpid()})
-	if err != nil || !slices.Contains(rep.Runners, orphan) {
+	rep, err := Cleanup(discardLog(), nil, nil, r)
+	if err != nil || !slices.Contains(rep.Runners, orphan) || !slices.Contains(rep.Runners, orphanCopy) {
 		t.Fatalf("cleanup = %+v, %v", rep, err)
 	}
 	waitGone(t, orphan, 5*time.Second)
+	waitGone(t, orphanCopy, 5*time.Second)
 	if !alive(own.Process.Pid) || !alive(other.Process.Pid) {
 		t.Errorf("cleanup killed our own runner or an unrelated process")
 	}

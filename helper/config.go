@@ -76,6 +76,9 @@ type Config struct {
 
 	// allowGIDs is AllowGIDs plus the resolved AllowGroup (set by Validate).
 	allowGIDs []uint32
+	// selfCopy is the execute-only copy of the helper executable that the spawner, the
+	// runners and the egress processes are executed from (set by prepareDirs, Run's step 4).
+	selfCopy string
 	// cgroupDir is the directory of the per-uid cgroups (userCgroups), set by Run before
 	// confinement; empty without them.
 	cgroupDir string

@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/dnsproxy"
 	"brood.dev/brood/netpolicy/nftrules"
@@ -134,6 +136,7 @@ func TestVMEgress(t *testing.T) {
 	if pol.Digest != eg.Digest || len(pol.Hosts) != 1 || pol.Hosts[0].Name+" ("+strings.Join(pol.Hosts[0].Ports, ", ")+")" != eg.Hosts[0] {
 		t.Errorf("resolve_policy = %+v; the session enforces %v, %s", pol, eg.Hosts, eg.Digest)
 	}
+	checkEgressProcess(t, h)
 	// TCP 443 passes the session's name gate: the guest sends a real ClientHello (made
 	// here by crypto/tls, written to a file by printf) with the allowed name's SNI, then
 	// one with another name's SNI to the same address, which is reset. Stdin stays open a
@@ -207,6 +210,41 @@ func TestVMEgress(t *testing.T) {
 		t.Errorf("session chains or sets left:\n%s", out)
 	}
 	a.must(vmCmd{Op: "destroy", ID: id})
+}
+
+// checkEgressProcess: the session's egress process runs as the session owner from the
+// helper's execute-only copy (so it is non-dumpable from its execve on: its /proc/<pid>/fd
+// belongs to root).
+func checkEgressProcess(t *testing.T, h *vmHelper) {
+	t.Helper()
+	copyPath := SelfCopyPath(h.runtime, publicTestBinary(t))
+	ents, _ := os.ReadDir("/proc")
+	found := 0
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cl, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if argv := strings.Split(string(cl), "\x00"); len(argv) < 2 || argv[1] != egress.ProxySubcommand || ppidOf(pid) != h.hc.cmd.Process.Pid {
+			continue
+		}
+		found++
+		if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); exe != copyPath {
+			t.Errorf("egress process %d executes %q, want the execute-only copy %s", pid, exe, copyPath)
+		}
+		if fi, err := os.Stat(fmt.Sprintf("/proc/%d/fd", pid)); err != nil || fi.Sys().(*syscall.Stat_t).Uid != 0 {
+			t.Errorf("egress process %d is dumpable (its /proc/<pid>/fd belongs to the user): %v", pid, err)
+		}
+	}
+	if found != 1 {
+		t.Errorf("%d egress processes of the helper, want 1", found)
+	}
+}
+
+// ppidOf returns pid's parent pid from /proc/<pid>/stat (0 when unreadable).
+func ppidOf(pid int) int {
+	return ppid(fmt.Sprintf("/proc/%d", pid))
 }
 
 // clientHello returns the ClientHello crypto/tls sends for serverName (X25519 only, so it

@@ -20,8 +20,8 @@ type host struct {
 }
 
 // openHost opens netlink and nftables in the current network namespace and the /proc
-// runner scanner.
-func openHost() (*host, error) {
+// runner scanner (for runners executed from the helper or its copy under runtimeDir).
+func openHost(runtimeDir string) (*host, error) {
 	links, err := egress.NewNetlinkLinks(-1)
 	if err != nil {
 		return nil, err
@@ -31,7 +31,7 @@ func openHost() (*host, error) {
 		links.Close()
 		return nil, err
 	}
-	runners, err := NewProcRunners()
+	runners, err := NewProcRunners(runtimeDir)
 	if err != nil {
 		links.Close()
 		fw.Close()

@@ -12,7 +12,7 @@ import (
 // host is unavailable off Linux: the macOS helper (pf, vmnet) is not written yet.
 type host struct{}
 
-func openHost() (*host, error) {
+func openHost(string) (*host, error) {
 	return nil, fmt.Errorf("open host network seams on %s: %w", runtime.GOOS, errors.ErrUnsupported)
 }
 

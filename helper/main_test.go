@@ -47,6 +47,8 @@ func TestMain(m *testing.M) {
 	case "sleep":
 		time.Sleep(time.Minute)
 		os.Exit(0)
+	case "hold", "steal", "race":
+		os.Exit(dumpableChild(os.Getenv(childEnv)))
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, os.Getenv(childEnv))
 		os.Exit(3)

@@ -132,8 +132,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return cleanupHost(log, cfg.RuntimeDir)
 	}
 
-	// 4. Runtime and state directories: create, then lstat-check (never follow).
-	if err := ensureDirs(cfg.RuntimeDir, cfg.StateDir); err != nil {
+	// 4. Runtime and state dirs: create, lstat-check (never follow); this binary's copy.
+	if err := prepareDirs(&cfg); err != nil {
 		return err
 	}
 
@@ -145,7 +145,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer ln.Close()
 
 	// 6. Open what the helper needs before confinement: netlink, nftables, /proc.
-	host, err := openHost()
+	host, err := openHost(cfg.RuntimeDir)
 	if err != nil {
 		return err
 	}
@@ -166,7 +166,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 	// 8. Start the runner spawner while unconfined: runners must reach the users'
 	// shares, which the helper's own Landlock domain (inherited by children) excludes.
-	sp, err := startSpawner()
+	sp, err := spawner.Start(cfg.selfCopy)
 	if err != nil {
 		return err
 	}
@@ -242,6 +242,19 @@ func notifyReady(ln *net.UnixListener, ll api.Landlock, log *slog.Logger) error 
 	return nil
 }
 
+// prepareDirs ensures cfg's runtime and state directories (ensureDirs) and makes this
+// binary's execute-only copy in the runtime directory (SelfCopy, cfg.selfCopy): the
+// spawner, the runners and the egress processes are executed from it, non-dumpable
+// from their execve on.
+func prepareDirs(cfg *Config) error {
+	if err := ensureDirs(cfg.RuntimeDir, cfg.StateDir); err != nil {
+		return err
+	}
+	var err error
+	cfg.selfCopy, err = SelfCopy(cfg.RuntimeDir)
+	return err
+}
+
 // ensureDirs creates each of dirs (mode 0755) if missing and checks it (EnsureDir).
 func ensureDirs(dirs ...string) error {
 	for _, d := range dirs {
@@ -253,23 +266,16 @@ func ensureDirs(dirs ...string) error {
 }
 
 // openEgress opens the egress layer on host's links and nft connection, with decision
-// logs under <runtime dir>/egress; nil (logged) when it cannot, e.g. without a resolver.
+// logs under <runtime dir>/egress and egress processes executed from cfg.selfCopy;
+// nil (logged) when it cannot, e.g. without a resolver.
 func openEgress(cfg *Config, h *host, log *slog.Logger) *egress.Manager {
 	eg, err := egress.Open(cfg.Egress, filepath.Join(cfg.RuntimeDir, "egress"), h.links, h.fw, log)
 	if err != nil {
 		log.Warn("egress unavailable: VMs get no network", "err", err)
 		return nil
 	}
+	eg.ProxyExe = cfg.selfCopy
 	return eg
-}
-
-// startSpawner starts the runner spawner from this process's own executable.
-func startSpawner() (*spawner.Client, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find own executable: %w", err)
-	}
-	return spawner.Start(exe)
 }
 
 // loadRunConfig loads the helper config at o.ConfigPath, applies the flags that override
@@ -321,6 +327,7 @@ func startupCleanup(h *host, runtimeDir string, log *slog.Logger) error {
 // non-dumpable; the "vmm not dumpable" check says whether that worked.
 func probeHost(cfg *Config, ll api.Landlock, log *slog.Logger) (api.Capabilities, []api.Check, vmhost.Host) {
 	caps, checks, vmh := ProbeHost(cfg, ll)
+	vmh.RequireLandlock = cfg.RequireLandlock // runners enforce it too
 	if vmh.VMM != "" {
 		// QEMU runs from an execute-only copy so that it stays non-dumpable.
 		check := api.Check{Name: "vmm not dumpable", OK: true}
@@ -375,7 +382,7 @@ func scrubInherited() error {
 // cleanupHost runs Cleanup against the host's links, nft table and processes, then
 // removes the per-session run directories under runtimeDir.
 func cleanupHost(log *slog.Logger, runtimeDir string) error {
-	host, err := openHost()
+	host, err := openHost(runtimeDir)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,12 @@ func artifactsCheck(*Config) api.Check {
 // ExecOnlyCopy is not needed on this OS.
 func ExecOnlyCopy(src, _ string) (string, error) { return src, nil }
 
+// SelfCopyPath: runners are not started on this OS; the helper runs its own executable.
+func SelfCopyPath(_, exe string) string { return exe }
+
+// SelfCopy is not needed on this OS: it returns the helper's own executable.
+func SelfCopy(string) (string, error) { return os.Executable() }
+
 const vmmDir = "vmm"
 
 // listImages: no VMs, so no image is bootable.

@@ -455,8 +455,19 @@ func TestVMSessionEndToEnd(t *testing.T) {
 			t.Errorf("pid %d: fd 4 %q fd 5 %q, want the share and the run dir", pid, p.fds[runner.FDShare], p.fds[runner.FDRunDir])
 		}
 	}
-	if readProc(t, vmm).status["Seccomp"] != "2" {
-		t.Errorf("QEMU runs without its seccomp filter")
+	if readProc(t, vmm).status["Seccomp"] != "2" || readProc(t, runnerPid).status["Seccomp"] != "2" {
+		t.Errorf("QEMU or its runner runs without a seccomp filter")
+	}
+	// Both in one new network namespace (the spawner's), not the helper's; the runner
+	// executed from the helper's execute-only copy.
+	helperNS, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", h.hc.cmd.Process.Pid))
+	runnerNS, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", runnerPid))
+	vmmNS, _ := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", vmm))
+	if runnerNS == "" || runnerNS == helperNS || vmmNS != runnerNS {
+		t.Errorf("network namespaces: helper %s, runner %s, VMM %s (want the runner's new one for both)", helperNS, runnerNS, vmmNS)
+	}
+	if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", runnerPid)); exe != SelfCopyPath(h.runtime, publicTestBinary(t)) {
+		t.Errorf("runner executes %q, want the execute-only copy %s", exe, SelfCopyPath(h.runtime, publicTestBinary(t)))
 	}
 
 	// Another user can do nothing to the session.

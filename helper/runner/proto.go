@@ -50,6 +50,9 @@ type Config struct {
 	// Tap: the config frame carries the session's tap queue descriptor (the VM's only
 	// network device); false: the VM has none.
 	Tap bool `json:"tap,omitempty"`
+	// RequireLandlock is the system policy's require_landlock: the runner refuses to start
+	// the VMM unless the kernel enforces the pinned Landlock ABI (and its IPC scopes).
+	RequireLandlock bool `json:"require_landlock,omitempty"`
 }
 
 // Op is Request.Op.

@@ -20,9 +20,12 @@ import (
 )
 
 // backends are the VM backends a runner can drive, by sandbox.Backend.Name; each builds
-// the backend for the VMM binary at vmm. A second backend is a new package and one row.
-var backends = map[string]func(vmm string) sandbox.Backend{
-	"qemu": func(vmm string) sandbox.Backend { return &qemu.Backend{Path: vmm} },
+// the backend for the VMM binary at vmm, which must run confineVMM on the thread that
+// forks the VMM (vmmThreadConfine). A second backend is a new package and one row.
+var backends = map[string]func(vmm string, confineVMM func() error) sandbox.Backend{
+	"qemu": func(vmm string, confineVMM func() error) sandbox.Backend {
+		return &qemu.Backend{Path: vmm, ConfineVMM: confineVMM}
+	},
 }
 
 // startTimeout bounds the backend's Start (exec of the VMM and its first checks).
@@ -126,6 +129,8 @@ func startVM(log *slog.Logger, cfg Config, tap *os.File) (sandbox.VM, error) {
 	if err := confine(log, cfg); err != nil {
 		return nil, err
 	}
+	abi, _ := kernelABI()
+	confineVMM := vmmThreadConfine(log, abi, cfg.RequireLandlock)
 	spec := sandbox.Spec{
 		CPUs:        cfg.CPUs,
 		MemoryMiB:   cfg.MemoryMiB,
@@ -140,7 +145,7 @@ func startVM(log *slog.Logger, cfg Config, tap *os.File) (sandbox.VM, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	vm, err := newBackend(cfg.VMM).Start(ctx, spec)
+	vm, err := newBackend(cfg.VMM, confineVMM).Start(ctx, spec)
 	if err != nil {
 		return nil, fmt.Errorf("start VMM for session %s: %w", cfg.Session, err)
 	}

@@ -2,13 +2,17 @@ package runner
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -26,11 +30,39 @@ import (
 const childEnv = "BROOD_RUNNER_TEST_CHILD"
 
 func TestMain(m *testing.M) {
+	// The test binary as broodd-helper's spawner and runner, and as the fake VMM (the
+	// qemu backend execs it with a QEMU command line): probe_test.go.
+	if len(os.Args) > 1 && os.Getenv(childEnv) == "" {
+		switch os.Args[1] {
+		case spawner.Subcommand:
+			os.Exit(spawner.Main(os.Args[2:], nil)) // no build requests here
+		case spawner.RunnerSubcommand:
+			os.Exit(Main(os.Args[2:]))
+		case "-M":
+			os.Exit(vmmProbe())
+		}
+	}
 	switch os.Getenv(childEnv) {
 	case "":
 		os.Exit(m.Run())
+	case "sleep":
+		io.Copy(io.Discard, os.Stdin) // until the test closes stdin
+		os.Exit(0)
 	case "landlock":
 		os.Exit(childRunnerLandlock())
+	case "unshare":
+		// clone(2) of /bin/true with the namespace flags in BROOD_TEST_FLAGS; prints "ok"
+		// or the errno.
+		flags, _ := strconv.Atoi(os.Getenv("BROOD_TEST_FLAGS"))
+		c := exec.Command("/bin/true")
+		c.SysProcAttr = &syscall.SysProcAttr{Cloneflags: uintptr(flags)}
+		err := c.Run()
+		var errno syscall.Errno
+		if errors.As(err, &errno) {
+			err = errno
+		}
+		fmt.Println(errString(err))
+		os.Exit(0)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown %s=%q\n", childEnv, os.Getenv(childEnv))
 		os.Exit(3)
@@ -81,6 +113,7 @@ func testSocketpair() (*os.File, *os.File, error) {
 // runnerLLSpec is the input of the runner-confinement child.
 type runnerLLSpec struct {
 	Outside string // a directory the runner must not reach (stands for $HOME)
+	Other   int    // a process outside the runner's domain (stands for the developer's)
 }
 
 // runnerLLProbes are the accesses the runner-confinement test checks.
@@ -117,6 +150,8 @@ func runnerLLProbes(s runnerLLSpec) map[string]string {
 		c.Close()
 	}
 	r["tcp connect"] = res(err)
+	r["signal other process"] = res(unix.Kill(s.Other, 0))
+	r["connect outside socket"] = res(unixConnect(&unix.SockaddrUnix{Name: filepath.Join(s.Outside, "agent.sock")}))
 	return r
 }
 
@@ -135,7 +170,10 @@ func childRunnerLandlock() int {
 
 // TestRunnerLandlock confines a re-executed child with the runner's ruleset on the
 // runner's descriptor layout: the share and run dir stay writable, the artifacts
-// readable only, everything else (a directory standing for $HOME, TCP) is denied.
+// readable only, everything else (a directory standing for $HOME, TCP, signals to a
+// process outside its domain) is denied; connecting to a pathname unix socket outside its
+// rules still works (Landlock ABI 7 has no right for it: the runner keeps connect, the
+// VMM's seccomp filter refuses it).
 func TestRunnerLandlock(t *testing.T) {
 	if abi, _ := llsys.LandlockGetABIVersion(); abi < landlockabi.Pinned {
 		testenv.Skip(t, fmt.Sprintf("Landlock ABI %d < %d", abi, landlockabi.Pinned))
@@ -149,6 +187,13 @@ func TestRunnerLandlock(t *testing.T) {
 		}
 	}
 	os.WriteFile(filepath.Join(dirs["outside"], "secret"), []byte("s"), 0o644)
+	// A listening pathname socket outside the rules (stands for ssh-agent): Landlock ABI 7
+	// cannot refuse connecting to it; only the VMM's seccomp filter does.
+	agent, err := net.ListenUnix("unix", &net.UnixAddr{Name: filepath.Join(dirs["outside"], "agent.sock"), Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Close()
 	var files []*os.File
 	a, b, err := testSocketpair()
 	if err != nil {
@@ -173,7 +218,17 @@ func TestRunnerLandlock(t *testing.T) {
 		files = append(files, f)
 	}
 	defer closeFiles(files)
-	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"]})
+	other := exec.Command(os.Args[0])
+	other.Env = []string{childEnv + "=sleep"}
+	in, err := other.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { in.Close(); other.Wait() }()
+	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"], Other: other.Process.Pid})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=landlock", "BROOD_TEST_LL="+string(js))
 	cmd.ExtraFiles = files
@@ -190,7 +245,8 @@ func TestRunnerLandlock(t *testing.T) {
 	for probe, want := range map[string]string{
 		"write share": "ok", "rename in share": "ok", "socket in run dir": "ok", "read kernel": "ok",
 		"exec /bin/true": "ok", "write image": "permission denied", "read outside": "permission denied",
-		"write outside": "permission denied", "tcp connect": "permission denied",
+		"write outside": "permission denied", "tcp connect": "address family not supported",
+		"signal other process": "operation not permitted", "connect outside socket": "ok",
 	} {
 		if !strings.Contains(got[probe], want) {
 			t.Errorf("%s: %q, want %q", probe, got[probe], want)

@@ -30,10 +30,13 @@
 //     root: a zero is an error, not a default); Groups empty or exactly the kvm gid.
 //  6. Spawn execs `<its own executable> vm-run` (RunnerSubcommand) with no other argument,
 //     a scrubbed environment, working directory "/", credentials UID, GID and Groups (no
-//     capabilities: a non-root uid after execve), its own process group, Pdeathsig
-//     SIGKILL, stdout and stderr = the first descriptor received (a pipe the helper
-//     reads), fds 3..8 = the other six in order (the runner's layout, package runner),
-//     nothing else (every other descriptor is close-on-exec).
+//     capabilities: a non-root uid after execve), its own process group, a new network
+//     namespace (only a loopback device, down) inside a new user namespace that maps
+//     only UID, GID and Groups, each to itself (runnerAttr: the network namespace needs
+//     CAP_SYS_ADMIN over its user namespace, which the helper lacks), Pdeathsig SIGKILL, stdout and stderr = the first descriptor received (a pipe
+//     the helper reads), fds 3..8 = the other six in order (the runner's layout, package
+//     runner), nothing else (every other descriptor is close-on-exec). Its own executable
+//     is the helper's execute-only copy, so the runner is non-dumpable from the execve on.
 //     5b. Build checks (CheckBuild): exactly BuildFiles descriptors; either Name passes
 //     store.ValidImageName and is one of the recipe names Main was given (the table
 //     compiled into the binary: a client never supplies a recipe), or Ref is a digest
@@ -56,6 +59,7 @@
 //     Pdeathsig then kills its runners, and theirs their VMMs.
 //
 // Privilege: root, unconfined (started before the helper's Landlock step); it keeps the
-// helper's capabilities only to set runners' credentials (CAP_SETUID, CAP_SETGID), to
-// start build children as root and to signal them. Its imports are an allow-list (deps_test.go).
+// helper's capabilities only to set runners' credentials and write their user
+// namespaces' id maps (CAP_SETUID, CAP_SETGID), to start build children as root and to
+// signal them (CAP_KILL). Its imports are an allow-list (deps_test.go).
 package spawner

@@ -144,8 +144,9 @@ func (s *server) kill(pid int) {
 }
 
 // start execs `exe vm-run` as req's user (contract steps 6 and 7) with files[0] as stdout
-// and stderr and files[1:] as descriptors 3..8, in its own process group, killed when the
-// spawner dies. It returns the runner's pid and a pidfd opened before a goroutine reaps it.
+// and stderr and files[1:] as descriptors 3..8, in its own process group and a new, empty
+// network namespace, killed when the spawner dies. It returns the runner's pid and a
+// pidfd opened before a goroutine reaps it.
 func (s *server) start(req Request, files []*os.File) (int, int, error) {
 	groups := req.Groups
 	if groups == nil {
@@ -154,11 +155,7 @@ func (s *server) start(req Request, files []*os.File) (int, int, error) {
 	cmd := hostexec.Self(s.exe, RunnerSubcommand)
 	cmd.Stdout, cmd.Stderr = files[0], files[0]
 	cmd.ExtraFiles = files[1:]
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Credential: &syscall.Credential{Uid: req.UID, Gid: req.GID, Groups: groups},
-		Setpgid:    true,
-		Pdeathsig:  syscall.SIGKILL,
-	}
+	cmd.SysProcAttr = runnerAttr(req.UID, req.GID, groups)
 	pid, pidfd, err := s.track(cmd)
 	if err != nil {
 		return 0, -1, fmt.Errorf("start runner: %w", err)
@@ -189,4 +186,35 @@ func (s *server) track(cmd *hostexec.Cmd) (int, int, error) {
 		s.mu.Unlock()
 	}()
 	return pid, pidfd, nil
+}
+
+// runnerAttr is how a runner is cloned (contract step 6): credentials uid, gid and groups,
+// its own process group, Pdeathsig SIGKILL, and a new network namespace, which the
+// runner and its VMM need nothing in (the tap is a descriptor, the control and SSH
+// sockets are unix sockets by descriptor or by path).
+//
+// A network namespace of its own needs CAP_SYS_ADMIN over the user namespace that owns
+// it, which the helper does not have (the systemd unit leaves it out). So the clone also
+// makes a user namespace, which a process with CAP_SETUID and CAP_SETGID may create and
+// map: it maps only uid, gid and groups, each to itself (so files, /dev/kvm and the share
+// see the same ids), with setgroups allowed so that the child drops root's groups. The
+// user namespace is owned by root (the spawner's uid), so the session owner has no
+// capability in it; the runner, a non-root uid after execve without file capabilities,
+// has none either, and cannot configure its network namespace.
+func runnerAttr(uid, gid uint32, groups []uint32) *syscall.SysProcAttr {
+	gids := []syscall.SysProcIDMap{{ContainerID: int(gid), HostID: int(gid), Size: 1}}
+	for _, g := range groups {
+		if g != gid {
+			gids = append(gids, syscall.SysProcIDMap{ContainerID: int(g), HostID: int(g), Size: 1})
+		}
+	}
+	return &syscall.SysProcAttr{
+		Credential:                 &syscall.Credential{Uid: uid, Gid: gid, Groups: groups},
+		Setpgid:                    true,
+		Pdeathsig:                  syscall.SIGKILL,
+		Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: int(uid), HostID: int(uid), Size: 1}},
+		GidMappings:                gids,
+		GidMappingsEnableSetgroups: true,
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -74,5 +75,27 @@ func TestBuildArgs(t *testing.T) {
 	}
 	if a := BuildArgs(Request{Ref: "r@sha256:0", Policy: "/p", StateDir: "/s"}); !slices.Equal(a, []string{"--state-dir", "/s", "--policy", "/p", "--ref", "r@sha256:0"}) {
 		t.Errorf("pull: %q", a)
+	}
+}
+
+// TestRunnerAttr: a runner is cloned into new user and network namespaces whose id maps
+// hold exactly its uid, gid and groups, each mapped to itself, with setgroups allowed (so
+// the child drops root's groups), as its own process group, killed with the spawner.
+func TestRunnerAttr(t *testing.T) {
+	a := runnerAttr(4242, 4343, []uint32{108})
+	if a.Cloneflags != syscall.CLONE_NEWUSER|syscall.CLONE_NEWNET || !a.Setpgid || a.Pdeathsig != syscall.SIGKILL || !a.GidMappingsEnableSetgroups {
+		t.Errorf("runnerAttr = %+v", a)
+	}
+	if c := a.Credential; c.Uid != 4242 || c.Gid != 4343 || !slices.Equal(c.Groups, []uint32{108}) {
+		t.Errorf("credential %+v", c)
+	}
+	if want := []syscall.SysProcIDMap{{ContainerID: 4242, HostID: 4242, Size: 1}}; !slices.Equal(a.UidMappings, want) {
+		t.Errorf("uid map %v, want %v", a.UidMappings, want)
+	}
+	if want := []syscall.SysProcIDMap{{ContainerID: 4343, HostID: 4343, Size: 1}, {ContainerID: 108, HostID: 108, Size: 1}}; !slices.Equal(a.GidMappings, want) {
+		t.Errorf("gid map %v, want %v", a.GidMappings, want)
+	}
+	if g := runnerAttr(4242, 4242, []uint32{}).GidMappings; len(g) != 1 || g[0].HostID != 4242 {
+		t.Errorf("gid map without groups: %v", g)
 	}
 }

@@ -24,6 +24,10 @@ type Host struct {
 	Warning string          // non-empty under TCG
 	Exe     string          // the helper executable (re-executed as spawner and runners)
 	KVMGID  int             // gid of group "kvm" (-1: none); added to runners only under KVM
+	// RequireLandlock is the system policy's require_landlock, passed to every runner
+	// (runner.Config.RequireLandlock): a runner that cannot enforce the pinned Landlock ABI
+	// refuses to start its VMM.
+	RequireLandlock bool
 }
 
 // Resources is what one VM may use at most on this host; 0 means unknown (no cap).

@@ -78,7 +78,8 @@ func PlanVM(in Input) (Plan, error) {
 	p := Plan{
 		Guest: g,
 		Runner: runner.Config{Session: in.Session, Backend: in.Host.Backend.Name(), VMM: in.Host.VMM, Accel: in.Host.Accel,
-			CPUs: sizes.CPUs, MemoryMiB: sizes.MemoryMiB, TimeoutSec: int(sizes.Timeout / time.Second), Tap: in.Net != nil},
+			CPUs: sizes.CPUs, MemoryMiB: sizes.MemoryMiB, TimeoutSec: int(sizes.Timeout / time.Second), Tap: in.Net != nil,
+			RequireLandlock: in.Host.RequireLandlock},
 		Spawn:   spawner.Request{UID: in.UID, GID: in.GID, Groups: []uint32{}},
 		Timeout: sizes.Timeout,
 		Info:    api.VMInfo{HostKey: in.HostKey.Public, Accel: in.Host.Accel, Warning: in.Host.Warning, Backend: in.Host.Backend.Name()},

@@ -83,7 +83,7 @@ func TestPlanVM(t *testing.T) {
 			r := p.Runner
 			if r.Session != "0000beef" || r.Backend != "qemu" || r.VMM != tcgHost.VMM || r.Accel != sandbox.AccelTCG ||
 				r.CPUs != sandbox.DefaultCPUs || r.MemoryMiB != sandbox.DefaultMemoryMiB ||
-				r.TimeoutSec != int(sandbox.DefaultTimeout/time.Second) || r.Tap {
+				r.TimeoutSec != int(sandbox.DefaultTimeout/time.Second) || r.Tap || r.RequireLandlock {
 				t.Errorf("runner config %+v", r)
 			}
 			if p.Timeout != sandbox.DefaultTimeout {
@@ -98,6 +98,11 @@ func TestPlanVM(t *testing.T) {
 			}
 			if i := p.Info; i.HostKey != "ssh-ed25519 AAAAhost" || i.Accel != sandbox.AccelTCG || i.Warning != "TCG is slow" || i.Backend != "qemu" || i.Egress != nil {
 				t.Errorf("info %+v", i)
+			}
+		}},
+		{"require_landlock reaches the runner", base(func(in *Input) { in.Host.RequireLandlock = true }), nil, func(t *testing.T, p Plan) {
+			if !p.Runner.RequireLandlock {
+				t.Errorf("runner config %+v: the system policy's require_landlock is the runner's too", p.Runner)
 			}
 		}},
 		{"defaults on a 1-CPU host", base(func(in *Input) { in.Limits = Resources{CPUs: 1} }), nil, func(t *testing.T, p Plan) {

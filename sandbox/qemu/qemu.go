@@ -18,6 +18,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,12 @@ type Backend struct {
 	// Warn receives the TCG warning (Capabilities.Warning) once, at the first Start
 	// that uses TCG; nil means os.Stderr.
 	Warn io.Writer
+	// ConfineVMM, when set, runs on the OS thread that forks QEMU, right before the fork:
+	// what it restricts on that thread alone (a seccomp filter, a Landlock domain) QEMU
+	// inherits and no other thread of the caller has. The thread is locked to its
+	// goroutine and ends when QEMU has been reaped (it is QEMU's parent for Pdeathsig). An
+	// error fails Start before QEMU is forked.
+	ConfineVMM func() error
 
 	mu     sync.Mutex
 	caps   *sandbox.Capabilities
@@ -96,7 +103,7 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, err
 	if err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	vm := &vm{cmd: cmd, done: make(chan struct{}), stopGrace: b.StopGrace}
+	vm := &vm{cmd: cmd, done: make(chan struct{}), sigc: make(chan syscall.Signal), stopGrace: b.StopGrace}
 	if vm.stopGrace == 0 {
 		vm.stopGrace = DefaultStopGrace
 	}
@@ -111,12 +118,63 @@ func (b *Backend) Start(ctx context.Context, spec sandbox.Spec) (sandbox.VM, err
 		Setpgid:   true,            // Stop signals QEMU alone, never brood's process group
 		Pdeathsig: syscall.SIGKILL, // the VM dies with its runner
 	}
-	if err := cmd.Start(); err != nil {
+	if err := startOnThread(cmd, b.ConfineVMM, vm.done, vm.sigc); err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
 	vm.timer = time.AfterFunc(spec.Timeout, func() { vm.kill(errTimeoutAfter(spec.Timeout)) })
 	go vm.reap()
 	return vm, nil
+}
+
+// startOnThread starts cmd from a new OS thread that first runs confine (if set). The
+// goroutine keeps the thread locked and alive until done is closed (QEMU reaped: the
+// forking thread's exit would send QEMU its Pdeathsig), sends QEMU's process group every
+// signal that arrives on sigc meanwhile, and then returns still locked, so the Go runtime
+// ends the thread rather than reuse its restrictions for other goroutines.
+//
+// Why signals go through the thread: a caller confined with a Landlock signal scope may
+// signal only processes in its thread's domain or below, and QEMU's domain is below the
+// forking thread's (each thread of a Go process may have a domain of its own). The thread
+// is never the process's main thread: that thread's credentials stand for the whole
+// process when another process signals or inspects it by its pid, so a goroutine that
+// lands there keeps it occupied (until done) and tries again from another.
+func startOnThread(cmd *hostexec.Cmd, confine func() error, done <-chan struct{}, sigc <-chan syscall.Signal) error {
+	errc := make(chan error, 1)
+	failed := make(chan struct{})
+	var try func()
+	try = func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if syscall.Gettid() == os.Getpid() {
+			go try()
+			select {
+			case <-done:
+			case <-failed:
+			}
+			return
+		}
+		var err error
+		if confine != nil {
+			err = confine()
+		}
+		if err == nil {
+			err = cmd.Start()
+		}
+		errc <- err
+		if err != nil {
+			close(failed)
+			return
+		}
+		for {
+			select {
+			case sig := <-sigc:
+				_ = syscall.Kill(-cmd.Process.Pid, sig) // an error means it is already gone
+			case <-done:
+				return
+			}
+		}
+	}
+	go try()
+	return <-errc
 }
 
 // warnOnce writes w (if any) to b.Warn the first time.
@@ -147,7 +205,8 @@ type vm struct {
 	console   ringBuffer
 	stopGrace time.Duration
 	timer     *time.Timer
-	done      chan struct{} // closed when the process is reaped
+	done      chan struct{}       // closed when the process is reaped
+	sigc      chan syscall.Signal // to the thread that forked QEMU (startOnThread)
 
 	mu      sync.Mutex
 	killErr error // why the VM was killed: timeout, context, or errStopped
@@ -196,10 +255,14 @@ func (v *vm) kill(why error) {
 	v.signal(syscall.SIGKILL)
 }
 
-// signal signals QEMU's process group (QEMU runs as a group leader, Setpgid): nothing
-// it might have started survives it. Errors mean it is already gone.
+// signal signals QEMU's process group (QEMU runs as a group leader, Setpgid), from the
+// thread that forked it (startOnThread): nothing it might have started survives it.
+// Once QEMU is reaped there is nothing to signal.
 func (v *vm) signal(sig syscall.Signal) {
-	_ = syscall.Kill(-v.cmd.Process.Pid, sig)
+	select {
+	case v.sigc <- sig:
+	case <-v.done:
+	}
 }
 
 func (v *vm) Wait(ctx context.Context) error {
