@@ -45,9 +45,9 @@ func newFakeBuilder(state string) *fakeBuilder {
 	}}
 }
 
-func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (int, *os.File, error) {
+func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (buildChild, error) {
 	if req.StateDir != f.state {
-		return 0, nil, fmt.Errorf("build into %q, want %q", req.StateDir, f.state)
+		return buildChild{}, fmt.Errorf("build into %q, want %q", req.StateDir, f.state)
 	}
 	name := req.Name
 	if req.Ref != "" {
@@ -58,7 +58,7 @@ func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (int, *os.Fi
 	f.mu.Unlock()
 	w, err := dupFile(progress)
 	if err != nil {
-		return 0, nil, err
+		return buildChild{}, err
 	}
 	go func() {
 		defer w.Close()
@@ -77,15 +77,15 @@ func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (int, *os.Fi
 			fmt.Fprintln(w, line)
 		}
 	}()
-	pidfd, _ := os.Open(os.DevNull)
-	return 4242, pidfd, nil
+	return buildChild{ID: "pid 4242", Stop: func() { f.kill(4242) }}, nil
 }
 
-func (f *fakeBuilder) Kill(pid int) error {
+func (f *fakeBuilder) Missing(bool) string { return "" }
+
+func (f *fakeBuilder) kill(pid int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.killed = append(f.killed, pid)
-	return nil
 }
 
 func (f *fakeBuilder) kills() []int {

@@ -182,7 +182,7 @@ func buildingServer(t *testing.T, base string, l store.Layout) (*testServer, *sp
 	policy := filepath.Join(base, "policy.toml")
 	ts := startServerWith(t, func(c *Config) {
 		c.StateDir, c.Egress.PolicyPath, c.AllowUIDs, c.AllowGroup, c.AllowGIDs = l.Root, policy, nil, "", []uint32{gid}
-	}, func(s *Server) { s.EnableBuilds(sp) })
+	}, func(s *Server) { s.EnableBuilds(spawnerBuilder{sp}) })
 	return ts, sp, policy, gid
 }
 
