@@ -33,9 +33,10 @@ type fakeBuilder struct {
 	hang    chan struct{}              // a "HANG" line blocks the child until it is closed
 	script  func(name string) []string // the lines to write; "IMAGE" makes the image first
 
-	mu     sync.Mutex
-	names  []string
-	killed []int
+	mu      sync.Mutex
+	names   []string
+	killed  []int
+	missing string // what Missing answers
 }
 
 func newFakeBuilder(state string) *fakeBuilder {
@@ -80,7 +81,11 @@ func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (buildChild,
 	return buildChild{ID: "pid 4242", Stop: func() { f.kill(4242) }}, nil
 }
 
-func (f *fakeBuilder) Missing(bool) string { return "" }
+func (f *fakeBuilder) Missing(bool) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.missing
+}
 
 func (f *fakeBuilder) kill(pid int) {
 	f.mu.Lock()
@@ -270,6 +275,30 @@ func TestBuildImageRefusals(t *testing.T) {
 	plain := startServer(t, nil)
 	if _, err := plain.dial(t).BuildImage(ctx, "test", nil); !api.IsCode(err, api.CodeUnavailable) {
 		t.Errorf("helper without builder: %v, want unavailable", err)
+	}
+	// image list says whether `brood image build` can work: a builder with every
+	// capability, not one without, not no builder.
+	for i, tc := range []struct {
+		c       *api.Client
+		missing string
+		want    bool
+	}{{c, "", true}, {c, "CAP_SYS_ADMIN", false}, {plain.dial(t), "", false}} {
+		fb.mu.Lock()
+		fb.missing = tc.missing
+		fb.mu.Unlock()
+		if l, err := tc.c.ListImages(ctx); err != nil || l.BuildsOnDemand != tc.want {
+			t.Errorf("case %d: list_images builds_on_demand %v (%v), want %v", i, l.BuildsOnDemand, err, tc.want)
+		}
+	}
+	// A builder without the capabilities: unavailable, saying what to do.
+	fb.mu.Lock()
+	fb.missing = "CAP_SYS_ADMIN"
+	fb.mu.Unlock()
+	_, err = c.BuildImage(ctx, "gemini", nil)
+	for _, want := range []string{"CAP_SYS_ADMIN", "run the helper under systemd", "sudo broodd-helper image build gemini"} {
+		if !api.IsCode(err, api.CodeUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("build without the capabilities: %v, want unavailable saying %q", err, want)
+		}
 	}
 }
 

@@ -189,7 +189,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, sp, cg)
 	srv.EnableBuilds(imageBuilderFor(sp, log)) // on-demand builds, outside Landlock
-	srv.EnableEgress(eg) // nil: VMs get no network device
+	srv.EnableEgress(eg)                       // nil: VMs get no network device
 	srv.firewall = hostFirewallProbe()
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()
