@@ -4,6 +4,8 @@ package helper
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -104,6 +106,7 @@ func TestBuildUnitProperties(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref := "127.0.0.1:5000/tool@sha256:" + strings.Repeat("0f", 32)
+	refSum := sha256.Sum256([]byte(ref))
 	for _, tc := range []struct {
 		req      spawner.Request
 		unit     string
@@ -111,7 +114,7 @@ func TestBuildUnitProperties(t *testing.T) {
 	}{
 		{spawner.Request{Name: "test", StateDir: "/var/lib/brood"}, "brood-build-" + key[:12] + ".service",
 			[]string{"/usr/sbin/broodd-helper", "image-build", "--progress-fd", "1", "--state-dir", "/var/lib/brood", "test"}},
-		{spawner.Request{Ref: ref, Policy: "/etc/brood/policy.toml", StateDir: "/var/lib/brood"}, "",
+		{spawner.Request{Ref: ref, Policy: "/etc/brood/policy.toml", StateDir: "/var/lib/brood"}, "brood-build-" + hex.EncodeToString(refSum[:6]) + ".service",
 			[]string{"/usr/sbin/broodd-helper", "image-build", "--progress-fd", "1", "--state-dir", "/var/lib/brood", "--policy", "/etc/brood/policy.toml", "--ref", ref}},
 	} {
 		f := &fakeUnits{result: "done"}
@@ -124,7 +127,7 @@ func TestBuildUnitProperties(t *testing.T) {
 			t.Fatalf("Build %+v: %v", tc.req, err)
 		}
 		if len(f.started) != 1 || f.modes[0] != "fail" || !strings.HasPrefix(f.started[0], "brood-build-") || !strings.HasSuffix(f.started[0], ".service") ||
-			(tc.unit != "" && f.started[0] != tc.unit) || child.ID != "unit "+f.started[0] {
+			f.started[0] != tc.unit || child.ID != "unit "+f.started[0] {
 			t.Fatalf("units started %v modes %v (child %q), want one %s in mode fail", f.started, f.modes, child.ID, tc.unit)
 		}
 		p := propMap(t, f.props[0])
