@@ -44,16 +44,41 @@ const maxRecordLine = 8 << 10
 // tests shorten it.
 var buildChildTimeout = imageBuildTimeout + time.Minute
 
-// imageBuilder starts a build child: `broodd-helper image-build` for req (a recipe name
+// imageBuilder starts build children: `broodd-helper image-build` for req (a recipe name
 // or a digest reference to pull, into the store req.StateDir), writing progress records
-// to progress (the caller closes its copy). spawner.Client is the real one (the child
-// runs outside the helper's Landlock domain).
+// to progress (the caller closes its copy once Build returns). Two are real: the
+// spawner's children (spawnerBuilder) and, when systemd is PID 1, transient service
+// units of systemd's (unitBuilder); both run the child outside the helper's Landlock
+// domain.
 type imageBuilder interface {
-	Build(req spawner.Request, progress *os.File) (int, *os.File, error)
-	Kill(pid int) error
+	Build(req spawner.Request, progress *os.File) (buildChild, error)
+	// Missing lists ("CAP_SYS_ADMIN, ...") the capabilities a child it starts for a
+	// build (pull: a pull) would lack; "" when none.
+	Missing(pull bool) string
 }
 
-var _ imageBuilder = (*spawner.Client)(nil)
+// buildChild is a started build child: ID names it in the helper's log ("pid 123",
+// "unit brood-build-0123456789ab.service") and Stop ends it (and what it started).
+type buildChild struct {
+	ID   string
+	Stop func()
+}
+
+// spawnerBuilder starts build children through the runner spawner: they share the
+// helper's bounding set (the spawner is its child), so they can build only when the
+// helper was started with the build capabilities (missingBuildCaps).
+type spawnerBuilder struct{ c *spawner.Client }
+
+func (s spawnerBuilder) Build(req spawner.Request, progress *os.File) (buildChild, error) {
+	pid, pidfd, err := s.c.Build(req, progress)
+	if err != nil {
+		return buildChild{}, err
+	}
+	pidfd.Close()
+	return buildChild{ID: fmt.Sprintf("pid %d", pid), Stop: func() { s.c.Kill(pid) }}, nil
+}
+
+func (spawnerBuilder) Missing(pull bool) string { return missingBuildCaps(pull) }
 
 // builds is the helper's table of on-demand builds: one per recipe key, run one at a
 // time, with each uid's started builds counted.
@@ -152,8 +177,9 @@ func (s *Server) buildTarget(a api.BuildImageArgs) (name, key string, err error)
 	if s.builder == nil {
 		return "", "", fmt.Errorf("build image %s: this helper runs no builds: %w", a.Name, api.ErrUnavailable)
 	}
-	if miss := missingBuildCaps(false); miss != "" {
-		return "", "", fmt.Errorf("build image %s: on-demand builds need capabilities this helper does not have (%s: outside its capability set); an administrator runs: sudo broodd-helper image build %s: %w",
+	if miss := s.builder.Missing(false); miss != "" {
+		return "", "", fmt.Errorf("build image %s: on-demand builds need capabilities this helper does not have (%s: outside its capability set) "+
+			"and systemd, which would run the build as a transient unit, is not PID 1; run the helper under systemd, or an administrator runs: sudo broodd-helper image build %s: %w",
 			a.Name, miss, a.Name, api.ErrUnavailable)
 	}
 	if key, err = r.Key(); err != nil {
@@ -189,8 +215,9 @@ func (s *Server) pullTarget(a api.BuildImageArgs) (name, key string, err error) 
 	if s.builder == nil {
 		return "", "", fmt.Errorf("pull image %s: this helper runs no builds: %w", a.Ref, api.ErrUnavailable)
 	}
-	if miss := missingBuildCaps(true); miss != "" {
-		return "", "", fmt.Errorf("pull image %s: on-demand pulls need capabilities this helper does not have (%s: outside its capability set); an administrator runs: sudo broodd-helper image pull %s: %w",
+	if miss := s.builder.Missing(true); miss != "" {
+		return "", "", fmt.Errorf("pull image %s: on-demand pulls need capabilities this helper does not have (%s: outside its capability set) "+
+			"and systemd, which would run the pull as a transient unit, is not PID 1; run the helper under systemd, or an administrator runs: sudo broodd-helper image pull %s: %w",
 			a.Ref, miss, a.Ref, api.ErrUnavailable)
 	}
 	return name, a.Ref, nil
@@ -268,6 +295,7 @@ func (s *Server) runBuild(b *build) {
 }
 
 // runBuildChild starts b's build child and relays its records; it returns the final one.
+// A child that breaks the protocol or outlives buildChildTimeout is stopped.
 func (s *Server) runBuildChild(b *build) (buildRecord, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -278,20 +306,19 @@ func (s *Server) runBuildChild(b *build) (buildRecord, error) {
 	if b.ref != "" {
 		req = spawner.Request{Ref: b.ref, Policy: s.cfg.Egress.PolicyPath, StateDir: s.cfg.StateDir}
 	}
-	pid, pidfd, err := s.builder.Build(req, w)
+	child, err := s.builder.Build(req, w)
 	w.Close()
 	if err != nil {
 		return buildRecord{}, err
 	}
-	pidfd.Close()
 	s.builds.started.Add(1)
-	s.log.Info("audit: image build started", "uid", b.owner, "image", b.name, "pid", pid)
+	s.log.Info("audit: image build started", "uid", b.owner, "image", b.name, "child", child.ID)
 	r.SetReadDeadline(time.Now().Add(buildChildTimeout))
 	final, err := readBuildRecords(r, func(rec buildRecord) {
 		s.builds.update(b, func() { b.add(rec) })
 	})
 	if err != nil {
-		s.builder.Kill(pid)
+		child.Stop()
 		return final, fmt.Errorf("build image %s: %w", b.name, err)
 	}
 	return final, nil

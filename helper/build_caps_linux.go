@@ -3,6 +3,7 @@
 package helper
 
 import (
+	"os"
 	"strings"
 
 	"kernel.org/pub/linux/libs/security/libcap/cap"
@@ -35,4 +36,18 @@ func missingBuildCaps(pull bool) string {
 		}
 	}
 	return strings.Join(miss, ", ")
+}
+
+// childIdentity describes this process for a build log: its bounding set as capability
+// names (capabilities(7)) and its cgroups (/proc/self/cgroup, lines joined by "; "):
+// "bounding cap_chown,...; cgroup 0::/system.slice/brood-build-….service".
+func childIdentity() string {
+	var bnd []string
+	for v := cap.Value(0); v < cap.MaxBits(); v++ {
+		if in, _ := cap.GetBound(v); in {
+			bnd = append(bnd, v.String())
+		}
+	}
+	cg, _ := os.ReadFile("/proc/self/cgroup")
+	return "bounding " + capList(bnd) + "; cgroup " + strings.Join(strings.Fields(string(cg)), "; ")
 }

@@ -20,8 +20,9 @@ import (
 	"brood.dev/brood/sandbox/ociref"
 )
 
-// progressFD is the build child's descriptor 3: the write end of the progress pipe
-// (spawner contract step 6b).
+// progressFD is the build child's default progress descriptor: the write end of the
+// progress pipe as its descriptor 3 (spawner contract step 6b). A transient unit of
+// systemd's passes it as standard output instead (--progress-fd 1).
 const progressFD = 3
 
 // progressEvery is the least time between two log progress records of a build child
@@ -48,23 +49,29 @@ const (
 	phaseFailed = "failed"
 )
 
-// buildChildMain is `broodd-helper image-build --state-dir DIR NAME` (or `...
-// --policy FILE --ref REF`), the build child the spawner starts for the helper (spawner
-// contract step 6b): it builds image NAME (buildImage), or pulls REF under the system
-// policy FILE (pullImage), into the store at DIR with its full log in the store's build
-// log, and writes only progress records on descriptor 3. Exit 0 built, 1 failed, 2 bad
-// usage.
+// buildChildMain is `broodd-helper image-build [--progress-fd N] --state-dir DIR NAME`
+// (or `... --policy FILE --ref REF`), the build child the spawner (spawner contract step
+// 6b) or systemd (unitBuilder) starts for the helper: it builds image NAME (buildImage),
+// or pulls REF under the system policy FILE (pullImage), into the store at DIR with its
+// full log in the store's build log, and writes only progress records on descriptor N
+// (3, or 1 under systemd). The log starts with the child's capability sets and cgroup.
+// Exit 0 built, 1 failed, 2 bad usage.
 func buildChildMain(args []string) int {
 	fs := flag.NewFlagSet("broodd-helper "+spawner.BuildSubcommand, flag.ContinueOnError)
 	dir := fs.String("state-dir", "", "the artifact store's root")
 	ref := fs.String("ref", "", "a digest reference to pull instead of a recipe")
 	policy := fs.String("policy", "", "the system policy file a pull is checked against")
-	if err := fs.Parse(args); err != nil || fs.NArg() != btoi(*ref == "") || *dir == "" || (*ref != "") != (*policy != "") {
-		fmt.Fprintf(os.Stderr, "usage: broodd-helper %s --state-dir DIR (NAME | --policy FILE --ref REF)\n", spawner.BuildSubcommand)
+	pfd := fs.Int("progress-fd", progressFD, "the descriptor progress records are written to (1 or 3)")
+	if err := fs.Parse(args); err != nil || fs.NArg() != btoi(*ref == "") || *dir == "" || (*ref != "") != (*policy != "") || (*pfd != 1 && *pfd != progressFD) {
+		fmt.Fprintf(os.Stderr, "usage: broodd-helper %s [--progress-fd 1|3] --state-dir DIR (NAME | --policy FILE --ref REF)\n", spawner.BuildSubcommand)
 		return 2
 	}
-	unix.CloseOnExec(progressFD)
-	rep := &recorder{out: os.NewFile(progressFD, "progress")}
+	out, err := progressFile(*pfd)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "broodd-helper %s: %v\n", spawner.BuildSubcommand, err)
+		return 1
+	}
+	rep := &recorder{out: out}
 	cfg := DefaultConfig()
 	cfg.StateDir, cfg.Egress.PolicyPath = *dir, *policy
 	name := fs.Arg(0)
@@ -81,6 +88,7 @@ func buildChildMain(args []string) int {
 		return 1
 	}
 	defer log.Close()
+	fmt.Fprintf(log, "broodd-helper: build child: %s\n", childIdentity())
 	rep.log = log
 	// Whatever else this process or a program it runs writes (a panic, a stray message)
 	// lands in the log too, not in /dev/null.
@@ -115,6 +123,20 @@ func childWork(ctx context.Context, cfg *Config, name, ref string, rep *recorder
 		return builtImage{}, fmt.Errorf("image pull %s: %w", ref, err)
 	}
 	return builtImage{File: p.File, Size: fi.Size()}, nil
+}
+
+// progressFile returns descriptor fd as the progress pipe, close-on-exec; descriptor 1 is
+// first moved to a new descriptor, as 1 and 2 become the build log.
+func progressFile(fd int) (*os.File, error) {
+	if fd == progressFD {
+		unix.CloseOnExec(fd)
+		return os.NewFile(uintptr(fd), "progress"), nil
+	}
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 3)
+	if err != nil {
+		return nil, fmt.Errorf("progress descriptor %d: %w", fd, err)
+	}
+	return os.NewFile(uintptr(nfd), "progress"), nil
 }
 
 func btoi(b bool) int {

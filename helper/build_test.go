@@ -33,9 +33,10 @@ type fakeBuilder struct {
 	hang    chan struct{}              // a "HANG" line blocks the child until it is closed
 	script  func(name string) []string // the lines to write; "IMAGE" makes the image first
 
-	mu     sync.Mutex
-	names  []string
-	killed []int
+	mu      sync.Mutex
+	names   []string
+	killed  []int
+	missing string // what Missing answers
 }
 
 func newFakeBuilder(state string) *fakeBuilder {
@@ -45,9 +46,9 @@ func newFakeBuilder(state string) *fakeBuilder {
 	}}
 }
 
-func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (int, *os.File, error) {
+func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (buildChild, error) {
 	if req.StateDir != f.state {
-		return 0, nil, fmt.Errorf("build into %q, want %q", req.StateDir, f.state)
+		return buildChild{}, fmt.Errorf("build into %q, want %q", req.StateDir, f.state)
 	}
 	name := req.Name
 	if req.Ref != "" {
@@ -58,7 +59,7 @@ func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (int, *os.Fi
 	f.mu.Unlock()
 	w, err := dupFile(progress)
 	if err != nil {
-		return 0, nil, err
+		return buildChild{}, err
 	}
 	go func() {
 		defer w.Close()
@@ -77,15 +78,19 @@ func (f *fakeBuilder) Build(req spawner.Request, progress *os.File) (int, *os.Fi
 			fmt.Fprintln(w, line)
 		}
 	}()
-	pidfd, _ := os.Open(os.DevNull)
-	return 4242, pidfd, nil
+	return buildChild{ID: "pid 4242", Stop: func() { f.kill(4242) }}, nil
 }
 
-func (f *fakeBuilder) Kill(pid int) error {
+func (f *fakeBuilder) Missing(bool) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.missing
+}
+
+func (f *fakeBuilder) kill(pid int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.killed = append(f.killed, pid)
-	return nil
 }
 
 func (f *fakeBuilder) kills() []int {
@@ -270,6 +275,30 @@ func TestBuildImageRefusals(t *testing.T) {
 	plain := startServer(t, nil)
 	if _, err := plain.dial(t).BuildImage(ctx, "test", nil); !api.IsCode(err, api.CodeUnavailable) {
 		t.Errorf("helper without builder: %v, want unavailable", err)
+	}
+	// image list says whether `brood image build` can work: a builder with every
+	// capability, not one without, not no builder.
+	for i, tc := range []struct {
+		c       *api.Client
+		missing string
+		want    bool
+	}{{c, "", true}, {c, "CAP_SYS_ADMIN", false}, {plain.dial(t), "", false}} {
+		fb.mu.Lock()
+		fb.missing = tc.missing
+		fb.mu.Unlock()
+		if l, err := tc.c.ListImages(ctx); err != nil || l.BuildsOnDemand != tc.want {
+			t.Errorf("case %d: list_images builds_on_demand %v (%v), want %v", i, l.BuildsOnDemand, err, tc.want)
+		}
+	}
+	// A builder without the capabilities: unavailable, saying what to do.
+	fb.mu.Lock()
+	fb.missing = "CAP_SYS_ADMIN"
+	fb.mu.Unlock()
+	_, err = c.BuildImage(ctx, "gemini", nil)
+	for _, want := range []string{"CAP_SYS_ADMIN", "run the helper under systemd", "sudo broodd-helper image build gemini"} {
+		if !api.IsCode(err, api.CodeUnavailable) || !strings.Contains(err.Error(), want) {
+			t.Errorf("build without the capabilities: %v, want unavailable saying %q", err, want)
+		}
 	}
 }
 

@@ -170,10 +170,12 @@ func TestVMOnDemandBuild(t *testing.T) {
 // buildingServer starts this process's helper Server on the store l with the real
 // spawner (the public test binary re-executed as vm-spawn) as its builder, admitting
 // the group allowedTestGroup, with the system policy file base/policy.toml (absent at
-// first).
+// first). The spawner, and so every build child, runs as a build unit's child would:
+// bounding set exactly buildUnitCapabilities, no_new_privs (boundedExe), so the real
+// builds and pulls of these tests show that set suffices.
 func buildingServer(t *testing.T, base string, l store.Layout) (*testServer, *spawner.Client, string, uint32) {
 	t.Helper()
-	sp, err := spawner.Start(publicTestBinary(t))
+	sp, err := spawner.Start(boundedExe(t, base, publicTestBinary(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,8 +184,26 @@ func buildingServer(t *testing.T, base string, l store.Layout) (*testServer, *sp
 	policy := filepath.Join(base, "policy.toml")
 	ts := startServerWith(t, func(c *Config) {
 		c.StateDir, c.Egress.PolicyPath, c.AllowUIDs, c.AllowGroup, c.AllowGIDs = l.Root, policy, nil, "", []uint32{gid}
-	}, func(s *Server) { s.EnableBuilds(sp) })
+	}, func(s *Server) { s.EnableBuilds(spawnerBuilder{sp}) })
 	return ts, sp, policy, gid
+}
+
+// boundedExe writes base/bounded-helper, a script that execs bin with its arguments
+// under setpriv(1) with the bounding set reduced to buildUnitCapabilities, no inheritable
+// capabilities and no_new_privs: the conditions buildUnitProperties asks systemd for.
+func boundedExe(t *testing.T, base, bin string) string {
+	t.Helper()
+	setpriv := testenv.RequireCommand(t, "setpriv")
+	caps := []string{"-all"}
+	for _, v := range buildUnitCapabilities {
+		caps = append(caps, "+"+strings.TrimPrefix(v.String(), "cap_"))
+	}
+	script := filepath.Join(base, "bounded-helper")
+	body := fmt.Sprintf("#!/bin/sh\nexec %s --bounding-set=%s --inh-caps=-all --no-new-privs %s \"$@\"\n", setpriv, strings.Join(caps, ","), bin)
+	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return script
 }
 
 // TestVMOnDemandPull: a real on-demand pull through the helper socket and the real

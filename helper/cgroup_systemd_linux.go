@@ -91,9 +91,15 @@ func (systemdScopes) Place(pid int, uid uint32, q userQuota) error {
 	return nil
 }
 
+// unitStarter starts transient units (StartTransientUnit of org.freedesktop.systemd1(5));
+// *sddbus.Conn is the real one.
+type unitStarter interface {
+	StartTransientUnitContext(ctx context.Context, name, mode string, props []sddbus.Property, ch chan<- string) (int, error)
+}
+
 // startUnit starts the transient unit name with props (mode "fail") and waits for its
 // job: an error unless the job's result is "done".
-func startUnit(ctx context.Context, c *sddbus.Conn, name string, props []sddbus.Property) error {
+func startUnit(ctx context.Context, c unitStarter, name string, props []sddbus.Property) error {
 	done := make(chan string, 1)
 	if _, err := c.StartTransientUnitContext(ctx, name, "fail", props, done); err != nil {
 		return fmt.Errorf("start transient unit %s: %w", name, err)

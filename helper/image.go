@@ -191,5 +191,9 @@ func (s *Server) listImages(req *api.Request) (any, error) {
 	if err := api.DecodeArgs(req.Args, &a); err != nil {
 		return nil, err
 	}
-	return imageList(s.cfg)
+	l, err := imageList(s.cfg)
+	if err == nil {
+		l.BuildsOnDemand = s.builder != nil && s.builder.Missing(false) == "" && (l.Policy == nil || l.Policy.OnDemandBuilds)
+	}
+	return l, err
 }

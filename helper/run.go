@@ -188,8 +188,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, sp, cg)
-	srv.EnableBuilds(sp) // on-demand builds: children of the spawner, outside Landlock
-	srv.EnableEgress(eg) // nil: VMs get no network device
+	srv.EnableBuilds(imageBuilderFor(sp, log)) // on-demand builds, outside Landlock
+	srv.EnableEgress(eg)                       // nil: VMs get no network device
 	srv.firewall = hostFirewallProbe()
 	err = srv.Serve(ctx, ln)
 	srv.Sessions().DestroyAll()

@@ -343,6 +343,7 @@ func TestInstalledUnderSystemd(t *testing.T) {
 	c.must("", "useradd", "--create-home", "--groups", "brood", "dev")
 
 	firstSession(t, c, start)
+	onDemandBuildUnit(t, c)
 	egressSession(t, c, up)
 	upgradeKeepsHelper(t, c)
 	removeAndPurge(t, c)
@@ -418,6 +419,49 @@ func firstSession(t *testing.T, c *container, start time.Time) {
 	got := c.must("dev", "sh", "-c", "cat ~/w/a.txt ~/w/b.txt")
 	if got != "changed\ntwo\n" {
 		t.Errorf("after apply the workspace holds %q, want the VM's changes", got)
+	}
+}
+
+// buildUnitBounding is the bounding set of a build child under systemd (the helper's
+// buildUnitCapabilities), as the child logs it, in capability-number order.
+const buildUnitBounding = "cap_chown,cap_dac_override,cap_fowner,cap_fsetid,cap_kill,cap_setgid,cap_setuid,cap_sys_chroot,cap_sys_admin,cap_mknod,cap_setfcap"
+
+// onDemandBuildUnit: `brood image build codex` as the user, against the helper confined
+// to the unit's capabilities, is not refused for want of capabilities: the helper starts
+// the build as a transient unit brood-build-<id>.service of systemd's, whose child runs
+// outside the helper's cgroup with the build capability set (it logs both first in its
+// build log) and reports through the progress pipe systemd passed as its stdout. The
+// container has no network and no mmdebstrap, so the build fails fast with the child's
+// own error.
+func onDemandBuildUnit(t *testing.T, c *container) {
+	t.Helper()
+	start := time.Now()
+	out, err := c.exec("dev", "brood", "image", "build", "codex")
+	t.Logf("brood image build codex (%v, %v):\n%s", err, time.Since(start).Round(time.Millisecond), tail(out, 3000))
+	if err == nil {
+		t.Fatal("the build of codex succeeded in a container without network")
+	}
+	for _, bad := range []string{"capabilities this helper does not have", "ended without a result", "malformed progress record", "unavailable"} {
+		if strings.Contains(out, bad) {
+			t.Errorf("brood image build codex says %q: the build did not run as a transient unit with its own capabilities", bad)
+		}
+	}
+	if !strings.Contains(out, "build log") && !strings.Contains(out, "failed") {
+		t.Errorf("brood image build codex reports no failed build with its log:\n%s", out)
+	}
+	started := c.must("", "journalctl", "-u", "broodd-helper.service", "-o", "cat", "--grep", "image build started")
+	if !regexp.MustCompile(`child="unit brood-build-[0-9a-f]{12}\.service"`).MatchString(started) {
+		t.Errorf("helper log has no build started as a transient unit:\n%s", started)
+	}
+	log := c.must("", "head", "-n", "1", "/var/lib/brood/logs/build-codex.log")
+	t.Logf("build log: %s", log)
+	if !strings.HasPrefix(log, "broodd-helper: build child: bounding "+buildUnitBounding+"; cgroup ") ||
+		!regexp.MustCompile(`/system\.slice/brood-build-[0-9a-f]{12}\.service`).MatchString(log) || strings.Contains(log, "broodd-helper.service") {
+		t.Errorf("build child identity %q, want bounding set %s in a cgroup of its own brood-build-<id>.service", log, buildUnitBounding)
+	}
+	helper := strings.TrimSpace(c.must("", "systemctl", "show", "--property=CapabilityBoundingSet", "--value", "broodd-helper.service"))
+	if strings.Contains(helper, "cap_sys_admin") || !strings.Contains(helper, "cap_net_admin") {
+		t.Errorf("the helper's unit bounding set is %q: it must stay without cap_sys_admin", helper)
 	}
 }
 

@@ -139,7 +139,9 @@ func imagePolicyLine(p *api.ImagePolicy) string {
 }
 
 // writeImageList prints l as a table: one line per image (name, build time, size,
-// digest), then one per recipe not built yet with the command that builds it.
+// digest), then one per recipe not built yet with the command that builds it: `brood
+// image build NAME` when the helper builds on demand (l.BuildsOnDemand), else the
+// administrator's command.
 func writeImageList(w io.Writer, l api.ImageList) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tBUILT\tSIZE\tDIGEST")
@@ -148,7 +150,11 @@ func writeImageList(w io.Writer, l api.ImageList) error {
 	}
 	for _, r := range l.Recipes {
 		if !slices.ContainsFunc(l.Images, func(im api.Image) bool { return im.Name == r }) {
-			fmt.Fprintf(tw, "%s\tnot built\t-\t(%s)\n", r, buildCommand(r))
+			how := buildCommand(r)
+			if l.BuildsOnDemand {
+				how = "brood image build " + r
+			}
+			fmt.Fprintf(tw, "%s\tnot built\t-\t(%s)\n", r, how)
 		}
 	}
 	return tw.Flush()

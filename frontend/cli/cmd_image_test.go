@@ -75,6 +75,13 @@ func TestImageListAsksHelper(t *testing.T) {
 	if !strings.Contains(errw.String(), "/tmp/x/state") || !strings.Contains(f.Calls(), "list_images") {
 		t.Errorf("stderr %q, calls %q", errw.String(), f.Calls())
 	}
+	// A helper that builds on demand: the user's own command.
+	f.Images.BuildsOnDemand = true
+	out.Reset()
+	if err := runImageList(context.Background(), &out, &errw, api.SocketPath()); err != nil || !strings.Contains(out.String(), "(brood image build codex)") ||
+		strings.Contains(out.String(), "sudo") {
+		t.Errorf("list from a helper that builds on demand (%v):\n%s", err, out.String())
+	}
 	// No helper: an error that says so, with the hint.
 	err := runImageList(context.Background(), &out, &errw, filepath.Join(t.TempDir(), "none.sock"))
 	if err == nil || !strings.Contains(err.Error(), "ask the helper") || !strings.Contains(err.Error(), "hint:") {

@@ -214,6 +214,10 @@ type ImageList struct {
 	// Policy is the system policy's [images] table as the helper reads it now (nil
 	// from an older helper).
 	Policy *ImagePolicy `json:"policy,omitempty"`
+	// BuildsOnDemand reports that build_image can build a recipe now: the helper runs
+	// builds (under systemd as transient units; without it only with the build
+	// capabilities) and the system policy leaves on_demand_builds on.
+	BuildsOnDemand bool `json:"builds_on_demand,omitempty"`
 }
 
 // ImagePolicy is the system policy's [images] table (ociref.Policy) as the helper
