@@ -64,8 +64,8 @@ func Cleanup(log *slog.Logger, links egress.Links, fw nftrules.Firewall, runners
 
 // ProcRunners implements Runners by scanning /proc: a runner is a process whose argv[1] is
 // spawner.RunnerSubcommand (or spawner.Subcommand, the runners' parent) and whose
-// executable is Exe or Copy (or, when its exe link is unreadable, whose argv[0] has Exe's
-// base name, which Copy keeps). Self (this process) and its children are never orphans.
+// executable is Exe or Copy (or, when its exe link is unreadable, whose argv[0] is Exe or
+// Copy). Self (this process) and its children are never orphans.
 type ProcRunners struct {
 	Proc string // procfs mount, "/proc"
 	Exe  string // the helper executable (os.Executable)
@@ -106,20 +106,7 @@ func (r *ProcRunners) ListOrphans() ([]int, error) {
 			continue
 		}
 		exe, err := os.Readlink(filepath.Join(dir, "exe"))
-		switch {
-		case err == nil:
-			if exe = strings.TrimSuffix(exe, " (deleted)"); exe != r.Exe && exe != r.Copy {
-				continue // another program
-			}
-		case errors.Is(err, fs.ErrPermission):
-			// Runners are non-dumpable and run as the user; without CAP_SYS_PTRACE
-			// (not in the unit's bounding set) their exe link is unreadable, so
-			// fall back to argv[0]. A user can only make the helper kill their own
-			// look-alike process this way.
-			if filepath.Base(string(argv[0])) != filepath.Base(r.Exe) {
-				continue
-			}
-		default:
+		if !r.ours(string(argv[0]), exe, err) {
 			continue
 		}
 		if ppid(dir) == r.Self {
@@ -128,6 +115,26 @@ func (r *ProcRunners) ListOrphans() ([]int, error) {
 		pids = append(pids, pid)
 	}
 	return pids, nil
+}
+
+// ours reports whether a runner-shaped process with argv[0] argv0 and exe link exe (or
+// the error reading it) was started from this helper's executable or its copy.
+func (r *ProcRunners) ours(argv0, exe string, err error) bool {
+	switch {
+	case err == nil:
+		exe = strings.TrimSuffix(exe, " (deleted)")
+		return exe == r.Exe || exe == r.Copy
+	case errors.Is(err, fs.ErrPermission):
+		// Runners are non-dumpable and run as the user; without CAP_SYS_PTRACE (not in
+		// the unit's bounding set) their exe link is unreadable, so fall back to
+		// argv[0], which the spawner sets to the path it executed. The whole path must
+		// match: another helper instance (another runtime directory, so another copy;
+		// or another build) owns its own runners, and a base-name match killed them. A
+		// user can only make the helper kill their own look-alike process this way.
+		return argv0 == r.Exe || argv0 == r.Copy
+	default:
+		return false
+	}
 }
 
 // ppid returns the parent pid from /proc/<pid>/stat (0 when unreadable).

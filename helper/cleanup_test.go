@@ -4,6 +4,7 @@ package helper
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"runtime"
@@ -224,5 +225,32 @@ func TestProcRunnersOrphans(t *testing.T) {
 	}
 	if err := r.Kill(orphan); err != nil {
 		t.Errorf("killing a dead pid again: %v", err)
+	}
+}
+
+// TestProcRunnersOursOtherInstance: when a runner's exe link is unreadable (the helper
+// without CAP_SYS_PTRACE), only a runner started from this helper's own executable or
+// copy is an orphan of it; another helper instance's runner, whose program has the same
+// base name under another runtime directory, is not (a base-name match killed the
+// runners of concurrently running helpers).
+func TestProcRunnersOursOtherInstance(t *testing.T) {
+	r := &ProcRunners{Exe: "/usr/sbin/broodd-helper", Copy: "/run/brood/self/broodd-helper"}
+	for _, tc := range []struct {
+		argv0, exe string
+		err        error
+		want       bool
+	}{
+		{"/run/brood/self/broodd-helper", "", fs.ErrPermission, true},
+		{"/usr/sbin/broodd-helper", "", fs.ErrPermission, true},
+		{"/tmp/other/self/broodd-helper", "", fs.ErrPermission, false},
+		{"broodd-helper", "", fs.ErrPermission, false},
+		{"/opt/x/broodd-helper", "", fs.ErrPermission, false},
+		{"x", "/run/brood/self/broodd-helper (deleted)", nil, true},
+		{"/run/brood/self/broodd-helper", "/tmp/other/self/broodd-helper", nil, false},
+		{"/run/brood/self/broodd-helper", "", fs.ErrNotExist, false},
+	} {
+		if got := r.ours(tc.argv0, tc.exe, tc.err); got != tc.want {
+			t.Errorf("ours(%q, %q, %v) = %v, want %v", tc.argv0, tc.exe, tc.err, got, tc.want)
+		}
 	}
 }
