@@ -207,7 +207,7 @@ func cachedStore(t *testing.T, unpacked, dst string) {
 
 // fakeInternet gives the container an uplink: a veth from its network namespace to an
 // "internet" namespace the test makes, holding a fake upstream DNS server (1.2.3.53) and
-// TCP servers on 443 of ok.pkg.test (1.2.3.10) and evil.pkg.test (1.2.3.20). The packaged
+// TCP servers on 80 and 443 of ok.pkg.test (1.2.3.10) and evil.pkg.test (1.2.3.20). The packaged
 // helper is a production build, whose DNS proxy refuses every address that is not
 // globally reachable, documentation ranges included, so the fake hosts have public-looking
 // addresses; they exist only on the loopback of the test's namespace, the container's only
@@ -246,7 +246,7 @@ func fakeInternet(t *testing.T, ctPID int) *dnsproxy.FakeUpstream {
 			return err
 		}
 		t.Cleanup(func() { srv.Close(t.Context()) })
-		for _, a := range []string{"1.2.3.10:443", "1.2.3.20:443"} {
+		for _, a := range []string{"1.2.3.10:443", "1.2.3.20:443", "1.2.3.10:80", "1.2.3.20:80"} {
 			l, err := net.Listen("tcp", a)
 			if err != nil {
 				return err
@@ -465,21 +465,26 @@ func onDemandBuildUnit(t *testing.T, c *container) {
 	}
 }
 
-// egressSession: under --egress locked with ok.pkg.test allowed, the guest resolves it
-// through the session's DNS proxy (port 53: CAP_NET_BIND_SERVICE under the unit) and
-// connects; evil.pkg.test is refused by the proxy and its address is not reachable.
+// egressSession: under --egress locked with ok.pkg.test allowed on port 80, the guest
+// resolves it through the session's DNS proxy (port 53: CAP_NET_BIND_SERVICE under the
+// unit) and connects with its name in the Host header, which the session's name gate
+// admits; the same address with another name in Host is reset by the gate, and
+// evil.pkg.test is refused by the proxy and its address is not reachable. (The guest has
+// no TLS client, so the gate's SNI half is left to the egress package's tests.)
 func egressSession(t *testing.T, c *container, up *dnsproxy.FakeUpstream) {
 	t.Helper()
-	script := "busybox nslookup ok.pkg.test; busybox nc -w 5 1.2.3.10 443 </dev/null && echo ALLOWED-OK; " +
+	req := func(host string) string { return `printf "GET / HTTP/1.0\r\nHost: ` + host + `\r\n\r\n"` }
+	script := "busybox nslookup ok.pkg.test; " + req("ok.pkg.test") + " | busybox nc -w 5 1.2.3.10 80 && echo ALLOWED-OK; " +
+		req("evil.pkg.test") + " | busybox nc -w 5 1.2.3.10 80 | grep -q hello && echo FRONTED-OPEN; " +
 		"busybox nslookup evil.pkg.test && echo EVIL-RESOLVED; busybox nc -w 3 1.2.3.20 443 </dev/null && echo EVIL-OPEN; echo done"
-	out, err := c.exec("dev", "sh", "-c", "cd ~/w && brood run-image --egress locked --allow-host ok.pkg.test test -- sh -c '"+script+"'")
+	out, err := c.exec("dev", "sh", "-c", "cd ~/w && brood run-image --egress locked --allow-host ok.pkg.test:80 test -- sh -c '"+script+"'")
 	t.Logf("egress session (%v):\n%s", err, out)
-	for _, want := range []string{"hello from 1.2.3.10:443", "ALLOWED-OK", "done"} {
+	for _, want := range []string{"hello from 1.2.3.10:80", "ALLOWED-OK", "done"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("egress session output lacks %q", want)
 		}
 	}
-	for _, bad := range []string{"EVIL-RESOLVED", "EVIL-OPEN", "hello from 1.2.3.20"} {
+	for _, bad := range []string{"FRONTED-OPEN", "EVIL-RESOLVED", "EVIL-OPEN", "hello from 1.2.3.20"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("the guest reached a host it may not (%q)", bad)
 		}
