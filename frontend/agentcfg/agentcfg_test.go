@@ -256,6 +256,9 @@ func TestBuild(t *testing.T) {
 		home:    map[string]string{".gemini/settings.json": geminiSettings, ".gemini/GEMINI.md": "Use tabs.\n", ".gemini/oauth_creds.json": `{"access_token":"HOST-LOGIN"}`},
 		environ: []string{"GEMINI_API_KEY=" + gemini},
 		check: func(t *testing.T, p Plan) {
+			if tf := file(t, p, ".gemini/trustedFolders.json"); jsonAt(t, tf.Data, "/workspace") != "TRUST_FOLDER" || tf.Mode != 0o600 {
+				t.Errorf("trustedFolders.json = %s (mode %v), want /workspace trusted", tf.Data, tf.Mode)
+			}
 			s := file(t, p, ".gemini/settings.json").Data
 			if jsonAt(t, s, "security", "auth", "selectedType") != "gemini-api-key" || jsonAt(t, s, "ui", "theme") != "GitHub" ||
 				jsonAt(t, s, "tools", "sandbox") != false || jsonAt(t, s, "context", "fileName") != "GEMINI.md" {

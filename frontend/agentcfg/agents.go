@@ -109,6 +109,10 @@ func buildClaude(b *builder) error {
 	return b.copyText(dir, "CLAUDE.md")
 }
 
+// GuestWorkspace is where the workspace is in the guest (brood-guest mounts the
+// session's share there: sandbox/guest.Workspace).
+const GuestWorkspace = "/workspace"
+
 // buildGemini: the Gemini CLI takes $GEMINI_API_KEY once its auth type is
 // "gemini-api-key", set in ~/.gemini/settings.json as security.auth.selectedType (the
 // settings format of gemini-cli 0.3 and later) or selectedAuthType (the earlier flat
@@ -116,7 +120,16 @@ func buildClaude(b *builder) error {
 // auth type "vertex-ai" with GOOGLE_GENAI_USE_VERTEXAI=true (gemini-cli
 // docs/get-started/authentication.md). The host settings are copied without mcpServers,
 // hooks, the tool discovery and call commands and includeDirectories.
+// ~/.gemini/trustedFolders.json trusts GuestWorkspace ({"/workspace": "TRUST_FOLDER"}, the
+// file and value the CLI's trust dialog writes): the Gemini CLI 0.61 refuses to run
+// headless (`gemini -p`, exit 55) in a folder not trusted, and asks interactively. The
+// VM is where brood confines the workspace; the host's own trust list (host paths) is
+// never copied.
 func buildGemini(b *builder) error {
+	if err := b.addJSON(".gemini/trustedFolders.json", 0o600, map[string]any{GuestWorkspace: "TRUST_FOLDER"}); err != nil {
+		return err
+	}
+	b.note("settings: the Gemini CLI trusts %s (~/.gemini/trustedFolders.json)", GuestWorkspace)
 	const dir, file = ".gemini", "~/.gemini/settings.json"
 	cfg, err := b.readJSON(dir, "settings.json")
 	if err != nil {

@@ -21,10 +21,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strconv"
@@ -74,7 +76,7 @@ var (
 )
 
 // getAgentRig returns the shared agent rig, starting it on first use.
-func getAgentRig(t *testing.T) *agentRig {
+func getAgentRig(t testing.TB) *agentRig {
 	t.Helper()
 	vmtest.Get(t)
 	testenv.RequireCommand(t, "git")
@@ -280,7 +282,7 @@ func (r *agentRig) startHelper(bin, inet string) error {
 }
 
 // workspace makes a git repository owned by the developer with README.md committed.
-func (r *agentRig) workspace(t *testing.T, name string) string {
+func (r *agentRig) workspace(t testing.TB, name string) string {
 	t.Helper()
 	w := filepath.Join(r.base, name)
 	if err := os.MkdirAll(w, 0o755); err != nil {
@@ -342,7 +344,7 @@ type agentCase struct {
 // BROOD_TEST_AGENT_IMAGES names the agent (comma-separated, or "all"), it builds the
 // image of the current recipe when missing (minutes; nothing when it is there); otherwise
 // it skips unless an image of that name is in the store.
-func requireAgentImage(t *testing.T, name string) {
+func requireAgentImage(t testing.TB, name string) {
 	t.Helper()
 	vmtest.RequireVM(t)
 	imgs := store.New("").Images()
@@ -434,7 +436,7 @@ type agentRecord struct {
 	Egress      *api.EgressSummary `json:"egress"`
 }
 
-func readAgentRecord(t *testing.T, r *agentRig, id string) agentRecord {
+func readAgentRecord(t testing.TB, r *agentRig, id string) agentRecord {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.state, "sessions", id, "vm.json"))
 	if err != nil {
@@ -447,43 +449,267 @@ func readAgentRecord(t *testing.T, r *agentRig, id string) agentRecord {
 	return rec
 }
 
-// TestAgentCodexEndToEnd: `brood run codex -- exec PROMPT` with OPENAI_API_KEY.
-func TestAgentCodexEndToEnd(t *testing.T) {
-	requireAgentImage(t, "codex")
-	r := getAgentRig(t)
-	const key = "sk-e2e-codex-0123456789abcdef"
-	runAgent(t, r, agentCase{agent: "codex", env: []string{"OPENAI_API_KEY=" + key},
-		args:     []string{"exec", "Reply with the answer."},
-		provider: r.openai, host: "api.openai.com", addr: openaiAddr, keyHeader: "Authorization", want: "Bearer " + key})
+// Keys the developer sets, one per agent: each must arrive at the fake provider as it is.
+const (
+	codexKey    = "sk-e2e-codex-0123456789abcdef"
+	geminiKey   = "AIza-e2e-gemini-0123456789abcdef"
+	claudeKey   = "sk-ant-e2e-claude-0123456789abcdef"
+	opencodeKey = "sk-ant-e2e-opencode-0123456789abcdef"
+)
+
+// agentCase returns the end-to-end run of agent: its non-interactive mode with a prompt,
+// the developer's key, the provider it must reach. opencode uses its anthropic provider,
+// which reads ANTHROPIC_API_KEY itself.
+func (r *agentRig) agentCase(agent string) agentCase {
+	const prompt = "Reply with the answer."
+	switch agent {
+	case "codex":
+		return agentCase{agent: agent, env: []string{"OPENAI_API_KEY=" + codexKey}, args: []string{"exec", prompt},
+			provider: r.openai, host: "api.openai.com", addr: openaiAddr, keyHeader: "Authorization", want: "Bearer " + codexKey}
+	case "gemini":
+		return agentCase{agent: agent, env: []string{"GEMINI_API_KEY=" + geminiKey}, args: []string{"-p", prompt},
+			provider: r.gemini, host: "generativelanguage.googleapis.com", addr: geminiAddr, keyHeader: "X-Goog-Api-Key", want: geminiKey}
+	case "claude-code":
+		return agentCase{agent: agent, env: []string{"ANTHROPIC_API_KEY=" + claudeKey}, args: []string{"-p", prompt},
+			provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, keyHeader: "X-Api-Key", want: claudeKey}
+	case "opencode":
+		return agentCase{agent: agent, env: []string{"ANTHROPIC_API_KEY=" + opencodeKey}, args: []string{"run", prompt},
+			provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, keyHeader: "X-Api-Key", want: opencodeKey}
+	}
+	panic("no end-to-end case for agent " + agent)
 }
+
+// The agents' images are named as the agents, but for claude-code's command `claude`.
+var agentImages = map[string]string{"codex": "codex", "gemini": "gemini", "claude-code": "claude-code", "opencode": "opencode"}
+
+func testAgent(t *testing.T, agent string) {
+	requireAgentImage(t, agentImages[agent])
+	r := getAgentRig(t)
+	runAgent(t, r, r.agentCase(agent))
+}
+
+// TestAgentCodexEndToEnd: `brood run codex -- exec PROMPT` with OPENAI_API_KEY.
+func TestAgentCodexEndToEnd(t *testing.T) { testAgent(t, "codex") }
 
 // TestAgentGeminiEndToEnd: `brood run gemini -- -p PROMPT` with GEMINI_API_KEY.
-func TestAgentGeminiEndToEnd(t *testing.T) {
-	requireAgentImage(t, "gemini")
-	r := getAgentRig(t)
-	const key = "AIza-e2e-gemini-0123456789abcdef"
-	runAgent(t, r, agentCase{agent: "gemini", env: []string{"GEMINI_API_KEY=" + key},
-		args:     []string{"-p", "Reply with the answer."},
-		provider: r.gemini, host: "generativelanguage.googleapis.com", addr: geminiAddr, keyHeader: "X-Goog-Api-Key", want: key})
-}
+func TestAgentGeminiEndToEnd(t *testing.T) { testAgent(t, "gemini") }
 
 // TestAgentClaudeEndToEnd: `brood run claude-code -- -p PROMPT` with ANTHROPIC_API_KEY.
-func TestAgentClaudeEndToEnd(t *testing.T) {
-	requireAgentImage(t, "claude-code")
-	r := getAgentRig(t)
-	const key = "sk-ant-e2e-claude-0123456789abcdef"
-	runAgent(t, r, agentCase{agent: "claude-code", env: []string{"ANTHROPIC_API_KEY=" + key},
-		args:     []string{"-p", "Reply with the answer."},
-		provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, keyHeader: "X-Api-Key", want: key})
+func TestAgentClaudeEndToEnd(t *testing.T) { testAgent(t, "claude-code") }
+
+// TestAgentOpencodeEndToEnd: `brood run opencode -- run PROMPT` with ANTHROPIC_API_KEY.
+func TestAgentOpencodeEndToEnd(t *testing.T) { testAgent(t, "opencode") }
+
+// TestAgentHermesEndToEnd: hermes is the one agent without an end-to-end run here. Its
+// image installs hermes-agent from PyPI, which the machines brood is built and tested on
+// cannot reach, so its pins have no hashes and the recipe refuses to build (ErrUnpinned);
+// its recipe is tested for what it would run (sandbox/image TestHermesRecipe). The test
+// skips, saying so, while the pins are incomplete and fails once they are complete
+// (scripts/bump-agents.sh hermes, run where PyPI is reachable): then the image can be
+// built and hermes needs its case here.
+func TestAgentHermesEndToEnd(t *testing.T) {
+	pins, err := image.Recipes["hermes"].Pins()
+	if err == nil && (len(pins) == 0 || slices.ContainsFunc(pins, func(p image.Pin) bool { return p.Integrity == "" })) {
+		err = fmt.Errorf("%v: %w", pins, image.ErrUnpinned)
+	}
+	if errors.Is(err, image.ErrUnpinned) {
+		t.Skipf("hermes: its image installs hermes-agent from PyPI, unreachable from this project's build and CI machines "+
+			"(recipe unpinned: %v); its end-to-end run needs a machine that reaches PyPI", err)
+	}
+	t.Fatalf("hermes is pinned now (%v): give it an agentCase and a fake provider here", err)
 }
 
-// TestAgentOpencodeEndToEnd: `brood run opencode -- run PROMPT` with ANTHROPIC_API_KEY
-// (opencode's anthropic provider, which reads the variable itself).
-func TestAgentOpencodeEndToEnd(t *testing.T) {
-	requireAgentImage(t, "opencode")
+// tmux drives a tmux server of the developer's (socket in a directory of theirs).
+type tmux struct {
+	t    *testing.T
+	r    *agentRig
+	sock string
+}
+
+func (x tmux) cmd(args ...string) *exec.Cmd {
+	cmd := exec.Command("tmux", append([]string{"-S", x.sock}, args...)...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentGID, Groups: []uint32{}}}
+	return cmd
+}
+
+// pane returns the visible screen of the session's pane, one line per row.
+func (x tmux) pane() string {
+	out, err := x.cmd("capture-pane", "-p", "-t", "brood").Output()
+	if err != nil {
+		return ""
+	}
+	return string(out)
+}
+
+// waitPane polls the pane until one of res matches (returning its index) or d passes
+// (failing the test with the last screen). Polling the screen is the only way to know
+// what a full-screen program shows; d is a cap, never an expectation.
+func (x tmux) waitPane(d time.Duration, res ...*regexp.Regexp) (int, string) {
+	x.t.Helper()
+	end := time.Now().Add(d)
+	last := ""
+	for {
+		s := x.pane()
+		if s != last && testing.Verbose() {
+			x.t.Logf("screen:\n%s", s)
+		}
+		last = s
+		for i, re := range res {
+			if re.MatchString(s) {
+				return i, s
+			}
+		}
+		if time.Now().After(end) {
+			x.t.Fatalf("after %v the screen matches none of %q:\n%s", d, res, s)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// TestAgentCodexInteractive: under tmux, `brood run codex` as uid 123456 with
+// OPENAI_API_KEY shows codex's main prompt (no sign-in screen, no error); a prompt typed
+// there gets the fake provider's answer on the screen; /quit ends codex and brood.
+func TestAgentCodexInteractive(t *testing.T) {
+	requireAgentImage(t, "codex")
+	testenv.RequireCommand(t, "tmux")
 	r := getAgentRig(t)
-	const key = "sk-ant-e2e-opencode-0123456789abcdef"
-	runAgent(t, r, agentCase{agent: "opencode", env: []string{"ANTHROPIC_API_KEY=" + key},
-		args:     []string{"run", "Reply with the answer."},
-		provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, keyHeader: "X-Api-Key", want: key})
+	w := r.workspace(t, "w-codex-tui")
+	dir := filepath.Join(r.base, "tmux")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dir, agentUID, agentGID); err != nil {
+		t.Fatal(err)
+	}
+	x := tmux{t: t, r: r, sock: filepath.Join(dir, "sock")}
+	const key = codexKey
+	run := r.command(w, []string{"OPENAI_API_KEY=" + key, "TERM=xterm-256color", "LANG=C.UTF-8"}, "run", "codex")
+	start := x.cmd("new-session", "-d", "-s", "brood", "-x", "120", "-y", "40", "-c", w, "--",
+		"sh", "-c", shellWords(run.Args)+"; echo brood-exited-$?; sleep 600")
+	start.Env = run.Env
+	if out, err := start.CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	t.Cleanup(func() { x.cmd("kill-server").Run() })
+	t0 := time.Now()
+	signIn := regexp.MustCompile(`(?i)sign in with chatgpt|provide your own api key|error|panicked|brood-exited`)
+	mainPrompt := regexp.MustCompile(`OpenAI Codex[\s\S]*(?:›|▌)`)
+	i, screen := x.waitPane(5*time.Minute, mainPrompt, signIn)
+	if i != 0 {
+		t.Fatalf("codex did not show its main prompt:\n%s", screen)
+	}
+	t.Logf("main prompt after %v:\n%s", time.Since(t0).Round(time.Second), screen)
+	before := len(r.openai.Requests())
+	x.cmd("send-keys", "-t", "brood", "-l", "Reply with the answer.").Run()
+	x.cmd("send-keys", "-t", "brood", "Enter").Run()
+	if i, screen = x.waitPane(3*time.Minute, regexp.MustCompile(regexp.QuoteMeta(r.openai.Answer)), signIn); i != 0 {
+		t.Fatalf("no answer on the screen:\n%s", screen)
+	}
+	for _, q := range r.openai.Requests()[before:] {
+		if q.Status == 200 && q.Header.Get("Authorization") != "Bearer "+key {
+			t.Errorf("request %s %s: Authorization %q, want the developer's key", q.Method, q.Path, q.Header.Get("Authorization"))
+		}
+	}
+	x.cmd("send-keys", "-t", "brood", "-l", "/quit").Run()
+	x.cmd("send-keys", "-t", "brood", "Enter").Run()
+	if _, screen = x.waitPane(2*time.Minute, regexp.MustCompile(`brood-exited-0`)); !strings.Contains(screen, "no changes in session") {
+		t.Errorf("brood did not end with the session's summary:\n%s", screen)
+	}
+}
+
+// shellWords quotes argv for sh -c.
+func shellWords(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(q, " ")
+}
+
+// firstOutput runs cmd and returns how long after its start the first byte reached its
+// stdout, and when want appeared there (0 when never), with everything printed.
+func firstOutput(cmd *exec.Cmd, want string) (first, found time.Duration, stdout, stderr string, err error) {
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, "", "", err
+	}
+	t0 := time.Now()
+	if err := cmd.Start(); err != nil {
+		return 0, 0, "", "", err
+	}
+	var out bytes.Buffer
+	buf := make([]byte, 4096)
+	for {
+		n, rerr := pipe.Read(buf)
+		if n > 0 {
+			if first == 0 {
+				first = time.Since(t0)
+			}
+			out.Write(buf[:n])
+			if found == 0 && want != "" && strings.Contains(out.String(), want) {
+				found = time.Since(t0)
+			}
+		}
+		if rerr != nil {
+			break
+		}
+	}
+	err = cmd.Wait()
+	return first, found, out.String(), errb.String(), err
+}
+
+// BenchmarkAgents measures, per agent and in one run (scripts/bench-agents.sh prints it):
+// the image build from scratch into a scratch store (build-s, skipped with
+// BROOD_BENCH_NO_BUILD=1), the image's size (image-MB), the time from `brood run AGENT --
+// PROMPT` to the agent's first output (first-out-ms) and to the fake provider's answer
+// (answer-ms), and the bare boot of the same image: `brood run-image IMAGE -- echo` to
+// its first output (bare-ms). Run with -benchtime 1x.
+func BenchmarkAgents(b *testing.B) {
+	for _, agent := range []string{"codex", "claude-code", "opencode", "gemini"} {
+		b.Run(agent, func(b *testing.B) {
+			name := agentImages[agent]
+			if os.Getenv("BROOD_BENCH_NO_BUILD") == "" {
+				vmtest.RequireVM(b)
+				scratch := b.TempDir()
+				t0 := time.Now()
+				if _, err := image.Build(b.Context(), scratch, name, io.Discard); err != nil {
+					b.Fatalf("build %s: %v", name, err)
+				}
+				b.ReportMetric(time.Since(t0).Seconds(), "build-s")
+				os.RemoveAll(scratch)
+			}
+			requireAgentImage(b, name)
+			img, err := image.Cached(store.New("").Images(), name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			fi, err := os.Stat(img)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(fi.Size())/1e6, "image-MB")
+			r := getAgentRig(b)
+			c := r.agentCase(agent)
+			var bare, first, answer time.Duration
+			for i := 0; i < b.N; i++ {
+				w := r.workspace(b, fmt.Sprintf("w-bench-%s-%d", agent, i))
+				d, _, out, errs, err := firstOutput(r.command(w, nil, "run-image", name, "--", "echo", "booted"), "")
+				if err != nil || !strings.Contains(out, "booted") {
+					b.Fatalf("run-image %s: %v\n%s%s", name, err, out, errs)
+				}
+				bare += d
+				f, a, out, errs, err := firstOutput(r.command(w, c.env, append([]string{"run", agent, "--"}, c.args...)...), c.provider.Answer)
+				if err != nil || a == 0 {
+					b.Fatalf("run %s: %v\n%s%s", agent, err, out, errs)
+				}
+				first, answer = first+f, answer+a
+			}
+			n := float64(b.N)
+			b.ReportMetric(float64(bare.Milliseconds())/n, "bare-ms")
+			b.ReportMetric(float64(first.Milliseconds())/n, "first-out-ms")
+			b.ReportMetric(float64(answer.Milliseconds())/n, "answer-ms")
+		})
+	}
 }

@@ -155,8 +155,12 @@ func (p *Provider) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		rec.SNI = r.TLS.ServerName
 	}
 	rec.Status = p.handler(p, w, r, body)
+	p.record(rec)
+}
+
+func (p *Provider) record(r Request) {
 	p.mu.Lock()
-	p.reqs = append(p.reqs, rec)
+	p.reqs = append(p.reqs, r)
 	p.mu.Unlock()
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+
+	"golang.org/x/net/websocket"
 )
 
 // OpenAI is the OpenAI Responses API as codex uses it (codex-rs, wire_api "responses"):
@@ -12,21 +14,65 @@ import (
 // response.output_text.delta and .done, response.content_part.done,
 // response.output_item.done, response.completed; the event name is repeated as the JSON
 // "type", as OpenAI's stream does). The key arrives as "Authorization: Bearer KEY".
-// Every other request (the models list, a WebSocket upgrade) is 404.
+// codex first asks for the same API over a WebSocket (GET /v1/responses with Upgrade:
+// websocket; each {"type": "response.create", ...} text message is answered by the same
+// events, one JSON text message each): each such message is recorded as a request of
+// method "WS" with the upgrade's headers. Every other request (the models list) is 404.
 func OpenAI(answer string) *Provider {
 	return &Provider{Name: "openai", Hosts: []string{"api.openai.com"}, Answer: answer, handler: serveOpenAI}
 }
 
 func serveOpenAI(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" || r.Header.Get("Upgrade") != "" {
+	if r.URL.Path == "/v1/responses" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+		return p.serveResponsesWS(w, r)
+	}
+	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
 		return notFound(w)
 	}
-	text, _ := json.Marshal(p.Answer)
+	sse(w, responseEvents(p.Answer))
+	return http.StatusOK
+}
+
+// serveResponsesWS answers the Responses API's WebSocket mode until the client closes.
+func (p *Provider) serveResponsesWS(w http.ResponseWriter, r *http.Request) int {
+	srv := websocket.Server{
+		Handshake: func(*websocket.Config, *http.Request) error { return nil }, // no Origin: not a browser
+		Handler: func(ws *websocket.Conn) {
+			for {
+				var msg string
+				if err := websocket.Message.Receive(ws, &msg); err != nil {
+					return
+				}
+				var m struct {
+					Type string `json:"type"`
+				}
+				_ = json.Unmarshal([]byte(msg), &m)
+				status := http.StatusNotFound
+				if m.Type == "response.create" {
+					status = http.StatusOK
+					for _, e := range responseEvents(p.Answer) {
+						if err := websocket.Message.Send(ws, e[1]); err != nil {
+							return
+						}
+					}
+				}
+				p.record(Request{Method: "WS", Path: r.URL.Path, Host: r.Host, SNI: r.TLS.ServerName, Header: r.Header.Clone(),
+					Body: []byte(msg), Status: status})
+			}
+		},
+	}
+	srv.ServeHTTP(w, r)
+	return http.StatusSwitchingProtocols
+}
+
+// responseEvents are the Responses API's stream events of one message holding answer.
+func responseEvents(answer string) [][2]string {
+	text, _ := json.Marshal(answer)
 	part := `{"type":"output_text","text":` + string(text) + `,"annotations":[]}`
 	item := `{"id":"msg_fake","type":"message","role":"assistant","status":"completed","content":[` + part + `]}`
 	usage := `{"input_tokens":10,"input_tokens_details":{"cached_tokens":0},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":15}`
 	ev := func(typ, rest string) [2]string { return [2]string{typ, `{"type":"` + typ + `",` + rest + `}`} }
-	sse(w, [][2]string{
+	return [][2]string{
 		ev("response.created", `"response":{"id":"resp_fake","object":"response","status":"in_progress","output":[]}`),
 		ev("response.in_progress", `"response":{"id":"resp_fake","object":"response","status":"in_progress","output":[]}`),
 		ev("response.output_item.added", `"output_index":0,"item":{"id":"msg_fake","type":"message","role":"assistant","status":"in_progress","content":[]}`),
@@ -36,8 +82,7 @@ func serveOpenAI(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) 
 		ev("response.content_part.done", `"item_id":"msg_fake","output_index":0,"content_index":0,"part":`+part),
 		ev("response.output_item.done", `"output_index":0,"item":`+item),
 		ev("response.completed", `"response":{"id":"resp_fake","object":"response","status":"completed","output":[`+item+`],"usage":`+usage+`}`),
-	})
-	return http.StatusOK
+	}
 }
 
 // Anthropic is the Anthropic Messages API (docs.anthropic.com, "Streaming Messages"):
