@@ -162,6 +162,9 @@ func startAgentRig() (*agentRig, error) {
 			return r, err
 		}
 	}
+	if err := writeHostSettings(r.home); err != nil {
+		return r, err
+	}
 	inet, err := r.netns("i")
 	if err != nil {
 		return r, err
@@ -170,6 +173,35 @@ func startAgentRig() (*agentRig, error) {
 		return r, err
 	}
 	return r, r.startHelper(helperBin, inet)
+}
+
+// Host settings of the developer (copied into the guest home by frontend/agentcfg): each
+// names a model the fake provider must then be asked for, and holds an item brood drops (an
+// MCP server, a hook) naming a host command the guest does not have.
+var hostSettings = map[string]string{
+	".codex/config.toml": "model = \"gpt-e2e-codex\"\n[mcp_servers.host]\ncommand = \"/opt/host-only/mcp\"\n",
+	".claude/settings.json": `{"model": "claude-e2e-model", "permissions": {"deny": ["Bash(curl:*)"]},
+		"hooks": {"Stop": [{"hooks": [{"type": "command", "command": "/opt/host-only/hook"}]}]}}`,
+	".gemini/settings.json": `{"model": {"name": "gemini-e2e-model"}, "mcpServers": {"host": {"command": "/opt/host-only/mcp"}}}`,
+}
+
+// writeHostSettings writes hostSettings into the developer's home, owned by them.
+func writeHostSettings(home string) error {
+	for p, body := range hostSettings {
+		f := filepath.Join(home, p)
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			return err
+		}
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			return err
+		}
+		for _, q := range []string{filepath.Dir(f), f} {
+			if err := os.Chown(q, agentUID, agentGID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // netns makes a named network namespace with lo up, deleted by stop.
@@ -338,6 +370,11 @@ type agentCase struct {
 	host, addr string
 	// key is the header that must carry the key, want its value.
 	keyHeader, want string
+	// model is the model the host settings name ("": none): each answered request must
+	// name it (in its body, or its path for gemini).
+	model string
+	// notes must be in the run output (settings dropped, the login).
+	notes []string
 }
 
 // requireAgentImage makes sure the agent's image is built: in CI, or when
@@ -409,6 +446,9 @@ func runAgent(t *testing.T, r *agentRig, c agentCase) {
 		if got := q.Header.Get(c.keyHeader); got != c.want {
 			t.Errorf("request %s %s: %s = %q, want %q (the developer's key)", q.Method, q.Path, c.keyHeader, got, c.want)
 		}
+		if c.model != "" && !strings.Contains(q.Path, c.model) && !strings.Contains(string(q.Body), `"model":"`+c.model+`"`) {
+			t.Errorf("request %s %s does not name the model %q of the host settings", q.Method, q.Path, c.model)
+		}
 	}
 	if answered == 0 {
 		t.Errorf("the fake %s answered no request", c.provider.Name)
@@ -416,6 +456,11 @@ func runAgent(t *testing.T, r *agentRig, c agentCase) {
 	id := sessionID(t, stderr.String())
 	if !strings.Contains(stderr.String(), "provider "+c.host+" (443/tcp)") {
 		t.Errorf("the run output does not name the provider host %s:\n%s", c.host, stderr.String())
+	}
+	for _, n := range c.notes {
+		if !strings.Contains(stderr.String(), n) {
+			t.Errorf("the run output lacks %q", n)
+		}
 	}
 	rec := readAgentRecord(t, r, id)
 	if rec.Egress == nil || rec.Egress.Allowed[c.host+"."] == 0 || !slices.Contains(rec.Egress.Pinned, c.addr) {
@@ -465,13 +510,19 @@ func (r *agentRig) agentCase(agent string) agentCase {
 	switch agent {
 	case "codex":
 		return agentCase{agent: agent, env: []string{"OPENAI_API_KEY=" + codexKey}, args: []string{"exec", prompt},
-			provider: r.openai, host: "api.openai.com", addr: openaiAddr, keyHeader: "Authorization", want: "Bearer " + codexKey}
+			provider: r.openai, host: "api.openai.com", addr: openaiAddr, keyHeader: "Authorization", want: "Bearer " + codexKey,
+			model: "gpt-e2e-codex", notes: []string{"login: $OPENAI_API_KEY is codex's API key",
+				"settings: dropped mcp_servers.host from ~/.codex/config.toml (an MCP server runs a host command)"}}
 	case "gemini":
 		return agentCase{agent: agent, env: []string{"GEMINI_API_KEY=" + geminiKey}, args: []string{"-p", prompt},
-			provider: r.gemini, host: "generativelanguage.googleapis.com", addr: geminiAddr, keyHeader: "X-Goog-Api-Key", want: geminiKey}
+			provider: r.gemini, host: "generativelanguage.googleapis.com", addr: geminiAddr, keyHeader: "X-Goog-Api-Key", want: geminiKey,
+			model: "gemini-e2e-model", notes: []string{"login: $GEMINI_API_KEY is the Gemini CLI's API key",
+				"settings: dropped mcpServers.host from ~/.gemini/settings.json (an MCP server runs a host command)"}}
 	case "claude-code":
 		return agentCase{agent: agent, env: []string{"ANTHROPIC_API_KEY=" + claudeKey}, args: []string{"-p", prompt},
-			provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, keyHeader: "X-Api-Key", want: claudeKey}
+			provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, keyHeader: "X-Api-Key", want: claudeKey,
+			model: "claude-e2e-model", notes: []string{"login: $ANTHROPIC_API_KEY is Claude Code's API key",
+				"settings: dropped hooks from ~/.claude/settings.json (runs a host command)"}}
 	case "opencode":
 		return agentCase{agent: agent, env: []string{"ANTHROPIC_API_KEY=" + opencodeKey}, args: []string{"run", prompt},
 			provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, keyHeader: "X-Api-Key", want: opencodeKey}
@@ -592,7 +643,8 @@ func TestAgentCodexInteractive(t *testing.T) {
 	}
 	t.Cleanup(func() { x.cmd("kill-server").Run() })
 	t0 := time.Now()
-	signIn := regexp.MustCompile(`(?i)sign in with chatgpt|provide your own api key|error|panicked|brood-exited`)
+	// What must not show: codex's sign-in screen, an error line of codex's, brood ending.
+	signIn := regexp.MustCompile(`(?im)sign in with chatgpt|provide your own api key|^\s*(?:■\s*)?error:|panicked|brood-exited`)
 	mainPrompt := regexp.MustCompile(`OpenAI Codex[\s\S]*(?:›|▌)`)
 	i, screen := x.waitPane(5*time.Minute, mainPrompt, signIn)
 	if i != 0 {
