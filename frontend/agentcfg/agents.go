@@ -12,6 +12,7 @@ const (
 	whyPath    = "names host paths"
 	whyLogin   = "brood sets the login"
 	whyKey     = "holds a key; credentials are not copied"
+	whyGuest   = "brood sets it for the VM"
 )
 
 // setEnv adds each secret to the plan's environment under its own name, so that the
@@ -27,7 +28,11 @@ func (b *builder) setEnv() {
 // `forced_login_method = "api"` in ~/.codex/config.toml makes it skip the "Sign in with
 // ChatGPT" choice (openai/codex docs/authentication.md, config reference). The host
 // config.toml is copied without mcp_servers (commands), notify (a program), projects,
-// writable_roots and instruction-file paths (host paths) and its own login settings.
+// writable_roots and instruction-file paths (host paths) and its own login settings. The
+// generated config.toml always sets features.daemon_auto_start = false (codex 0.171's TUI
+// otherwise copies itself into ~/.codex/packages and runs an app-server daemon from
+// there) and trusts GuestWorkspace (projects."/workspace".trust_level = "trusted", what
+// its "Trust this folder?" screen writes).
 func buildCodex(b *builder) error {
 	const dir, file = ".codex", "~/.codex/config.toml"
 	cfg, err := b.readTOML(dir, "config.toml")
@@ -46,10 +51,18 @@ func buildCodex(b *builder) error {
 		b.drop(cfg, file, whyLogin, "preferred_auth_method")
 		b.drop(cfg, file, whyLogin, "forced_login_method")
 	}
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	// The guest's own settings, whatever the host's say: the TUI must not install its
+	// app-server daemon (a 424 MB copy of the binary in ~/.codex/packages, in a home that is
+	// RAM: under 1 GiB the TUI never finished loading) and trusts the workspace (its
+	// "Trust this folder?" screen at every start otherwise: the home is new each run).
+	b.drop(cfg, file, whyGuest, "features", "daemon_auto_start")
+	set(cfg, false, "features", "daemon_auto_start")
+	set(cfg, "trusted", "projects", GuestWorkspace, "trust_level")
+	b.note("settings: codex runs without its app-server daemon and trusts %s (~/.codex/config.toml)", GuestWorkspace)
 	if s, ok := b.secret("OPENAI_API_KEY", "CODEX_API_KEY"); ok {
-		if cfg == nil {
-			cfg = map[string]any{}
-		}
 		cfg["forced_login_method"] = "api"
 		if err := b.addJSON(".codex/auth.json", 0o600, map[string]any{"auth_mode": "apikey", "OPENAI_API_KEY": s.Value}); err != nil {
 			return err
@@ -58,13 +71,11 @@ func buildCodex(b *builder) error {
 	} else {
 		b.note("login: no OPENAI_API_KEY in the environment: codex will ask to sign in")
 	}
-	if cfg != nil {
-		data, err := toml.Marshal(cfg)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", file, err)
-		}
-		b.add(".codex/config.toml", 0o600, data)
+	data, err := toml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", file, err)
 	}
+	b.add(".codex/config.toml", 0o600, data)
 	b.setEnv()
 	return b.copyText(dir, "AGENTS.md")
 }

@@ -644,8 +644,10 @@ func TestAgentCodexInteractive(t *testing.T) {
 	t.Cleanup(func() { x.cmd("kill-server").Run() })
 	t0 := time.Now()
 	// What must not show: codex's sign-in screen, an error line of codex's, brood ending.
-	signIn := regexp.MustCompile(`(?im)sign in with chatgpt|provide your own api key|^\s*(?:■\s*)?error:|panicked|brood-exited`)
-	mainPrompt := regexp.MustCompile(`OpenAI Codex[\s\S]*(?:›|▌)`)
+	signIn := regexp.MustCompile(`(?im)sign in with chatgpt|provide your own api key|trust this folder\?|^\s*(?:■\s*)?error:|panicked|brood-exited`)
+	// The main prompt: codex's header, its composer and the status line naming the model
+	// of the host's config.toml and the workspace (shown once the session started).
+	mainPrompt := regexp.MustCompile(`(?s)OpenAI Codex \(v[0-9.]+\).*› .*gpt-e2e-codex.*· /workspace`)
 	i, screen := x.waitPane(5*time.Minute, mainPrompt, signIn)
 	if i != 0 {
 		t.Fatalf("codex did not show its main prompt:\n%s", screen)
