@@ -14,6 +14,7 @@
 package fakeprovider
 
 import (
+	"bufio"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -154,8 +155,42 @@ func (p *Provider) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.TLS != nil {
 		rec.SNI = r.TLS.ServerName
 	}
-	rec.Status = p.handler(p, w, r, body)
-	p.record(rec)
+	rw := &recordingWriter{ResponseWriter: w, p: p, rec: rec}
+	status := p.handler(p, rw, r, body)
+	rw.once.Do(func() { rw.rec.Status = status; p.record(rw.rec) }) // a hijacked (WebSocket) request
+}
+
+// recordingWriter records the request when its status is written, before any byte of
+// the answer: a client that has read the answer finds the request in Requests.
+type recordingWriter struct {
+	http.ResponseWriter
+	p    *Provider
+	rec  Request
+	once sync.Once
+}
+
+func (w *recordingWriter) WriteHeader(code int) {
+	w.once.Do(func() { w.rec.Status = code; w.p.record(w.rec) })
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *recordingWriter) Write(b []byte) (int, error) {
+	w.once.Do(func() { w.rec.Status = http.StatusOK; w.p.record(w.rec) })
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *recordingWriter) Flush() {
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (w *recordingWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := w.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, fmt.Errorf("fake %s: connection cannot be hijacked", w.p.Name)
+	}
+	return h.Hijack()
 }
 
 func (p *Provider) record(r Request) {
