@@ -179,7 +179,13 @@ func TestBuild(t *testing.T) {
 			if tomlAt(t, cfg, "profiles", "fast", "model") != "gpt-5-mini" || tomlAt(t, cfg, "sandbox_workspace_write", "network_access") != true {
 				t.Errorf("kept settings lost:\n%s", cfg)
 			}
-			for _, k := range [][]string{{"mcp_servers"}, {"notify"}, {"projects"}, {"sandbox_workspace_write", "writable_roots"},
+			// The host's projects (host paths) are gone; the guest's workspace is trusted and
+			// the app-server daemon off, whatever the host said.
+			if pr, _ := tomlAt(t, cfg, "projects").(map[string]any); len(pr) != 1 || tomlAt(t, cfg, "projects", "/workspace", "trust_level") != "trusted" ||
+				tomlAt(t, cfg, "features", "daemon_auto_start") != false {
+				t.Errorf("config.toml projects %v, features %v; want /workspace trusted alone, no daemon", tomlAt(t, cfg, "projects"), tomlAt(t, cfg, "features"))
+			}
+			for _, k := range [][]string{{"mcp_servers"}, {"notify"}, {"sandbox_workspace_write", "writable_roots"},
 				{"model_instructions_file"}, {"cli_auth_credentials_store"}, {"preferred_auth_method"}} {
 				if tomlAt(t, cfg, k...) != nil {
 					t.Errorf("config.toml still has %v", k)
@@ -187,6 +193,9 @@ func TestBuild(t *testing.T) {
 				if !hasNote(p, "dropped "+strings.Join(k, "."), "~/.codex/config.toml") {
 					t.Errorf("no note for dropped %v: %q", k, p.Notes)
 				}
+			}
+			if !hasNote(p, "dropped projects", "~/.codex/config.toml") {
+				t.Errorf("no note for dropped projects: %q", p.Notes)
 			}
 			if string(file(t, p, ".codex/AGENTS.md").Data) != "Always run go vet.\n" {
 				t.Error("AGENTS.md not copied as it is")
@@ -198,8 +207,13 @@ func TestBuild(t *testing.T) {
 	}, {
 		name: "codex no key no settings", agent: "codex", environ: []string{"HOME=/x"},
 		check: func(t *testing.T, p Plan) {
-			if len(p.Files) != 0 || len(p.Env) != 0 || !hasNote(p, "codex will ask to sign in") {
-				t.Errorf("plan %v, notes %q", paths(p), p.Notes)
+			// Only the guest's own settings: no daemon, the workspace trusted.
+			if got := paths(p); !slices.Equal(got, []string{".codex/config.toml"}) || len(p.Env) != 0 || !hasNote(p, "codex will ask to sign in") {
+				t.Errorf("plan %v, notes %q", got, p.Notes)
+			}
+			if cfg := file(t, p, ".codex/config.toml").Data; tomlAt(t, cfg, "features", "daemon_auto_start") != false ||
+				tomlAt(t, cfg, "projects", "/workspace", "trust_level") != "trusted" || tomlAt(t, cfg, "forced_login_method") != nil {
+				t.Errorf("config.toml without key or settings:\n%s", cfg)
 			}
 		},
 	}, {
@@ -256,6 +270,9 @@ func TestBuild(t *testing.T) {
 		home:    map[string]string{".gemini/settings.json": geminiSettings, ".gemini/GEMINI.md": "Use tabs.\n", ".gemini/oauth_creds.json": `{"access_token":"HOST-LOGIN"}`},
 		environ: []string{"GEMINI_API_KEY=" + gemini},
 		check: func(t *testing.T, p Plan) {
+			if tf := file(t, p, ".gemini/trustedFolders.json"); jsonAt(t, tf.Data, "/workspace") != "TRUST_FOLDER" || tf.Mode != 0o600 {
+				t.Errorf("trustedFolders.json = %s (mode %v), want /workspace trusted", tf.Data, tf.Mode)
+			}
 			s := file(t, p, ".gemini/settings.json").Data
 			if jsonAt(t, s, "security", "auth", "selectedType") != "gemini-api-key" || jsonAt(t, s, "ui", "theme") != "GitHub" ||
 				jsonAt(t, s, "tools", "sandbox") != false || jsonAt(t, s, "context", "fileName") != "GEMINI.md" {
@@ -431,7 +448,9 @@ func TestUnsafeFiles(t *testing.T) {
 				}
 				return
 			}
-			if slices.Contains(paths(p), tt.path) {
+			// codex's config.toml is always generated (the guest's own settings): the
+			// skipped host file's model must not be in it.
+			if slices.Contains(paths(p), tt.path) && (tt.path != ".codex/config.toml" || tomlAt(t, file(t, p, tt.path).Data, "model") != nil) {
 				t.Errorf("%s copied: %s", tt.path, file(t, p, tt.path).Data)
 			}
 			if !hasNote(p, "skipped "+tt.skipped) {

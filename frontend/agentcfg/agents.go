@@ -12,6 +12,7 @@ const (
 	whyPath    = "names host paths"
 	whyLogin   = "brood sets the login"
 	whyKey     = "holds a key; credentials are not copied"
+	whyGuest   = "brood sets it for the VM"
 )
 
 // setEnv adds each secret to the plan's environment under its own name, so that the
@@ -27,7 +28,11 @@ func (b *builder) setEnv() {
 // `forced_login_method = "api"` in ~/.codex/config.toml makes it skip the "Sign in with
 // ChatGPT" choice (openai/codex docs/authentication.md, config reference). The host
 // config.toml is copied without mcp_servers (commands), notify (a program), projects,
-// writable_roots and instruction-file paths (host paths) and its own login settings.
+// writable_roots and instruction-file paths (host paths) and its own login settings. The
+// generated config.toml always sets features.daemon_auto_start = false (codex 0.171's TUI
+// otherwise copies itself into ~/.codex/packages and runs an app-server daemon from
+// there) and trusts GuestWorkspace (projects."/workspace".trust_level = "trusted", what
+// its "Trust this folder?" screen writes).
 func buildCodex(b *builder) error {
 	const dir, file = ".codex", "~/.codex/config.toml"
 	cfg, err := b.readTOML(dir, "config.toml")
@@ -46,10 +51,18 @@ func buildCodex(b *builder) error {
 		b.drop(cfg, file, whyLogin, "preferred_auth_method")
 		b.drop(cfg, file, whyLogin, "forced_login_method")
 	}
+	if cfg == nil {
+		cfg = map[string]any{}
+	}
+	// The guest's own settings, whatever the host's say: the TUI must not install its
+	// app-server daemon (a 424 MB copy of the binary in ~/.codex/packages, in a home that is
+	// RAM: under 1 GiB the TUI never finished loading) and trusts the workspace (its
+	// "Trust this folder?" screen at every start otherwise: the home is new each run).
+	b.drop(cfg, file, whyGuest, "features", "daemon_auto_start")
+	set(cfg, false, "features", "daemon_auto_start")
+	set(cfg, "trusted", "projects", GuestWorkspace, "trust_level")
+	b.note("settings: codex runs without its app-server daemon and trusts %s (~/.codex/config.toml)", GuestWorkspace)
 	if s, ok := b.secret("OPENAI_API_KEY", "CODEX_API_KEY"); ok {
-		if cfg == nil {
-			cfg = map[string]any{}
-		}
 		cfg["forced_login_method"] = "api"
 		if err := b.addJSON(".codex/auth.json", 0o600, map[string]any{"auth_mode": "apikey", "OPENAI_API_KEY": s.Value}); err != nil {
 			return err
@@ -58,13 +71,11 @@ func buildCodex(b *builder) error {
 	} else {
 		b.note("login: no OPENAI_API_KEY in the environment: codex will ask to sign in")
 	}
-	if cfg != nil {
-		data, err := toml.Marshal(cfg)
-		if err != nil {
-			return fmt.Errorf("encode %s: %w", file, err)
-		}
-		b.add(".codex/config.toml", 0o600, data)
+	data, err := toml.Marshal(cfg)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", file, err)
 	}
+	b.add(".codex/config.toml", 0o600, data)
 	b.setEnv()
 	return b.copyText(dir, "AGENTS.md")
 }
@@ -109,6 +120,10 @@ func buildClaude(b *builder) error {
 	return b.copyText(dir, "CLAUDE.md")
 }
 
+// GuestWorkspace is where the workspace is in the guest (brood-guest mounts the
+// session's share there: sandbox/guest.Workspace).
+const GuestWorkspace = "/workspace"
+
 // buildGemini: the Gemini CLI takes $GEMINI_API_KEY once its auth type is
 // "gemini-api-key", set in ~/.gemini/settings.json as security.auth.selectedType (the
 // settings format of gemini-cli 0.3 and later) or selectedAuthType (the earlier flat
@@ -116,7 +131,16 @@ func buildClaude(b *builder) error {
 // auth type "vertex-ai" with GOOGLE_GENAI_USE_VERTEXAI=true (gemini-cli
 // docs/get-started/authentication.md). The host settings are copied without mcpServers,
 // hooks, the tool discovery and call commands and includeDirectories.
+// ~/.gemini/trustedFolders.json trusts GuestWorkspace ({"/workspace": "TRUST_FOLDER"}, the
+// file and value the CLI's trust dialog writes): the Gemini CLI 0.61 refuses to run
+// headless (`gemini -p`, exit 55) in a folder not trusted, and asks interactively. The
+// VM is where brood confines the workspace; the host's own trust list (host paths) is
+// never copied.
 func buildGemini(b *builder) error {
+	if err := b.addJSON(".gemini/trustedFolders.json", 0o600, map[string]any{GuestWorkspace: "TRUST_FOLDER"}); err != nil {
+		return err
+	}
+	b.note("settings: the Gemini CLI trusts %s (~/.gemini/trustedFolders.json)", GuestWorkspace)
 	const dir, file = ".gemini", "~/.gemini/settings.json"
 	cfg, err := b.readJSON(dir, "settings.json")
 	if err != nil {

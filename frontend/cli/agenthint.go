@@ -26,6 +26,10 @@ const (
 	exitNotFound      = 127
 )
 
+// exitSIGILL is the status of a command killed by SIGILL (128 + signal 4, signal(7)): an
+// illegal instruction, a binary built for CPU features the VM's CPU lacks.
+const exitSIGILL = 128 + 4
+
 // providerKeys are the environment variables each built-in agent reads its LLM
 // provider's API key from (each CLI's documented variable); one of them set and
 // forwarded is enough.
@@ -81,7 +85,7 @@ func exitedAtOnce(res *frontend.RunResult) bool {
 
 // exitCauses lists the likely causes of an agent run r that exited at once, most
 // specific first: the image cannot run the agent's command (status 126 or 127: the image
-// is missing the agent, or too old), no API key for the agent's provider reaches the VM
+// is missing the agent, or too old; status 132: the CPU lacks a feature), no API key for the agent's provider reaches the VM
 // (environ is the developer's environment), no network (--egress none), names the
 // session's egress refused (its egress summary). Empty when none applies.
 func exitCauses(r runRequest, res *frontend.RunResult, environ []string) []string {
@@ -89,6 +93,10 @@ func exitCauses(r runRequest, res *frontend.RunResult, environ []string) []strin
 	if st := *res.Record.ExitStatus; (st == exitNotFound || st == exitNotExecutable) && len(r.agent.Command) > 0 {
 		out = append(out, fmt.Sprintf("status %d: the image %s cannot run %q: it lacks the agent or is too old; rebuild it: %s",
 			st, r.image, r.agent.Command[0], buildCommand(r.image)))
+	}
+	if *res.Record.ExitStatus == exitSIGILL {
+		out = append(out, "status 132: the agent died of an illegal instruction (SIGILL): its binary needs a CPU feature the VM's CPU lacks "+
+			"(under TCG, QEMU before 7.2 emulates no AVX)")
 	}
 	if keys, ok := providerKeys[r.agent.Name]; ok && r.agent.Source == "built-in" && !keyForwarded(keys, r.agent.Env, environ) {
 		out = append(out, fmt.Sprintf("no API key for %s in your environment: set %s (brood forwards it to the VM)",

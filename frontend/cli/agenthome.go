@@ -16,6 +16,19 @@ type agentHome struct {
 	files []guestcfg.HomeFile
 	env   [][2]string
 	notes []string
+	// unset are forwarded variables the agent must not get (hostPathVars).
+	unset []string
+}
+
+// hostPathVars are variables a built-in agent's forwarding patterns match that name the
+// agent's config directory on the host (codex's CODEX_HOME, Claude Code's
+// CLAUDE_CONFIG_DIR, opencode's OPENCODE_CONFIG and OPENCODE_CONFIG_DIR): in the VM such
+// a path does not exist and would point the agent away from the home brood prepared (a
+// forwarded CODEX_HOME brought codex's sign-in screen back), so they are not forwarded.
+var hostPathVars = map[string][]string{
+	"codex":       {"CODEX_HOME"},
+	"claude-code": {"CLAUDE_CONFIG_DIR"},
+	"opencode":    {"OPENCODE_CONFIG", "OPENCODE_CONFIG_DIR"},
 }
 
 // agentHome builds the guest home of r's agent from environ and the developer's home
@@ -46,22 +59,30 @@ func (r runRequest) agentHomeOf(environ []string, extra []guestcfg.HomeFile) (ag
 	if err != nil {
 		return agentHome{}, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
 	}
-	h := agentHome{env: p.Env, notes: append(pre, p.Notes...)}
+	h := agentHome{env: p.Env, notes: append(pre, p.Notes...), unset: hostPathVars[name]}
+	for _, v := range h.unset {
+		if os.Getenv(v) != "" && envMatch(r.agent.Env, v) {
+			h.notes = append(h.notes, fmt.Sprintf("settings: $%s not forwarded: it names a host directory; in the VM %s uses its default under $HOME", v, name))
+		}
+	}
 	for _, f := range p.Files {
 		h.files = append(h.files, guestcfg.HomeFile{Path: f.Path, Mode: uint32(f.Mode & fs.ModePerm), Data: f.Data})
 	}
 	if len(secrets) == 0 {
 		h.files = append(h.files, extra...)
 	}
-	return h, nil
+	return h.withTestCA() // testca.go: a no-op outside the end-to-end tests' build
 }
 
-// withEnv returns forwarded with h's variables set (h's value wins for a name in both),
-// sorted by name.
+// withEnv returns forwarded without h.unset and with h's variables set (h's value wins
+// for a name in both), sorted by name.
 func (h agentHome) withEnv(forwarded [][2]string) [][2]string {
 	vals := map[string]string{}
 	for _, kv := range forwarded {
 		vals[kv[0]] = kv[1]
+	}
+	for _, n := range h.unset {
+		delete(vals, n)
 	}
 	for _, kv := range h.env {
 		vals[kv[0]] = kv[1]

@@ -95,3 +95,29 @@ func TestAgentHomeEnv(t *testing.T) {
 		t.Errorf("withEnv = %v, want %v", got, want)
 	}
 }
+
+// TestAgentHomeHostPaths: a CODEX_HOME in the developer's environment (matched by codex's
+// CODEX_* pattern) is not forwarded, and the run output says so; CODEX_API_KEY still is.
+func TestAgentHomeHostPaths(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("CODEX_HOME", "/home/dev/.codex-work")
+	r := runRequest{agent: builtinAgents["codex"]}
+	r.agent.Name, r.agent.Source = "codex", "built-in"
+	environ := []string{"CODEX_HOME=/home/dev/.codex-work", "CODEX_API_KEY=k", "OPENAI_BASE_URL=x"}
+	h, err := r.agentHome(environ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := h.withEnv(forwardEnv(r.agent.Env, environ))
+	for _, kv := range got {
+		if kv[0] == "CODEX_HOME" {
+			t.Errorf("CODEX_HOME forwarded: %v", got)
+		}
+	}
+	if !slices.Contains(got, [2]string{"CODEX_API_KEY", "k"}) {
+		t.Errorf("CODEX_API_KEY not forwarded: %v", got)
+	}
+	if !slices.ContainsFunc(h.notes, func(n string) bool { return strings.Contains(n, "$CODEX_HOME not forwarded") }) {
+		t.Errorf("no note about CODEX_HOME: %q", h.notes)
+	}
+}

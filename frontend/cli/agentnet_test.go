@@ -150,6 +150,12 @@ func TestRunEarlyExitHints(t *testing.T) {
 		t.Errorf("not found: exit %d\n%s", code, out)
 	}
 
+	f.ExitStatus, f.Output = 132, ""
+	code, out = fakeAgentRun(t, "claude-code")
+	if code != 132 || !strings.Contains(out, "hint: status 132: the agent died of an illegal instruction (SIGILL)") {
+		t.Errorf("SIGILL: exit %d\n%s", code, out)
+	}
+
 	f.ExitStatus, f.Output = 2, ""
 	code, out = fakeAgentRun(t, "codex")
 	if code != 2 || !strings.Contains(out, "(escaped):\n  | ran: exec codex\nhint: no likely cause found") {

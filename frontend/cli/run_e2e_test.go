@@ -176,8 +176,14 @@ func startRig() (*rig, error) {
 
 var helperProc *exec.Cmd
 
+// rigStops are the stop functions of other rigs (agent_e2e_test.go), run after the tests.
+var rigStops []func()
+
 func TestMain(m *testing.M) {
 	code := m.Run()
+	for _, stop := range rigStops {
+		stop()
+	}
 	if helperProc != nil && helperProc.Process != nil {
 		helperProc.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})

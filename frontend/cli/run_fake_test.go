@@ -139,13 +139,14 @@ func TestRunStartVMRefused(t *testing.T) {
 func TestRunAgentCommandAndEnv(t *testing.T) {
 	f := newFakeHelper(t)
 	t.Setenv("OPENAI_API_KEY", "sk-1")
-	t.Setenv("CODEX_HOME", "/h")
+	t.Setenv("CODEX_SANDBOX_FLAG", "1")
+	t.Setenv("CODEX_HOME", "/h") // a host directory: never forwarded (agenthome.go hostPathVars)
 	t.Setenv("ANTHROPIC_API_KEY", "not-for-codex")
 	code, stdout, stderr, _ := fakeRun(t, "run", "codex", "--", "--model", "o3 mini")
 	if code != 0 || stdout != "ran: exec codex --model 'o3 mini'\n" {
 		t.Errorf("exit %d stdout %q\n%s", code, stdout, stderr)
 	}
-	if got := strings.Join(f.Env(), " "); got != "CODEX_HOME=/h OPENAI_API_KEY=sk-1" {
+	if got := strings.Join(f.Env(), " "); got != "CODEX_SANDBOX_FLAG=1 OPENAI_API_KEY=sk-1" {
 		t.Errorf("env sent: %q", got)
 	}
 	if f.StartArgs().Image != "codex" {

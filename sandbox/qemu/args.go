@@ -73,8 +73,13 @@ func Args(spec sandbox.Spec, b Boot) []string {
 		"-M", "microvm",
 		"-accel", string(b.Accel),
 	}
+	// The guest CPU: the host's under KVM. Under TCG, "max" (every feature TCG
+	// emulates; QEMU 7.2 emulates AVX and AVX2) rather than the default qemu64, which
+	// lacks AVX: Claude Code's x64 binary stops with SIGILL (status 132) without it.
 	if b.Accel == sandbox.AccelKVM {
 		a = append(a, "-cpu", "host")
+	} else {
+		a = append(a, "-cpu", "max")
 	}
 	a = append(a,
 		"-smp", strconv.Itoa(spec.CPUs),

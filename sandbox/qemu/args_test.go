@@ -36,7 +36,7 @@ func TestArgs(t *testing.T) {
 			name: "tcg minimal: no disk, no share, no network",
 			boot: Boot{Accel: sandbox.AccelTCG, TSCkHz: 2596150, Now: now},
 			want: [][]string{
-				common, {"-accel", "tcg"}, {"-smp", "1"}, {"-m", "512"},
+				common, {"-accel", "tcg", "-cpu", "max"}, {"-smp", "1"}, {"-m", "512"},
 				{"-nodefaults", "-no-user-config", "-nographic", "-no-reboot"},
 				{"-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny"},
 				{"-kernel", "/k/vmlinux", "-initrd", "/k/initrd.img"},
@@ -45,7 +45,7 @@ func TestArgs(t *testing.T) {
 				{"-chardev", "socket,id=ssh0,path=/run/s/ssh.sock,server=on,wait=off"},
 				{"-device", "virtserialport,bus=vser0.0,chardev=ssh0,name=brood.ssh"},
 			},
-			notWant: []string{"-netdev", "-drive", "-fsdev", "-cpu"},
+			notWant: []string{"-netdev", "-drive", "-fsdev"},
 		},
 		{
 			name: "kvm with rootfs, share and user cmdline",
