@@ -20,6 +20,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/egress/tlsterm"
 	"brood.dev/brood/helper/landlockabi"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
@@ -47,6 +48,7 @@ func ProxyMain(args []string) int {
 	fs := flag.NewFlagSet(ProxySubcommand, flag.ContinueOnError)
 	id := fs.String("session", "", "session `id` (for the log)")
 	upstream := fs.String("upstream", "", "upstream resolver `host:port`")
+	secrets := fs.Bool("secrets", false, "read the session's secret bindings from the control socket first")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return 2
 	}
@@ -60,7 +62,7 @@ func ProxyMain(args []string) int {
 		log.Error("egress process: confine", "err", err)
 		return 1
 	}
-	if err := serveProc(log, *id, up.String()); err != nil {
+	if err := serveProc(log, *id, up.String(), *secrets); err != nil {
 		log.Error("egress process", "err", err)
 		return 1
 	}
@@ -97,15 +99,24 @@ func confineProc(upstreamPort uint16) error {
 }
 
 // serveProc serves the proxy and the gate on the inherited sockets until the control
-// socket closes.
-func serveProc(log *slog.Logger, id, upstream string) error {
+// socket closes. With secrets, it first reads the session's bindings (recvSecrets) and
+// its gate terminates the TLS of their hosts.
+func serveProc(log *slog.Logger, id, upstream string, secrets bool) error {
 	c, err := net.FileConn(os.NewFile(procFDCtl, "ctl"))
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	ctl := &ctlClient{c: c.(*net.UnixConn), pending: map[uint64]chan procReply{}}
+	var tt namegate.Terminator
+	if secrets {
+		t, err := recvSecrets(ctl.c, ctl.logSecret)
+		if err != nil {
+			return err
+		}
+		tt = gateTerminator{t}
+	}
 	names := &namegate.Names{}
-	gate, err := serveGate(ctl, names)
+	gate, err := serveGate(ctl, names, tt)
 	if err != nil {
 		return err
 	}
@@ -146,10 +157,12 @@ func serveProc(log *slog.Logger, id, upstream string) error {
 	return err
 }
 
-// serveGate serves the name gate on the two inherited listeners; its decisions go to the
+// serveGate serves the name gate on the two inherited listeners, handing admitted TLS
+// connections of the names term covers to term (nil: none); its decisions go to the
 // daemon's log.
-func serveGate(ctl *ctlClient, names *namegate.Names) (*namegate.Gate, error) {
-	gate, err := namegate.New(namegate.Config{Names: names, Log: ctl.logGate, Dial: gateDialer(), MaxConns: MaxGateConns})
+func serveGate(ctl *ctlClient, names *namegate.Names, term namegate.Terminator) (*namegate.Gate, error) {
+	gate, err := namegate.New(namegate.Config{Names: names, Log: ctl.logGate, Dial: gateDialer(), MaxConns: MaxGateConns,
+		Terminator: term})
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +308,10 @@ func (c *ctlClient) logGate(d namegate.Decision) {
 	if err == nil {
 		_ = c.send(procMsg{Op: opLog, Decision: b})
 	}
+}
+
+func (c *ctlClient) logSecret(e tlsterm.Event) {
+	_ = c.send(procMsg{Op: opSecret, Event: &e})
 }
 
 // readLoop delivers replies until the control socket closes (nil: the daemon hung up).

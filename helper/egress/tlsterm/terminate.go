@@ -41,7 +41,8 @@ type Config struct {
 	Bindings *Bindings
 	// RootCAs verifies the real hosts' certificates; nil is the host's trust store.
 	RootCAs *x509.CertPool
-	// DialContext connects to the real host; nil is a net.Dialer with a 30 s timeout.
+	// DialContext connects to the real host; nil is a classic-TCP (not MPTCP) net.Dialer
+	// with a 30 s timeout.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MaxBody and MaxDecoded override DefaultMaxBody and DefaultMaxDecoded when positive.
 	MaxBody, MaxDecoded int64
@@ -68,7 +69,9 @@ func New(cfg Config) (*Terminator, error) {
 		cfg.MaxDecoded = DefaultMaxDecoded
 	}
 	if cfg.DialContext == nil {
-		cfg.DialContext = (&net.Dialer{Timeout: 30 * time.Second}).DialContext
+		d := &net.Dialer{Timeout: 30 * time.Second}
+		d.SetMultipathTCP(false) // classic TCP: Landlock's TCP rules do not cover MPTCP
+		cfg.DialContext = d.DialContext
 	}
 	return &Terminator{cfg: cfg}, nil
 }
@@ -135,10 +138,15 @@ func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
 		ForceAttemptHTTP2: true,
 		// Larger frames from the real host: fewer reads, writes and TLS records per
 		// streamed response.
-		HTTP2:                 &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
-		WriteBufferSize:       64 << 10,
-		ReadBufferSize:        64 << 10,
-		MaxIdleConnsPerHost:   4,
+		HTTP2:           &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
+		WriteBufferSize: 64 << 10,
+		ReadBufferSize:  64 << 10,
+		// One connection to the real host per guest connection: a terminated connection
+		// costs the egress process two descriptors, as a spliced one does (its
+		// RLIMIT_NOFILE counts on that); a guest's concurrent HTTP/2 streams share it
+		// when the real host speaks HTTP/2, and wait their turn when it does not.
+		MaxConnsPerHost:       1,
+		MaxIdleConnsPerHost:   1,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
