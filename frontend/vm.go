@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -256,6 +258,11 @@ func (v *runningVM) stop() error {
 	if e := exit.Egress; e != nil {
 		v.prog.Printf("network: %d name(s) allowed, %d refused, %d address(es) pinned, %d connection(s) refused by the name gate (details: %s in the session dir)",
 			len(e.Allowed), len(e.Refused), len(e.Pinned), e.ConnsRefused, VMRecordFile)
+		for _, host := range slices.Sorted(maps.Keys(e.Secrets)) {
+			c := e.Secrets[host]
+			v.prog.Printf("secrets: %s: %d request(s) with real values swapped in, %d refused, %d token refresh(es)",
+				host, c.Swaps, c.Blocks, c.Refreshes)
+		}
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
 	v.prog.Done(string(exit.Outcome))

@@ -262,7 +262,7 @@ func (e *Manager) sessionSecrets(a api.StartVMArgs, eff *netpolicy.Effective) (*
 		return nil, fmt.Errorf("secret bindings: %w: this helper runs no egress process", api.ErrUnavailable)
 	}
 	if eff.AnyPort() {
-		return nil, fmt.Errorf("%w: secret bindings need a gated egress profile (locked or standard): profile %s does not pass connections through the name gate", api.ErrPolicy, eff.Profile)
+		return nil, fmt.Errorf("%w: secret bindings need a gated egress profile (locked or standard): profile %s does not pass connections through the name gate (use --egress standard, or a raw_env list to give the VM the real values)", api.ErrPolicy, eff.Profile)
 	}
 	sec, bound, err := narrowSecrets(eff, *a.Secrets)
 	if err != nil || !bound {

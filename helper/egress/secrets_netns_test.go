@@ -45,7 +45,7 @@ const (
 // trusts only the session CA. Checked: the bound host receives the real value while the
 // guest sent the placeholder; the placeholder sent to another bound, allowed host is
 // refused before that host sees it; a binding whose hosts the policy does not allow is
-// refused at start, by name; the summary and the decision log count both, and no real
+// refused at start, by name, and so are bindings in a permissive session; the summary and the decision log count both, and no real
 // value is in the decision log, the log directory, or the process's argv.
 func TestSecretsNetns(t *testing.T) {
 	if v := os.Getenv(secretsNetnsEnv); v != "" {
@@ -123,6 +123,12 @@ func secretsScenario(t *testing.T, names []string) {
 		}
 		if strings.Contains(err.Error(), "sk-canary") {
 			t.Fatalf("the error holds a value: %v", err)
+		}
+	})
+	t.Run("a permissive session, which is not gated, refuses bindings", func(t *testing.T) {
+		_, err := e.Start(api.StartVMArgs{ID: "secr0003", Egress: "permissive", Agent: "shell", Secrets: &api.SessionSecrets{Bindings: bindings}}, 1000, 1000)
+		if !errors.Is(err, api.ErrPolicy) || !strings.Contains(err.Error(), "gated") || strings.Contains(err.Error(), "canary") {
+			t.Fatalf("permissive start with bindings: %v", err)
 		}
 	})
 	s, err := e.Start(api.StartVMArgs{ID: "secr0001", Egress: "locked", Agent: "shell", Secrets: &api.SessionSecrets{Bindings: bindings}}, 1000, 1000)
