@@ -27,6 +27,9 @@ import (
 // childEnv selects what a re-executed test binary does instead of running tests.
 const childEnv = "BROOD_HELPER_TEST_CHILD"
 
+// testRootsEnv carries a test CA (PEM) to a helper child (testSecretRoots).
+const testRootsEnv = "BROOD_HELPER_TEST_ROOTS"
+
 func TestMain(m *testing.M) {
 	// The test knob: these tests and their re-executed helpers use documentation ranges as
 	// the internet, inside namespaces they make.
@@ -38,6 +41,8 @@ func TestMain(m *testing.M) {
 	case "":
 		os.Exit(m.Run())
 	case "helper-main":
+		// The fake bound hosts' test CA (TestVMEgress): a seam only this binary has.
+		testSecretRoots = []byte(os.Getenv(testRootsEnv))
 		os.Exit(Main(os.Args[1:]))
 	case "client":
 		os.Exit(childClient())

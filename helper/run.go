@@ -255,8 +255,14 @@ func openEgress(cfg *Config, h *host, log *slog.Logger) *egress.Manager {
 		log.Warn("egress unavailable: VMs get no network", "err", err)
 		return nil
 	}
+	eg.TestRoots = testSecretRoots
 	return eg
 }
+
+// testSecretRoots (PEM) is the trust store of the real hosts in the egress processes of
+// a helper run by its own tests (their TestMain sets it); nil in broodd-helper, which
+// never sets it, and refused by any egress process that is not a test binary.
+var testSecretRoots []byte
 
 // startSpawner starts the runner spawner from this process's own executable.
 func startSpawner() (*spawner.Client, error) {
