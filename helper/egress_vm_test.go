@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -335,4 +336,61 @@ func checkVMSecrets(t *testing.T, a *vmClient, h *vmHelper, id, caPEM string, bo
 	if strings.Contains(h.hc.stderr.String(), vmCanary) {
 		t.Error("the helper's log holds the real value")
 	}
+	// The guest's memory: the VMM maps the guest's RAM into its own address space, so
+	// reading the VMM's memory (as root) reads the guest's. The placeholder (in the
+	// guest's environment) must be found there, the real value must not.
+	m := regexp.MustCompile(`msg="audit: VM started" session=` + id + ` .*? vmm=(\d+)`).FindStringSubmatch(h.hc.stderr.String())
+	if m == nil {
+		t.Fatal("no VMM pid in the helper's log")
+	}
+	pid, _ := strconv.Atoi(m[1])
+	found, scanned := scanProcMem(t, pid, vmPlaceholder, vmCanary)
+	t.Logf("VMM %d memory: %d MiB scanned", pid, scanned>>20)
+	if !found[vmPlaceholder] {
+		t.Errorf("the placeholder is not in the VMM's memory (%d MiB scanned): the scan does not see the guest", scanned>>20)
+	}
+	if found[vmCanary] {
+		t.Error("the real value is in the VMM's (the guest's) memory")
+	}
+}
+
+// scanProcMem reads every readable mapping of process pid (/proc/PID/maps, /proc/PID/mem)
+// and reports which needles occur, and how many bytes it read.
+func scanProcMem(t *testing.T, pid int, needles ...string) (map[string]bool, int64) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	found := map[string]bool{}
+	var total int64
+	const chunk = 4 << 20
+	buf := make([]byte, chunk+256)
+	for _, line := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[1][0] != 'r' || (len(f) >= 6 && (f[5] == "[vvar]" || f[5] == "[vsyscall]" || f[5] == "[vvar_vclock]")) {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil {
+			continue
+		}
+		for off := start; off < end; off += chunk {
+			n := min(end-off, chunk+256)
+			got, _ := mem.ReadAt(buf[:n], int64(off))
+			total += int64(min(got, chunk))
+			for _, nd := range needles {
+				if bytes.Contains(buf[:got], []byte(nd)) {
+					found[nd] = true
+				}
+			}
+		}
+	}
+	return found, total
 }
