@@ -16,6 +16,7 @@ import (
 	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/frontend/snapshot"
+	"brood.dev/brood/frontend/sshagent"
 	"brood.dev/brood/frontend/sshclient"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox"
@@ -45,8 +46,9 @@ const (
 
 // Files Run writes into the session directory.
 const (
-	VMRecordFile = "vm.json"     // VMRecord: how the VM ended, timings
-	ConsoleFile  = "console.log" // the guest console tail (raw bytes as the helper sent them)
+	VMRecordFile  = "vm.json"      // VMRecord: how the VM ended, timings
+	ConsoleFile   = "console.log"  // the guest console tail (raw bytes as the helper sent them)
+	EgressLogFile = "egress.jsonl" // every egress decision (EgressLog), up to MaxEgressLogBytes
 )
 
 // RunSpec is one resolved run: what to snapshot, what to boot, what to run in it.
@@ -77,6 +79,9 @@ type RunSpec struct {
 	// (frontend/secrets); Run uses it instead of Env, HomeFiles and Notes when the
 	// helper's Capabilities say Secrets (secrets.go).
 	Placeholders *Placeholders
+	// SSHAgent, when set, forwards the developer's agent to the command through the
+	// filter of package sshagent (--ssh-agent); VM.SSHAgent must be set too.
+	SSHAgent *SSHAgent
 }
 
 // timeout is the VM's lifetime the caller asked for (0: the helper's default).
@@ -113,6 +118,10 @@ type VMRecord struct {
 	// decisions (allowed and refused names, pinned addresses) from the helper's log.
 	Network *api.EgressInfo    `json:"network,omitempty"`
 	Egress  *api.EgressSummary `json:"egress,omitempty"`
+	// EgressLog says where the session's whole decision log was kept (nil: no network).
+	EgressLog *EgressLog `json:"egress_log,omitempty"`
+	// SSHAgent is every request the forwarded agent answered (--ssh-agent; at most 1,000).
+	SSHAgent []sshagent.Event `json:"ssh_agent,omitempty"`
 }
 
 // RunResult is what a run left behind.

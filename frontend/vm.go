@@ -115,6 +115,15 @@ func (v *runningVM) attachAndRun(ctx context.Context, info api.VMInfo, signer ss
 	for _, kv := range o.Env {
 		v.prog.Printf("forwarding $%s", kv[0])
 	}
+	if v.spec.SSHAgent != nil {
+		pol, err := v.agentPolicy(info) // sshagentrun.go
+		if err != nil {
+			return err
+		}
+		serveAgent(client, pol)
+		defer func() { v.rec.SSHAgent = printAgentLog(v.prog, pol.Log) }()
+		o.Agent = true
+	}
 	closeIO, err := v.wireStdio(&o, stdio, cancel)
 	if err != nil {
 		return err
@@ -257,11 +266,13 @@ func (v *runningVM) stop() error {
 	v.rec.Outcome, v.rec.Detail, v.rec.Egress = exit.Outcome, exit.Detail, exit.Egress
 	if e := exit.Egress; e != nil {
 		v.prog.Printf("network: %d name(s) allowed, %d refused, %d address(es) pinned, %d connection(s) refused by the name gate (details: %s in the session dir)",
-			len(e.Allowed), len(e.Refused), len(e.Pinned), e.ConnsRefused, VMRecordFile)
+			max(e.AllowedNames, len(e.Allowed)), max(e.RefusedNames, len(e.Refused)), len(e.Pinned), e.ConnsRefused, VMRecordFile)
+		v.rec.EgressLog = v.keepEgressLog(e)
+		printEgressLog(v.prog, v.rec.EgressLog)
 		for _, host := range slices.Sorted(maps.Keys(e.Secrets)) {
 			c := e.Secrets[host]
 			v.prog.Printf("secrets: %s: %d request(s) with real values swapped in, %d refused, %d token refresh(es)",
-				host, c.Swaps, c.Blocks, c.Refreshes)
+				diff.Escape(host), c.Swaps, c.Blocks, c.Refreshes)
 		}
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()

@@ -41,3 +41,22 @@ func (s *Server) dropRefused(uid uint32, id string) {
 	}
 	s.log.Info("audit: session destroyed: direct mode refused", "uid", uid, "session", id)
 }
+
+// checkSSHAgent refuses a StartVM that forwards the developer's SSH agent (a.SSHAgent)
+// when the system policy forbids it (allow_ssh_agent = false) or cannot be read. Errors
+// wrap api.ErrPolicy.
+func (s *Server) checkSSHAgent(uid uint32, a api.StartVMArgs) error {
+	if !a.SSHAgent {
+		return nil
+	}
+	sys, err := netpolicy.LoadSystemPolicy(s.cfg.Egress.PolicyPath)
+	if err != nil {
+		return fmt.Errorf("start VM of session %s with --ssh-agent: %w: %w", a.ID, api.ErrPolicy, err)
+	}
+	if sys != nil && sys.ForbidSSHAgent {
+		return fmt.Errorf("start VM of session %s with --ssh-agent: %w: the system policy %s forbids it (allow_ssh_agent = false)",
+			a.ID, api.ErrPolicy, s.cfg.Egress.PolicyPath)
+	}
+	s.log.Info("audit: the session forwards the developer's filtered SSH agent", "uid", uid, "session", a.ID)
+	return nil
+}

@@ -82,3 +82,34 @@ func TestDirectRefusedDestroysSession(t *testing.T) {
 		t.Fatalf("another user's session: %v", err)
 	}
 }
+
+// TestCheckSSHAgent: a StartVM that forwards the SSH agent is refused under
+// allow_ssh_agent = false (and when the policy cannot be read), allowed without the key
+// or with allow_ssh_agent = true; other StartVMs are never refused for it.
+func TestCheckSSHAgent(t *testing.T) {
+	testenv.RequireRoot(t) // the system policy must be root-owned
+	dir := filepath.Join(t.TempDir(), "brood")
+	os.Mkdir(dir, 0o755)
+	p := filepath.Join(dir, "policy.toml")
+	cfg := DefaultConfig()
+	cfg.Egress.PolicyPath = p
+	srv := NewServer(&cfg, discardLog(), api.Capabilities{}, nil)
+	fwd := api.StartVMArgs{ID: "0000abcd", SSHAgent: true}
+	for _, c := range []struct {
+		policy string
+		args   api.StartVMArgs
+		refuse bool
+	}{
+		{"", fwd, false},
+		{"allow_ssh_agent = true\n", fwd, false},
+		{"allow_ssh_agent = false\n", fwd, true},
+		{"allow_ssh_agent = false\n", api.StartVMArgs{ID: "0000abcd"}, false},
+		{"allow_ssh_agent = 0\n", fwd, true},
+	} {
+		os.WriteFile(p, []byte(c.policy), 0o644)
+		err := srv.checkSSHAgent(0, c.args)
+		if got := errors.Is(err, api.ErrPolicy); got != c.refuse {
+			t.Errorf("policy %q, ssh agent %v: %v; want refused %v", c.policy, c.args.SSHAgent, err, c.refuse)
+		}
+	}
+}

@@ -223,6 +223,11 @@ func TestVMEgress(t *testing.T) {
 		ex.Egress.Secrets["api.bound.test"].Swaps < 1 {
 		t.Errorf("wait_vm egress summary = %+v", ex.Egress)
 	}
+	// The whole decision log, fetched by the session's owner after the VM ended.
+	if log := a.must(vmCmd{Op: "egresslog", ID: id}).Stdout; strings.Count(log, "\n") != ex.Egress.Queries ||
+		!strings.Contains(log, `"evil.pkg.test."`) {
+		t.Errorf("egress_log: %d lines, want %d (wait_vm's total):\n%s", strings.Count(log, "\n"), ex.Egress.Queries, log)
+	}
 	if err := exec.Command("ip", "-n", hns, "link", "show", eg.Tap).Run(); err == nil {
 		t.Errorf("tap %s still exists after the VM", eg.Tap)
 	}

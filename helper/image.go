@@ -51,7 +51,10 @@ func imageMain(args []string) int {
 	if err == nil {
 		ctx, stop := signal.NotifyContext(context.Background(), unix.SIGTERM, unix.SIGINT)
 		defer stop()
-		err = buildImage(ctx, &cfg, name, os.Stdout, os.Stderr)
+		var b builtImage
+		if b, err = buildImage(ctx, &cfg, name, os.Stderr, nil); err == nil {
+			fmt.Printf("%s %s %d\n", name, b.File, b.Size)
+		}
 	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "broodd-helper: %v\n", err)
@@ -105,46 +108,55 @@ func recipeNames() []string {
 	return names
 }
 
+// builtImage is what buildImage stored: the image's path and size in bytes.
+type builtImage struct {
+	File string
+	Size int64
+}
+
 // buildImage builds image name from its recipe into cfg's artifact store, with the
 // guest kernel and the base initramfs holding brood-guest (assets.FindGuest), then opens
-// them the way StartVM does, so a build that succeeds is one the helper boots. It
-// prints "NAME FILE SIZE" to out, progress to log. Needs root: the store is root's.
-func buildImage(ctx context.Context, cfg *Config, name string, out, log io.Writer) error {
+// them the way StartVM does, so a build that succeeds is one the helper boots. Progress
+// goes to log, and phase (may be nil) is called as each step starts ("kernel",
+// "initramfs", "image", "verify"). Needs root: the store is root's.
+func buildImage(ctx context.Context, cfg *Config, name string, log io.Writer, phase func(string)) (builtImage, error) {
 	if _, ok := image.Recipes[name]; !ok {
-		return fmt.Errorf("image build %q: %w (recipes: %s)", name, ErrUnknownImage, strings.Join(recipeNames(), ", "))
+		return builtImage{}, fmt.Errorf("image build %q: %w (recipes: %s)", name, ErrUnknownImage, strings.Join(recipeNames(), ", "))
 	}
 	if os.Geteuid() != 0 {
-		return fmt.Errorf("image build %s: needs root: the artifact store %s is root's, the only place the helper boots from; run: sudo broodd-helper image build %s",
+		return builtImage{}, fmt.Errorf("image build %s: needs root: the artifact store %s is root's, the only place the helper boots from; run: sudo broodd-helper image build %s",
 			name, cfg.StateDir, name)
 	}
 	if err := EnsureDir(cfg.StateDir); err != nil {
-		return fmt.Errorf("image build %s: %w", name, err)
+		return builtImage{}, fmt.Errorf("image build %s: %w", name, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, imageBuildTimeout)
 	defer cancel()
 	start := time.Now()
 	fmt.Fprintf(log, "broodd-helper: building image %s in %s (mmdebstrap; output follows)\n", name, cfg.StateDir)
-	set, err := assets.Ensure(ctx, assets.Options{Store: storeOf(cfg), Image: name, Rebuild: true, Log: log})
+	set, err := assets.Ensure(ctx, assets.Options{Store: storeOf(cfg), Image: name, Rebuild: true, Log: log, Phase: phase})
 	if errors.Is(err, assets.ErrNoGuest) {
-		return fmt.Errorf("image build %s: %w\nhint: install brood-guest (CGO_ENABLED=0 go build ./cmd/brood-guest) as %s, or set BROOD_GUEST",
+		return builtImage{}, fmt.Errorf("image build %s: %w\nhint: install brood-guest (CGO_ENABLED=0 go build ./cmd/brood-guest) as %s, or set BROOD_GUEST",
 			name, err, assets.GuestPaths[0])
 	}
 	if err != nil {
-		return fmt.Errorf("image build %s: %w", name, err)
+		return builtImage{}, fmt.Errorf("image build %s: %w", name, err)
 	}
 	fmt.Fprintf(log, "broodd-helper: image %s built in %s; kernel %s, initramfs %s\n",
 		name, time.Since(start).Round(time.Second), set.Kernel.Release, set.Initramfs)
+	if phase != nil {
+		phase("verify")
+	}
 	a, err := openArtifacts(cfg, name)
 	if err != nil {
-		return fmt.Errorf("image build %s: the helper would not boot it: %w", name, err)
+		return builtImage{}, fmt.Errorf("image build %s: the helper would not boot it: %w", name, err)
 	}
 	defer a.Close()
 	fi, err := a.Image.Stat()
 	if err != nil {
-		return fmt.Errorf("image build %s: %w", name, err)
+		return builtImage{}, fmt.Errorf("image build %s: %w", name, err)
 	}
-	fmt.Fprintf(out, "%s %s %d\n", name, a.Image.Name(), fi.Size())
-	return nil
+	return builtImage{File: a.Image.Name(), Size: fi.Size()}, nil
 }
 
 // imageList is the answer to ListImages for cfg's store.

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -222,10 +223,11 @@ func publicTestBinary(t *testing.T) string {
 
 // childOp is one step of a re-executed client.
 type childOp struct {
-	Op   string `json:"op"`             // hello, create, list, destroy, raw
+	Op   string `json:"op"`             // hello, create, list, destroy, raw, build
 	Dir  string `json:"dir,omitempty"`  // create: the share directory to open
 	ID   string `json:"id,omitempty"`   // destroy
 	Body string `json:"body,omitempty"` // raw: request body
+	Name string `json:"name,omitempty"` // build: the recipe (api.Client.BuildImage, up to 10 minutes); pull: the reference
 }
 
 // childResult is the outcome of one childOp: Code is "" on success, the helper's error
@@ -235,6 +237,14 @@ type childResult struct {
 	Caps     *api.Capabilities `json:"caps,omitempty"`
 	Session  *api.Session      `json:"session,omitempty"`
 	Sessions []api.Session     `json:"sessions,omitempty"`
+	// build: the final status, how many progress records and answers the client saw,
+	// the phases in order (each once), whether any answer said it joined, the error.
+	Build   *api.BuildStatus `json:"build,omitempty"`
+	Records int              `json:"records,omitempty"`
+	Answers int              `json:"answers,omitempty"`
+	Phases  []string         `json:"phases,omitempty"`
+	Joined  bool             `json:"joined,omitempty"`
+	Err     string           `json:"err,omitempty"`
 }
 
 type childSpec struct {
@@ -283,6 +293,8 @@ func childClient() int {
 			err = c.DestroySession(ctx, op.ID)
 		case "raw":
 			err = c.CallRaw(ctx, []byte(op.Body), nil)
+		case "build", "pull":
+			err = childBuild(c, op.Op, op.Name, &r)
 		}
 		if err != nil {
 			var e *api.Error
@@ -296,6 +308,33 @@ func childClient() int {
 	}
 	json.NewEncoder(os.Stdout).Encode(out)
 	return 0
+}
+
+// childBuild follows the build (op "build") or pull (op "pull") of name to its end,
+// recording what the client saw.
+func childBuild(c *api.Client, op, name string, r *childResult) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	follow := c.BuildImage
+	if op == "pull" {
+		follow = c.PullImage
+	}
+	st, err := follow(ctx, name, func(s api.BuildStatus, p *api.BuildProgress) {
+		if p == nil {
+			r.Answers++
+			r.Joined = r.Joined || s.Joined
+			return
+		}
+		r.Records++
+		if !slices.Contains(r.Phases, p.Phase) {
+			r.Phases = append(r.Phases, p.Phase)
+		}
+	})
+	r.Build = &st
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return err
 }
 
 // runChildClient runs spec in a re-executed test binary under cred (nil: as this process).

@@ -17,7 +17,9 @@
 // binary also runs the runner spawner (package spawner: root, unconfined), the VM runners (package
 // runner: the session owner's uid, no_new_privs, Landlock) and the per-session egress
 // processes (package egress, ProxyMain: the session owner's uid, no_new_privs, Landlock
-// with no filesystem access); they dispatch from Main's subcommand table.
+// with no filesystem access) and the on-demand image builds (buildChildMain: root,
+// unconfined, started by the spawner, talking to the daemon only through bounded progress
+// records); they dispatch from Main's subcommand table.
 package helper
 
 import (
@@ -55,12 +57,14 @@ type Options struct {
 
 // subcommands are the subcommands of broodd-helper, the one table of them: `image`
 // (image.go) and the hidden image-unpack (unpack.go: image pull's unprivileged tar
-// parser), vm-spawn (package spawner), vm-run (the VM runner) and egress-proxy (one
-// session's DNS proxy, package egress).
+// parser), image-build (build_child.go: an on-demand build the spawner started),
+// vm-spawn (package spawner, given the recipe names a build may name), vm-run (the VM
+// runner) and egress-proxy (one session's DNS proxy, package egress).
 var subcommands = map[string]func(args []string) int{
 	ImageSubcommand:          imageMain,
 	UnpackSubcommand:         unpackMain,
-	spawner.Subcommand:       spawner.Main,
+	spawner.BuildSubcommand:  buildChildMain,
+	spawner.Subcommand:       func(args []string) int { return spawner.Main(args, recipeNames()) },
 	spawner.RunnerSubcommand: runner.Main,
 	egress.ProxySubcommand:   egress.ProxyMain,
 }
@@ -184,6 +188,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	// 11. Serve until stopped or idle; then release every session.
 	srv := NewServer(&cfg, log, caps, checks)
 	srv.EnableVMs(vmh, sp, cg)
+	srv.EnableBuilds(sp) // on-demand builds: children of the spawner, outside Landlock
 	srv.EnableEgress(eg) // nil: VMs get no network device
 	srv.firewall = hostFirewallProbe()
 	err = srv.Serve(ctx, ln)

@@ -39,6 +39,8 @@ type Server struct {
 	egress   *egress.Manager  // nil: VMs get no network device
 	firewall func() api.Check // Doctor's host firewall check, run per call; nil: none
 	cgroups  cgroupPlacer     // per-uid cgroups of runners; nil: runners stay in the helper's
+	builder  imageBuilder     // nil: build_image is unavailable (build.go)
+	builds   *builds
 
 	health   Health // survived accept errors and handler panics (Doctor)
 	conns    atomic.Int64
@@ -62,6 +64,7 @@ func NewServer(cfg *Config, log *slog.Logger, caps api.Capabilities, doctor []ap
 		sem:      make(chan struct{}, cfg.MaxConns),
 		uidConns: newUIDQuota(cfg.MaxConnsPerUser),
 		waits:    newUIDQuota(cfg.MaxWaitsPerUser),
+		builds:   newBuilds(),
 	}
 	s.caps.Version = api.Version
 	s.lastBusy.Store(time.Now().UnixNano())
@@ -332,11 +335,13 @@ var handlers = map[api.Call]handler{
 	api.CallAttach:         (*Server).vmCall,
 	api.CallStopVM:         (*Server).vmCall,
 	api.CallWaitVM:         (*Server).waitVMCall,
+	api.CallEgressLog:      (*Server).vmCall,
 	api.CallListSessions:   (*Server).callListSessions,
 	api.CallDestroySession: (*Server).callDestroySession,
 	api.CallResolvePolicy:  (*Server).callResolvePolicy,
 	api.CallDoctor:         (*Server).callDoctor,
 	api.CallListImages:     (*Server).callListImages,
+	api.CallBuildImage:     (*Server).callBuildImage,
 }
 
 func (s *Server) callHello(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {

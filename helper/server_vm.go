@@ -14,7 +14,7 @@ import (
 	"brood.dev/brood/helper/vmhost"
 )
 
-// vmCall runs start_vm, attach, stop_vm and wait_vm for the caller, after the owner
+// vmCall runs start_vm, attach, stop_vm, wait_vm and egress_log for the caller, after the owner
 // check every session call makes (Table.lookup).
 func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
 	uid := st.cred.UID
@@ -27,6 +27,9 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 			return nil, nil, fmt.Errorf("start VM of session %q: malformed id: %w", a.ID, api.ErrBadRequest)
 		}
 		if err := s.checkDirect(uid, a); err != nil { // direct.go
+			return nil, nil, err
+		}
+		if err := s.checkSSHAgent(uid, a); err != nil { // direct.go
 			return nil, nil, err
 		}
 		if err := s.checkSecrets(&a); err != nil {
@@ -65,6 +68,12 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 			return nil, nil, err
 		}
 		s.log.Info("audit: attached", "uid", uid, "session", a.ID)
+		return api.Empty{}, []*os.File{f}, nil
+	case api.CallEgressLog:
+		f, err := vm.EgressLog()
+		if err != nil {
+			return nil, nil, err
+		}
 		return api.Empty{}, []*os.File{f}, nil
 	case api.CallStopVM:
 		vm.Stop()

@@ -157,11 +157,12 @@ func (t *Table) Destroy(id string, uid uint32) error {
 	return nil
 }
 
-// release stops s's VM (stop returns once the supervisor has torn its network down) and
-// closes the share descriptor.
+// release stops s's VM (stop returns once the supervisor has torn its network down),
+// frees what its handle kept (the egress decision log) and closes the share descriptor.
 func (t *Table) release(s *sessionRecord) {
 	if s.vm != nil {
 		s.vm.Stop()
+		s.vm.Release()
 	}
 	if s.share != nil {
 		s.share.Close()

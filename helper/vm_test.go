@@ -37,8 +37,11 @@ import (
 // so only argv tells), and the tests start VM clients.
 func vmChild(env string) (int, bool) {
 	switch {
-	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == spawner.Subcommand ||
-		os.Args[1] == egress.ProxySubcommand):
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.Subcommand || os.Args[1] == spawner.BuildSubcommand):
+		addTinyRecipe() // the spawner and the build child know the test recipe (build_vm_test.go)
+		return Main(os.Args[1:]), true
+	case env == "" && len(os.Args) > 1 && (os.Args[1] == spawner.RunnerSubcommand || os.Args[1] == egress.ProxySubcommand ||
+		os.Args[1] == UnpackSubcommand):
 		return Main(os.Args[1:]), true
 	case env == "vmclient":
 		return childVMClient(), true
@@ -50,7 +53,7 @@ func vmChild(env string) (int, bool) {
 
 // vmCmd is one step of the VM client (JSON, one per line on its stdin).
 type vmCmd struct {
-	Op      string `json:"op"` // create, start, run, close, wait, stop, destroy, list, attach, policy
+	Op      string `json:"op"` // create, start, run, close, wait, egresslog, stop, destroy, list, attach, policy
 	Dir     string `json:"dir,omitempty"`
 	ID      string `json:"id,omitempty"`
 	Cmd     string `json:"cmd,omitempty"`
@@ -150,6 +153,8 @@ func childVMClient() int {
 		case "wait":
 			out.Exit, err = c.WaitVM(ctx, cmd.ID)
 			out.Millis = time.Since(started).Milliseconds()
+		case "egresslog": // egress_log: the file's content in Stdout
+			out.Stdout, err = readEgressLog(ctx, c, cmd.ID)
 		case "policy": // resolve_policy with the egress inputs "start" sends
 			out.Policy, err = c.ResolvePolicy(ctx, api.ResolvePolicyArgs{Egress: cmd.Egress, Agent: "shell"})
 		case "stop":
@@ -630,4 +635,15 @@ func TestVMTimeoutStopDestroy(t *testing.T) {
 	if _, err := os.Lstat(left); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("run dir of the crashed helper's session survives a restart: %v\n%s", err, hc2.stderr.String())
 	}
+}
+
+// readEgressLog returns the content of session id's egress_log descriptor.
+func readEgressLog(ctx context.Context, c *api.Client, id string) (string, error) {
+	f, err := c.EgressLog(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.NewSectionReader(f, 0, 1<<30))
+	return string(b), err
 }

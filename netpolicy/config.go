@@ -54,6 +54,7 @@ type ConfigFile struct {
 //	forbid_direct     = true         # refuse brood run --workspace-mode direct
 //	forbid_raw_env    = true         # refuse agents' raw_env: every credential a placeholder
 //	forbid_git_token  = true         # refuse brood run --git-token
+//	allow_ssh_agent   = false        # refuse brood run --ssh-agent (default: allowed)
 //	allow_hosts       = ["llm-gw.corp.example"]
 //	deny_hosts        = ["*.paste.example"]
 //	code_hosts        = ["git.corp.example"]   # replaces the default code hosts of Standard
@@ -66,6 +67,7 @@ type SystemPolicyFile struct {
 	ForbidDirect    bool       `toml:"forbid_direct"`
 	ForbidRawEnv    bool       `toml:"forbid_raw_env"`
 	ForbidGitToken  bool       `toml:"forbid_git_token"`
+	AllowSSHAgent   *bool      `toml:"allow_ssh_agent"`
 	AllowHosts      []string   `toml:"allow_hosts"`
 	DenyHosts       []string   `toml:"deny_hosts"`
 	CodeHosts       []string   `toml:"code_hosts"`
@@ -90,8 +92,11 @@ type SystemPolicy struct {
 	// and ForbidGitToken refuses --git-token; brood checks both before a run that would
 	// use them (docs/secrets.md).
 	ForbidRawEnv, ForbidGitToken bool
-	Allow                        []Entry
-	Deny                         []Pattern
+	// ForbidSSHAgent refuses sessions that forward the developer's (filtered) SSH agent
+	// (allow_ssh_agent = false); the helper enforces it at StartVM.
+	ForbidSSHAgent bool
+	Allow          []Entry
+	Deny           []Pattern
 	// CodeHosts, when non-nil, replaces DefaultCodeHosts for Standard.
 	CodeHosts []Entry
 	// Images is the [images] table, validated (ociref.Policy.Validate).
@@ -124,7 +129,8 @@ func (f ConfigFile) Parse() (LayerConfig, error) {
 // Parse validates the file's values.
 func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
 	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect, Images: f.Images,
-		ForbidRawEnv: f.ForbidRawEnv, ForbidGitToken: f.ForbidGitToken}
+		ForbidRawEnv: f.ForbidRawEnv, ForbidGitToken: f.ForbidGitToken,
+		ForbidSSHAgent: f.AllowSSHAgent != nil && !*f.AllowSSHAgent}
 	if err := f.Images.Validate(); err != nil {
 		return nil, fmt.Errorf("system policy [images]: %v: %w", err, ErrBadPolicy)
 	}

@@ -42,36 +42,47 @@ func newImageCommand() *cobra.Command {
 func newImageBuildCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "build NAME",
-		Short: "Print the command that builds an image (broodd-helper, as root)",
+		Short: "Have the helper build an image from one of its recipes",
 		Long: `Images are built by the privileged binary into the helper's artifact store (its
-state_dir, by default ` + store.DefaultRoot + `), the only place the helper boots from:
+state_dir, by default ` + store.DefaultRoot + `), the only place the helper boots from.
+This command asks the running helper to build the image NAME from its own recipe
+(mmdebstrap, then mkfs.erofs; the guest kernel and the initramfs with brood-guest too)
+and prints the build's progress; brood run does the same for a missing image. An image
+whose recipe is unchanged is not rebuilt. When the system policy turns on-demand builds
+off ([images] on_demand_builds = false), or no helper answers, an administrator runs:
 
-  ` + buildCommand("NAME") + `
-
-builds the image NAME from its recipe with mmdebstrap, and makes sure the guest kernel
-(Debian's, fetched with apt-get download) and the initramfs with brood-guest are there
-too. brood never runs as root, so this command only checks NAME against the helper's
-recipes (when a helper answers) and prints that command.`,
+  ` + buildCommand("NAME"),
 		Args: namedArgs(1, 1, "NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), imageTimeout)
-			defer cancel()
-			return runImageBuild(ctx, args[0], api.SocketPath())
+			return runImageBuild(cmd.Context(), cmd.ErrOrStderr(), args[0], api.SocketPath())
 		},
 	}
 }
 
-// runImageBuild checks name (against the helper's recipes when one answers) and returns
-// the usage error that names the command to run.
-func runImageBuild(ctx context.Context, name, socket string) error {
+// runImageBuild checks name against the helper's recipes and has the helper build it,
+// with progress on errw. Without a helper, or for a name it has no recipe for, it returns
+// the usage error that names the recipes or the command to run as root.
+func runImageBuild(ctx context.Context, errw io.Writer, name, socket string) error {
 	if !store.ValidImageName(name) {
 		return usageErr("image build: %q is not an image name (lower-case letters, digits, '.', '_', '-')", name)
 	}
-	if l, err := askImages(ctx, socket); err == nil && !slices.Contains(l.Recipes, name) {
+	lctx, cancel := context.WithTimeout(orBackground(ctx), imageTimeout)
+	l, err := askImages(lctx, socket)
+	cancel()
+	switch {
+	case err != nil:
+		return usageErr("image build %s: no helper answers (%v); images are built by the privileged binary into the helper's artifact store; run:\n  %s",
+			name, err, buildCommand(name))
+	case !slices.Contains(l.Recipes, name):
 		return usageErr("image build: no recipe %q (recipes: %s)", name, strings.Join(l.Recipes, ", "))
 	}
-	return usageErr("image build %s: images are built by the privileged binary into the helper's artifact store; run:\n  %s",
-		name, buildCommand(name))
+	if _, err := buildOnDemand(orBackground(ctx), errw, socket, name); err != nil {
+		if api.IsCode(err, api.CodePolicy) {
+			return refusedErr(fmt.Errorf("image build: %w", err))
+		}
+		return fmt.Errorf("image build: %w", err)
+	}
+	return nil
 }
 
 // askImages asks the helper at socket which images it boots.
@@ -146,27 +157,42 @@ func writeImageList(w io.Writer, l api.ImageList) error {
 func newImagePullCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "pull REF",
-		Short: "Print the command that pulls an OCI image (broodd-helper, as root)",
-		Long: `OCI images are pulled by the privileged binary into the helper's artifact store:
+		Short: "Have the helper pull an OCI image by digest, or print the command that pulls a tag",
+		Long: `OCI images are pulled by the privileged binary into the helper's artifact store. For a
+digest reference (REGISTRY/REPO@sha256:<hex>) this command asks the running helper to
+pull it, with progress, when the system policy's [images] rules allow the reference
+(allowed_images) and on-demand builds (on_demand_builds); brood run does the same for
+a missing image. A tag (REGISTRY/REPO:TAG) is resolved by an administrator, who records
+the digest it prints:
 
   ` + pullCommand("REF") + `
 
-fetches REF (REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:<hex>) under the system policy's
-[images] rules, unpacks its layers as an unprivileged, confined process, makes the image
-and prints the digest reference to use: image = "REGISTRY/REPO@sha256:<hex>" in the user
-config, --image, or brood run-image (all map it to the stored image without the network).
-brood never runs as root, so this command only checks REF and prints that command.`,
+fetches REF under the same rules, unpacks its layers as an unprivileged, confined
+process, makes the image and prints the digest reference to use: image =
+"REGISTRY/REPO@sha256:<hex>" in the user config, --image, or brood run-image (all map it
+to the stored image without the network).`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error { return runImagePull(args[0]) },
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runImagePull(cmd.Context(), cmd.ErrOrStderr(), args[0], api.SocketPath())
+		},
 	}
 }
 
-// runImagePull checks ref's form and returns the usage error that names the command to
-// run (no helper call pulls).
-func runImagePull(ref string) error {
+// runImagePull checks ref's form; a digest reference is pulled by the helper at socket
+// (progress on errw), a tag gets the usage error that names the command to run as root.
+func runImagePull(ctx context.Context, errw io.Writer, ref, socket string) error {
 	if err := (ociref.Policy{}).CheckRef(ref); err != nil { // the zero policy only parses
 		return usageErr("image pull: %v", err)
 	}
-	return usageErr("image pull %s: images are pulled by the privileged binary into the helper's artifact store; run:\n  %s",
-		ref, pullCommand(ref))
+	if _, err := ociref.RefImageName(ref); err != nil {
+		return usageErr("image pull %s: a tag is resolved by the privileged binary, which prints the digest reference to use; run:\n  %s",
+			ref, pullCommand(ref))
+	}
+	if _, err := buildOnDemand(orBackground(ctx), errw, socket, ref); err != nil {
+		if api.IsCode(err, api.CodePolicy) {
+			return refusedErr(fmt.Errorf("image pull: %w", err))
+		}
+		return fmt.Errorf("image pull: %w\nan administrator can run: %s", err, pullCommand(ref))
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"io"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -11,14 +12,25 @@ import (
 	"brood.dev/brood/helper/api"
 )
 
-// TestImageBuildPrintsHelperCommand: brood builds nothing; it checks the name against
-// the helper's recipes and names the privileged command.
-func TestImageBuildPrintsHelperCommand(t *testing.T) {
+// TestImageBuild: brood image build asks the helper to build one of its recipes and
+// shows the progress; an unknown recipe, a path, a policy that turns on-demand builds off
+// and a missing helper each end with the precise error (the last two name the
+// administrator's command).
+func TestImageBuild(t *testing.T) {
 	f := newFakeHelper(t)
 	f.Images = api.ImageList{Store: "/var/lib/brood", Recipes: []string{"codex", "test"}}
-	code, _, stderr := broodCode(t, "image", "build", "test")
-	if code != ExitUsage || !strings.Contains(stderr, "sudo broodd-helper image build test") {
-		t.Errorf("build test: exit %d %q", code, stderr)
+	f.Builds = []api.BuildStatus{
+		{Name: "test", State: api.BuildRunning, Progress: []api.BuildProgress{{Seq: 1, Phase: "start"}, {Seq: 2, Phase: "image", Lines: 4}}, Next: 2},
+		{Name: "test", State: api.BuildDone, Next: 2, File: "test-0123.erofs", Size: 3 << 20},
+	}
+	code, out, _ := broodCode(t, "image", "build", "test")
+	for _, want := range []string{"building image test: start", "building image test: image", "image test ready after", "test-0123.erofs (3 MiB)"} {
+		if code != ExitOK || !strings.Contains(out, want) {
+			t.Errorf("build test: exit %d, output lacks %q:\n%s", code, want, out)
+		}
+	}
+	if a := f.BuildArgs(); len(a) != 2 || a[0] != (api.BuildImageArgs{Name: "test"}) || a[1] != (api.BuildImageArgs{Name: "test", Follow: true, After: 2}) {
+		t.Errorf("build_image requests %+v", a)
 	}
 	if code, _, stderr := broodCode(t, "image", "build", "nosuch"); code != ExitUsage || !strings.Contains(stderr, "codex, test") {
 		t.Errorf("unknown recipe: exit %d %q", code, stderr)
@@ -26,8 +38,13 @@ func TestImageBuildPrintsHelperCommand(t *testing.T) {
 	if code, _, stderr := broodCode(t, "image", "build", "../x"); code != ExitUsage || !strings.Contains(stderr, "not an image name") {
 		t.Errorf("path as name: exit %d %q", code, stderr)
 	}
-	// No helper: the command is printed all the same.
-	err := runImageBuild(context.Background(), "nosuch", filepath.Join(t.TempDir(), "none.sock"))
+	f.BuildErr = &api.Error{Code: api.CodePolicy, Message: "build image codex: on-demand builds are off ([images] on_demand_builds = false in /etc/brood/policy.toml); an administrator runs: sudo broodd-helper image build codex: egress policy refused"}
+	if code, _, stderr := broodCode(t, "image", "build", "codex"); code != ExitRefused || !strings.Contains(stderr, "on_demand_builds = false") ||
+		!strings.Contains(stderr, "sudo broodd-helper image build codex") {
+		t.Errorf("policy off: exit %d %q", code, stderr)
+	}
+	// No helper: the command is printed.
+	err := runImageBuild(context.Background(), io.Discard, "nosuch", filepath.Join(t.TempDir(), "none.sock"))
 	if err == nil || !strings.Contains(err.Error(), "sudo broodd-helper image build nosuch") {
 		t.Errorf("no helper: %v", err)
 	}

@@ -216,6 +216,32 @@ func (s *ptyScreen) expect(t *testing.T, want string, n int) {
 	}
 }
 
+// promptsShown counts the review's prompts on screen: each is painted (bold) and ends
+// "? " or "] " before its colour reset; nothing else the review paints does.
+func promptsShown(screen string) int {
+	return strings.Count(screen, "? \x1b[0m") + strings.Count(screen, "] \x1b[0m")
+}
+
+// answer waits until the screen shows the n-th prompt, then types keys: the review
+// discards what was typed before its prompt showed (review.Terminal.FlushInput).
+func (s *ptyScreen) answer(t *testing.T, ptmx *os.File, n int, keys string) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for promptsShown(s.String()) < n {
+		select {
+		case _, ok := <-s.ch:
+			if !ok && promptsShown(s.String()) < n {
+				t.Fatalf("child exited before prompt %d:\n%s", n, s.String())
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for prompt %d:\n%s", n, s.String())
+		}
+	}
+	if _, err := ptmx.Write([]byte(keys)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestReviewTTYChild is the brood process of TestReviewTTY: the test binary re-executed
 // on the pseudo-terminal runs only this test, which runs brood's Main with the arguments
 // after "--" and exits with its status.
@@ -254,9 +280,9 @@ func TestReviewTTYAbort(t *testing.T) {
 	sess := reviewSession(t, reviewFiles, map[string]string{"a.txt": "A\n", "b.txt": "B\n"})
 	cmd, ptmx, scr := startReviewPTY(t, sess.ID)
 	scr.expect(t, "[1/2]", 1)
-	ptmx.Write([]byte("a"))
+	scr.answer(t, ptmx, 1, "a")
 	scr.expect(t, "[2/2]", 1)
-	ptmx.Write([]byte{0x03})
+	scr.answer(t, ptmx, 2, "\x03")
 	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != ExitError {
@@ -289,10 +315,10 @@ func TestReviewTTY(t *testing.T) {
 	}
 
 	cmd, ptmx, scr := startReviewPTY(t, sess.ID)
-	send := func(keys string) {
-		if _, err := ptmx.Write([]byte(keys)); err != nil {
-			t.Fatal(err)
-		}
+	n := 0
+	send := func(keys string) { // answers the next prompt once it shows
+		n++
+		scr.answer(t, ptmx, n, keys)
 	}
 	// Changes come sorted by path: .git/hooks/pre-commit, .github/workflows/ci.yml, a.txt,
 	// b.txt, c.txt, evil.txt.

@@ -34,10 +34,12 @@ type runFlags struct {
 	keep         bool
 	workspace    string
 	console      bool
+	noBuild      bool        // --no-build (ondemand.go)
 	egress       egressFlags // --egress, --allow-host; no profile = no network device
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
 	noSettings   bool        // --no-settings (agenthome.go)
 	gitToken     bool        // --git-token (secrets.go)
+	sshAgent     []string    // --ssh-agent KEY (sshagent.go)
 }
 
 func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
@@ -50,7 +52,9 @@ func addRunFlags(c *cobra.Command, f *runFlags, withImage bool) {
 	c.Flags().BoolVar(&f.keep, "keep", false, "skip the review now; keep the session for brood review ID later")
 	c.Flags().StringVar(&f.workspace, "workspace", ".", "workspace directory to snapshot")
 	c.Flags().BoolVar(&f.console, "console", false, "print the guest console tail when the VM fails or times out")
+	c.Flags().BoolVar(&f.noBuild, "no-build", false, "refuse to run when the image is not built, instead of having the helper build it")
 	f.egress.register(c.Flags())
+	c.Flags().StringArrayVar(&f.sshAgent, "ssh-agent", nil, "forward your SSH agent, filtered, with only this key (fingerprint SHA256:..., public key file or comment; repeat for more): it signs only logins to the session's code hosts whose keys are in your known_hosts (docs/secrets-ssh.md)")
 }
 
 func newRunCommand() *cobra.Command {
@@ -73,7 +77,9 @@ agents from $XDG_CONFIG_HOME/brood/config.toml:
 
 An agent's VM has a network through the egress firewall with the system policy's
 default_profile, else standard (--egress names another, --egress none turns it off); the
-shell has none unless --egress names a profile. Only environment variables matching the
+shell has none unless --egress names a profile. For an image not built yet brood asks the
+helper to build it first, with progress (--no-build refuses instead). Only environment
+variables matching the
 agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review starts. The exit status is the agent's when it is not 0.`,
 		Args: namedArgs(1, -1, "AGENT", "COMMAND"),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,14 +106,15 @@ agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review
 			if len(a.Command) == 0 && len(args) > 1 {
 				argv = args[1:] // shell -- CMD: run CMD instead of the login shell
 			}
-			img := a.Image
+			ref := a.Image
 			if f.image != "" {
-				img = f.image
+				ref = f.image
 			}
-			if img, err = storeImage("run", img); err != nil { // imageref.go: a digest reference maps offline
+			img, err := storeImage("run", ref) // imageref.go: a digest reference maps offline
+			if err != nil {
 				return err
 			}
-			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, flags: f, user: cfg})
+			return runVM(cmd, runRequest{agent: a, argv: argv, image: img, ref: refOf(ref), flags: f, user: cfg})
 		},
 	}
 	addRunFlags(c, &f, true)
@@ -131,6 +138,7 @@ type runRequest struct {
 	agent Agent
 	argv  []string // the guest command; empty: a login shell
 	image string
+	ref   string // the digest reference image stands for ("": image is a name)
 	flags runFlags
 	user  *userConfig // the user config as read by the command; nil: not read yet
 }
@@ -178,6 +186,7 @@ func runVM(cmd *cobra.Command, r runRequest) error {
 	if agentRun(r.agent) {
 		stdio.Tail = tail
 	}
+	spec.Check = onDemand(ctx, errw, r, api.SocketPath(), spec.Check) // ondemand.go
 	prog := newProgress(errw, errIsFile && review.IsTerminal(errF))
 	wf := newWorkflow(prog)
 	var gr *gitreview.Review // the run's commit review, made once by the diff step
@@ -250,6 +259,10 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 		return frontend.RunSpec{}, err
 	}
 	startArgs.SetPolicyArgs(in.args)
+	sshAgent, err := sshAgentSpec(f.sshAgent, &startArgs) // sshagent.go
+	if err != nil {
+		return frontend.RunSpec{}, err
+	}
 	home, err := r.agentHome(os.Environ()) // agenthome.go
 	if err != nil {
 		return frontend.RunSpec{}, usageErr("run: %v", err)
@@ -270,7 +283,7 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 	return frontend.RunSpec{
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
 		Command: guestCommand(r.argv), Env: home.withEnv(forwarded),
-		HomeFiles: home.files, Notes: home.notes, Placeholders: placeholders,
+		HomeFiles: home.files, Notes: home.notes, Placeholders: placeholders, SSHAgent: sshAgent,
 		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {

@@ -25,7 +25,7 @@ otherwise the diff summary and the commands to review or apply are printed on st
 				return err
 			}
 			a := Agent{Name: "run-image", Image: img, Command: args[1:], Source: "command line"}
-			return runVM(cmd, runRequest{agent: a, argv: args[1:], image: img, flags: f})
+			return runVM(cmd, runRequest{agent: a, argv: args[1:], image: img, ref: refOf(args[0]), flags: f})
 		},
 	}
 	addRunFlags(c, &f, false)

@@ -15,6 +15,7 @@ import (
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/flush"
 	"brood.dev/brood/frontend/gitreview"
+	"brood.dev/brood/frontend/review"
 	"brood.dev/brood/frontend/session"
 )
 
@@ -180,6 +181,12 @@ func applyCommitsAfter(in io.Reader, out io.Writer, id, name string, all, ask bo
 // end of in, skips the ref.
 func askRef(in io.Reader, out io.Writer, g *gitreview.Review, u *gitreview.RefUpdate, branch string) (bool, error) {
 	for {
+		if f, ok := in.(*os.File); ok {
+			// Late terminal replies (and keys typed ahead) are not part of the answer.
+			if err := review.FlushTerminalInput(f); err != nil {
+				return false, err
+			}
+		}
 		fmt.Fprintf(out, "create branch %s with %d commit(s)? [y/N, d: show the commits' diffs, d ID: one commit] ",
 			diff.Escape(strings.TrimPrefix(branch, "refs/heads/")), len(u.Commits))
 		line, err := readLine(in)

@@ -27,6 +27,15 @@ func storeImage(op, s string) (string, error) {
 	return n, nil
 }
 
+// refOf is s when it is an OCI reference (storeImage accepted it: a digest reference),
+// else "".
+func refOf(s string) string {
+	if ociref.IsReference(s) {
+		return s
+	}
+	return ""
+}
+
 // pullCommand is what pulls ref into the helper's store: the privileged binary, as root.
 func pullCommand(ref string) string { return "sudo broodd-helper image pull " + ref }
 

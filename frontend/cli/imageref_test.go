@@ -37,13 +37,20 @@ func TestStoreImage(t *testing.T) {
 	}
 }
 
-// TestImagePullPrintsHelperCommand: brood pulls nothing; it checks REF and names the
-// privileged command.
+// TestImagePullPrintsHelperCommand: brood pulls nothing itself: a tag gets the
+// privileged command, a digest reference is pulled by the helper (build_image), a
+// malformed reference is a usage error.
 func TestImagePullPrintsHelperCommand(t *testing.T) {
-	newFakeHelper(t)
+	f := newFakeHelper(t)
 	code, _, stderr := broodCode(t, "image", "pull", "127.0.0.1:5000/test:v1")
-	if code != ExitUsage || !strings.Contains(stderr, "sudo broodd-helper image pull 127.0.0.1:5000/test:v1") {
+	if code != ExitUsage || !strings.Contains(stderr, "sudo broodd-helper image pull 127.0.0.1:5000/test:v1") || len(f.BuildArgs()) != 0 {
 		t.Errorf("pull: exit %d %q", code, stderr)
+	}
+	ref := "127.0.0.1:5000/test@sha256:" + testDigestHex
+	f.Builds = []api.BuildStatus{{State: api.BuildDone, File: "oci-x-y.erofs", Progress: []api.BuildProgress{{Seq: 1, Phase: "pull"}}, Next: 1}}
+	code, out, _ := broodCode(t, "image", "pull", ref)
+	if code != ExitOK || !strings.Contains(out, ": pull") || !strings.Contains(out, "oci-x-y.erofs") || len(f.BuildArgs()) != 1 || f.BuildArgs()[0].Ref != ref {
+		t.Errorf("pull by digest: exit %d %q, requests %+v", code, out, f.BuildArgs())
 	}
 	if code, _, stderr := broodCode(t, "image", "pull", "UPPER/x"); code != ExitUsage || strings.Contains(stderr, "sudo") {
 		t.Errorf("bad reference: exit %d %q", code, stderr)

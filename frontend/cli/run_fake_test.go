@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -270,6 +271,50 @@ func TestRunRecordsEgressSummary(t *testing.T) {
 	if err := json.Unmarshal(b, &rec); err != nil || rec.Egress == nil || rec.Egress.Refused["x.attacker.example"] != 1 ||
 		len(rec.Egress.Pinned) != 1 {
 		t.Errorf("vm.json egress = %+v (%v)\n%s", rec.Egress, err, b)
+	}
+}
+
+// TestRunKeepsEgressLog: a session with more decisions than wait_vm's summary lists
+// (api.SummaryNames) ends with every one of them in the session directory
+// (frontend.EgressLogFile, fetched with egress_log), and vm.json and the run's output say
+// where they are and how many the helper's quota dropped.
+func TestRunKeepsEgressLog(t *testing.T) {
+	f := newFakeHelper(t)
+	const n = 3 * api.SummaryNames
+	var log bytes.Buffer
+	refused := map[string]int{}
+	for i := range n {
+		name := fmt.Sprintf("x%03d.attacker.example.", i)
+		fmt.Fprintf(&log, `{"name":%q,"type":"A","verdict":"refused"}`+"\n", name)
+		if i < api.SummaryNames {
+			refused[name] = 1
+		}
+	}
+	f.Egress = &api.EgressSummary{Refused: refused, Queries: n + 5, RefusedNames: n, Truncated: true, LogDropped: 5}
+	f.EgressLog = log.Bytes()
+	code, _, stderr, ss := fakeRun(t, "run", "--egress", "locked", "shell", "--", "true")
+	if code != 0 || len(ss) != 1 {
+		t.Fatalf("exit %d sessions %d\n%s", code, len(ss), stderr)
+	}
+	p := filepath.Join(ss[0].Dir, frontend.EgressLogFile)
+	kept, err := os.ReadFile(p)
+	if err != nil || !bytes.Equal(kept, log.Bytes()) {
+		t.Fatalf("%s: %d bytes (%v), want the helper's %d", p, len(kept), err, log.Len())
+	}
+	for _, want := range []string{fmt.Sprintf("%d refused", n), fmt.Sprintf("egress decisions: %d kept in %s, 5 dropped", n, p),
+		"5 egress decision(s) are missing"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("output lacks %q:\n%s", want, stderr)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(ss[0].Dir, frontend.VMRecordFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec frontend.VMRecord
+	if err := json.Unmarshal(b, &rec); err != nil || rec.EgressLog == nil || rec.EgressLog.Path != p ||
+		rec.EgressLog.Lines != n || rec.EgressLog.Dropped != 5 || rec.EgressLog.Error != "" {
+		t.Errorf("vm.json egress_log = %+v (%v)", rec.EgressLog, err)
 	}
 }
 

@@ -45,6 +45,11 @@ func (c *client) WaitVM(ctx context.Context, id string) (api.VMExit, error) {
 	return c.h.waitVM(ctx)
 }
 
+func (c *client) EgressLog(ctx context.Context, id string) (*os.File, error) {
+	c.h.record(api.CallEgressLog)
+	return c.h.egressLog()
+}
+
 func (c *client) StopVM(ctx context.Context, id string) error {
 	c.h.record(api.CallStopVM)
 	c.h.end(api.OutcomeStopped)

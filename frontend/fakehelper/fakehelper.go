@@ -16,11 +16,13 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"brood.dev/brood/frontend/helperclient"
 	"brood.dev/brood/frontend/sshclient"
@@ -56,16 +58,28 @@ type Helper struct {
 	// Egress is WaitVM's summary of the DNS decisions; VMEgress StartVM's network.
 	Egress   *api.EgressSummary
 	VMEgress *api.EgressInfo
+	// EgressLog is egress_log's file content (nil: the call fails with CodeNotFound).
+	EgressLog []byte
 	// ImageFile and ImageDigest are StartVM's image file and digest (empty: not said).
 	ImageFile, ImageDigest string
 	// Doctor is the doctor call's answer.
 	Doctor api.DoctorReport
 	// Policy answers resolve_policy (nil: the call is unknown, as to an older helper).
 	Policy *api.Policy
+	// Builds are build_image's answers, in order (the last one repeats); BuildErr, when
+	// set, answers every build_image instead. A done answer adds its image to
+	// Caps.Images, as a real build adds it to the store. Serve only.
+	Builds   []api.BuildStatus
+	BuildErr *api.Error
 	// Agent, when set, runs when the guest receives an exec, before it answers: with
 	// the directory of the session's workspace share (the snapshot) and the command, it
 	// changes the snapshot as an agent in /workspace would.
 	Agent func(share, command string)
+	// AgentUse, when set, runs when a session that asked for agent forwarding
+	// (auth-agent-req@openssh.com) receives its exec: with an agent client over an
+	// auth-agent@openssh.com channel the fake guest opens to brood (what a guest
+	// command using SSH_AUTH_SOCK reaches); what it returns follows "ran: CMD".
+	AgentUse func(a agent.ExtendedAgent) string
 	// Output is what the fake guest writes after "ran: CMD", and ExitStatus the
 	// command's exit status (default 0).
 	Output     string
@@ -84,6 +98,7 @@ type Helper struct {
 	goneOnce  sync.Once
 	outcome   api.VMOutcome
 	policyArg api.ResolvePolicyArgs
+	buildArgs []api.BuildImageArgs
 	share     string // the workspace share of the last CreateSession, as a path
 }
 
@@ -105,6 +120,34 @@ func (h *Helper) Calls() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return strings.Join(h.calls, " ")
+}
+
+// BuildArgs lists the build_image requests the fake answered, in order.
+func (h *Helper) BuildArgs() []api.BuildImageArgs {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]api.BuildImageArgs(nil), h.buildArgs...)
+}
+
+// buildImage answers one build_image request (Builds, BuildErr).
+func (h *Helper) buildImage(a api.BuildImageArgs) (api.BuildStatus, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.buildArgs = append(h.buildArgs, a)
+	if h.BuildErr != nil {
+		return api.BuildStatus{}, h.BuildErr
+	}
+	if len(h.Builds) == 0 {
+		return api.BuildStatus{}, &api.Error{Code: api.CodeUnknownCall, Message: "build_image"}
+	}
+	st := h.Builds[0]
+	if len(h.Builds) > 1 {
+		h.Builds = h.Builds[1:]
+	}
+	if st.State == api.BuildDone && !slices.Contains(h.Caps.Images, a.Name) {
+		h.Caps.Images = append(h.Caps.Images, a.Name)
+	}
+	return st, nil
 }
 
 // StartArgs is the last StartVM request.
@@ -229,6 +272,30 @@ func (h *Helper) attach() (*os.File, error) {
 	return theirs, nil
 }
 
+// egressLog returns a file holding h.EgressLog (unlinked, read-only), or CodeNotFound.
+func (h *Helper) egressLog() (*os.File, error) {
+	h.mu.Lock()
+	b := h.EgressLog
+	h.mu.Unlock()
+	if b == nil {
+		return nil, &api.Error{Code: api.CodeNotFound, Message: "no egress log"}
+	}
+	w, err := os.CreateTemp("", "fake-egress-log-")
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	defer os.Remove(w.Name())
+	defer w.Close()
+	if _, err := w.Write(b); err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	f, err := os.Open(w.Name())
+	if err != nil {
+		return nil, &api.Error{Code: api.CodeInternal, Message: err.Error()}
+	}
+	return f, nil
+}
+
 // waitVM blocks until the fake VM is gone or ctx ends.
 func (h *Helper) waitVM(ctx context.Context) (api.VMExit, error) {
 	select {
@@ -278,7 +345,7 @@ func (h *Helper) guest(c net.Conn) {
 		if err != nil {
 			continue
 		}
-		if h.session(ch, creqs) {
+		if h.session(sc, ch, creqs) {
 			return // the guest powers off after the session
 		}
 	}
@@ -286,8 +353,14 @@ func (h *Helper) guest(c net.Conn) {
 
 // session serves one SSH session channel: it records env requests and answers the
 // first exec with "ran: CMD", then Output, and ExitStatus. It reports whether an exec ran.
-func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
+func (h *Helper) session(conn ssh.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) bool {
+	forward := false
 	for req := range reqs {
+		if req.Type == "auth-agent-req@openssh.com" {
+			forward = true
+			req.Reply(true, nil)
+			continue
+		}
 		if req.Type == "env" {
 			var e struct{ Name, Value string }
 			ssh.Unmarshal(req.Payload, &e)
@@ -329,6 +402,12 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 		if agent != nil {
 			agent(share, e.Command)
 		}
+		h.mu.Lock()
+		use := h.AgentUse
+		h.mu.Unlock()
+		if forward && use != nil {
+			output = useAgent(conn, use) + output
+		}
 		req.Reply(true, nil)
 		fmt.Fprintf(ch, "ran: %s\n%s", e.Command, output)
 		var st [4]byte
@@ -338,4 +417,16 @@ func (h *Helper) session(ch ssh.Channel, reqs <-chan *ssh.Request) bool {
 		return true
 	}
 	return false
+}
+
+// useAgent runs use with an agent client over a new auth-agent@openssh.com channel of
+// conn, as a guest command that connects to SSH_AUTH_SOCK would.
+func useAgent(conn ssh.Conn, use func(agent.ExtendedAgent) string) string {
+	ch, reqs, err := conn.OpenChannel("auth-agent@openssh.com", nil)
+	if err != nil {
+		return fmt.Sprintf("open agent channel: %v\n", err)
+	}
+	defer ch.Close()
+	go ssh.DiscardRequests(reqs)
+	return use(agent.NewClient(ch))
 }

@@ -109,6 +109,12 @@ func (h *Helper) dispatch(req *api.Request) (any, []*os.File, error) {
 			return nil, nil, err
 		}
 		return api.Empty{}, []*os.File{f}, nil
+	case api.CallEgressLog:
+		f, err := h.egressLog()
+		if err != nil {
+			return nil, nil, err
+		}
+		return api.Empty{}, []*os.File{f}, nil
 	case api.CallStopVM:
 		h.end(api.OutcomeStopped)
 	case api.CallWaitVM:
@@ -122,6 +128,11 @@ func (h *Helper) dispatch(req *api.Request) (any, []*os.File, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.Doctor, nil, nil
+	case api.CallBuildImage:
+		var a api.BuildImageArgs
+		json.Unmarshal(req.Args, &a)
+		st, err := h.buildImage(a)
+		return st, nil, err
 	case api.CallResolvePolicy:
 		var a api.ResolvePolicyArgs
 		json.Unmarshal(req.Args, &a)

@@ -32,6 +32,9 @@ type Client interface {
 	StartVM(ctx context.Context, args api.StartVMArgs) (api.VMInfo, error)
 	Attach(ctx context.Context, id string) (*os.File, error)
 	WaitVM(ctx context.Context, id string) (api.VMExit, error)
+	// EgressLog is the ended session's whole egress decision log, a read-only file (an
+	// older helper answers CodeUnknownCall).
+	EgressLog(ctx context.Context, id string) (*os.File, error)
 	StopVM(ctx context.Context, id string) error
 	DestroySession(ctx context.Context, id string) error
 	ListSessions(ctx context.Context) ([]api.Session, error)
@@ -47,7 +50,7 @@ type Socket struct{ Path string }
 var _ Helper = Socket{}
 
 // Dial connects to the helper at s.Path, bounded by api.DefaultCallTimeout when ctx has
-// no deadline. The returned Client retries Attach, WaitVM, StopVM, DestroySession,
+// no deadline. The returned Client retries Attach, WaitVM, EgressLog, StopVM, DestroySession,
 // ListSessions and ResolvePolicy once on a new connection when the connection broke under them (the
 // helper closed an idle connection during a slow boot); CreateSession and StartVM are
 // never retried (they are not idempotent).
@@ -123,6 +126,14 @@ func (h *conn) WaitVM(ctx context.Context, id string) (e api.VMExit, err error) 
 		return err
 	})
 	return e, err
+}
+
+func (h *conn) EgressLog(ctx context.Context, id string) (f *os.File, err error) {
+	err = h.do(ctx, func(c *api.Client) (err error) {
+		f, err = c.EgressLog(ctx, id)
+		return err
+	})
+	return f, err
 }
 
 func (h *conn) StopVM(ctx context.Context, id string) error {

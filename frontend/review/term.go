@@ -41,6 +41,30 @@ func OpenTerminal(in, out *os.File) (*Terminal, error) {
 // Read reads key presses.
 func (t *Terminal) Read(p []byte) (int, error) { return t.in.Read(p) }
 
+// FlushTerminalInput discards what terminal f received and nobody read yet (tcflush
+// TCIFLUSH); for line-based questions on a terminal, as Terminal.FlushInput is for keys.
+// f that is no terminal is left alone.
+func FlushTerminalInput(f *os.File) error {
+	if !IsTerminal(f) {
+		return nil
+	}
+	if err := flushInput(int(f.Fd())); err != nil {
+		return fmt.Errorf("flush input of terminal %s: %w", f.Name(), err)
+	}
+	return nil
+}
+
+// FlushInput discards what the terminal sent that was not read yet: keys typed ahead and
+// the terminal's late replies to queries the agent's session made (a colour or
+// status-string report holds letters the review would take for answers). The review
+// calls it before each prompt.
+func (t *Terminal) FlushInput() error {
+	if err := flushInput(int(t.in.Fd())); err != nil {
+		return fmt.Errorf("flush input of terminal %s: %w", t.in.Name(), err)
+	}
+	return nil
+}
+
 // Restore puts the terminal back in the mode it had before OpenTerminal.
 func (t *Terminal) Restore() error {
 	if err := term.Restore(int(t.in.Fd()), t.state); err != nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 
 	"brood.dev/brood/sandbox/guestcfg"
 )
@@ -121,6 +122,10 @@ type Options struct {
 	// Stdin, Stdout and Stderr connect the session; nil Stdin is empty input.
 	Stdin          io.Reader
 	Stdout, Stderr io.Writer
+	// Agent asks the guest to forward an SSH agent to the command
+	// (auth-agent-req@openssh.com); the caller serves the auth-agent@openssh.com
+	// channels the guest opens on the client.
+	Agent bool
 }
 
 // Run runs one session on c and returns the command's exit status (128+n for a signal,
@@ -133,6 +138,11 @@ func Run(ctx context.Context, c *ssh.Client, o Options) (int, error) {
 		return -1, fmt.Errorf("open ssh session: %w", err)
 	}
 	defer s.Close()
+	if o.Agent {
+		if err := agent.RequestAgentForwarding(s); err != nil {
+			return -1, fmt.Errorf("request agent forwarding: %w", err)
+		}
+	}
 	for _, kv := range o.Env {
 		if err := s.Setenv(kv[0], kv[1]); err != nil {
 			return -1, fmt.Errorf("send env %s: %w", kv[0], err)

@@ -73,6 +73,15 @@ const (
 	// Version 1 that older clients never send; an older helper answers it with
 	// CodeUnknownCall.
 	CallResolvePolicy Call = "resolve_policy"
+	// CallBuildImage starts, joins or follows the build of one of the helper's own
+	// recipes (BuildImageArgs, BuildStatus); an addition to Version 1 (build.go).
+	CallBuildImage Call = "build_image"
+	// CallEgressLog returns, once the session's VM has ended, a read-only descriptor of
+	// its whole egress decision log (SessionArgs; JSON lines of the DNS proxy's decisions,
+	// at most 4 MiB, an unlinked file the helper keeps until the session is destroyed).
+	// wait_vm's EgressSummary is bounded; this is the full record. An addition to Version
+	// 1; an older helper answers it with CodeUnknownCall.
+	CallEgressLog Call = "egress_log"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
@@ -89,12 +98,15 @@ var CallFDs = map[Call]int{
 	CallWaitVM:         0,
 	CallListImages:     0,
 	CallResolvePolicy:  0,
+	CallBuildImage:     0,
+	CallEgressLog:      0,
 }
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
 // carries (Response.FDs). Error responses carry none.
 var ResponseFDs = map[Call]int{
-	CallAttach: 1, // a connected unix stream socket: the guest's SSH channel
+	CallAttach:    1, // a connected unix stream socket: the guest's SSH channel
+	CallEgressLog: 1, // a read-only regular file: the session's decision log
 }
 
 // Request is one call from the client. Args is the call's argument object (decoded
@@ -289,6 +301,9 @@ type StartVMArgs struct {
 	// process swaps for the guest's placeholders. Only for a helper whose Capabilities
 	// say Secrets; another refuses the call. Never logged or stored by either side.
 	Secrets *SessionSecrets `json:"secrets,omitempty"`
+	// SSHAgent: brood forwards the developer's filtered SSH agent into the guest
+	// (--ssh-agent); refused when the system policy sets allow_ssh_agent = false.
+	SSHAgent bool `json:"ssh_agent,omitempty"`
 }
 
 // EgressLayer is one configuration layer's [egress] table as written (the fields of

@@ -140,6 +140,17 @@ func (c *Client) Attach(ctx context.Context, id string) (*os.File, error) {
 	return files[0], nil
 }
 
+// EgressLog returns a read-only descriptor of the ended session id's whole egress
+// decision log (CallEgressLog). Read it at explicit offsets (io.SectionReader): the
+// helper's copy shares the descriptor's file offset.
+func (c *Client) EgressLog(ctx context.Context, id string) (*os.File, error) {
+	files, err := c.CallFiles(ctx, CallEgressLog, SessionArgs{ID: id}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return files[0], nil
+}
+
 // StopVM kills the VMM of session id (graceful, then SIGKILL) and waits for it.
 func (c *Client) StopVM(ctx context.Context, id string) error {
 	return c.Call(ctx, CallStopVM, SessionArgs{ID: id}, nil)

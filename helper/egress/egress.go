@@ -70,6 +70,12 @@ type Manager struct {
 
 	mu       sync.Mutex
 	sessions map[string]*Session
+
+	// netMu serializes the refreshes of the permissive sessions' refused networks and
+	// guards watch and each Session's permissive and refused (netwatch.go); taken before mu.
+	netMu     sync.Mutex
+	watch     *netWatch
+	onRefresh func() // tests: called after each refresh
 }
 
 // Session is one VM session's network as the egress layer holds it: tap, addresses, nft
@@ -95,6 +101,12 @@ type Session struct {
 	logFile   *os.File
 	dlog      *decisionLog
 	secrets   secretCounts // the terminator's events, by host
+
+	// nets: whether the session holds the watch of the host's networks and has its
+	// refused sets kept current (netwatch.go); refused is what those sets hold. Guarded by
+	// Manager.netMu.
+	nets    netState
+	refused []netip.Prefix
 }
 
 // New prepares the host for VM egress: the address pool, the upstream resolver and
@@ -292,12 +304,15 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32, s
 	}
 	s.gatePorts = [2]uint16{ns.GatePort4, ns.GatePort6}
 	if ns.AnyPort {
-		if ns.Refused, err = e.hostNetworks(); err != nil {
+		if ns.Refused, err = e.permissiveRefused(s); err != nil {
 			return err
 		}
 	}
 	if err := e.fw.AddSession(ns); err != nil {
 		return err
+	}
+	if ns.AnyPort {
+		e.trackRefused(s, ns.Refused)
 	}
 	s.logPath = filepath.Join(e.logDir, s.id+".jsonl")
 	if s.logFile, err = os.OpenFile(s.logPath, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_CLOEXEC, 0o600); err != nil {
@@ -362,13 +377,26 @@ func (s *Session) TapFile() *os.File { return s.tapFile }
 // returns the summary of the session's decision log (nil when id had no network) and
 // every error met (it does not stop at the first).
 func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
+	sum, log, err := e.StopKeepLog(id)
+	if log != nil {
+		log.Close()
+	}
+	return sum, err
+}
+
+// StopKeepLog is Stop that also returns the session's whole decision log (JSON lines of
+// dnsproxy.Decision, at most MaxDecisionLogBytes; nil when id had no network or the log
+// could not be reopened): a read-only descriptor of the file, which is unlinked, so
+// nothing of it stays on disk once the caller closes it.
+func (e *Manager) StopKeepLog(id string) (*api.EgressSummary, *os.File, error) {
 	e.mu.Lock()
 	s := e.sessions[id]
 	delete(e.sessions, id)
 	e.mu.Unlock()
 	if s == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
+	e.untrackRefused(s) // before its sets go
 	var errs []error
 	if s.proc != nil {
 		errs = append(errs, s.proc.stop())
@@ -393,11 +421,16 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 	}
 	errs = append(errs, e.links.DeleteLink(s.tap))
 	var sum *api.EgressSummary
+	var log *os.File
 	if s.logFile != nil {
 		_, _, werr := s.dlog.counts()
 		errs = append(errs, werr, s.logFile.Close())
 		sum = summarize(s.logPath, s.dlog)
 		sum.Secrets = s.secrets.snapshot()
+		var err error
+		if log, err = os.OpenFile(s.logPath, os.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
+			errs = append(errs, fmt.Errorf("reopen egress decision log of session %s: %w", id, err))
+		}
 		os.Remove(s.logPath)
 	}
 	e.pool.release(s.slot)
@@ -406,7 +439,7 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 	e.fwdMu.Unlock()
 	err := errors.Join(errs...)
 	e.log.Info("audit: egress down", "session", id, "tap", s.tap, "err", err)
-	return sum, err
+	return sum, log, err
 }
 
 // StopAll removes every session's network (helper shutdown).

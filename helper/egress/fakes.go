@@ -20,8 +20,50 @@ type FakeLinks struct {
 	Uplinks        []string
 	Enabled        []string
 	IPv4Forwarding map[string]bool
-	// Networks is what HostNetworks returns.
+	// Networks is what HostNetworks returns; a test that changes it sends on Changes (made
+	// by the first WatchNetworks) to report it.
 	Networks []netip.Prefix
+	Changes  chan struct{}
+}
+
+// SetNetworks replaces Networks and reports the change on Changes; it blocks until a
+// running watch (WatchNetworks) takes it.
+func (f *FakeLinks) SetNetworks(nets []netip.Prefix) {
+	f.mu.Lock()
+	f.Networks = slices.Clone(nets)
+	if f.Changes == nil {
+		f.Changes = make(chan struct{})
+	}
+	c := f.Changes
+	f.mu.Unlock()
+	c <- struct{}{}
+}
+
+// WatchNetworks returns a channel that receives what a test sends on Changes, until stop.
+func (f *FakeLinks) WatchNetworks(stop <-chan struct{}) (<-chan struct{}, error) {
+	f.mu.Lock()
+	if f.Changes == nil {
+		f.Changes = make(chan struct{})
+	}
+	in := f.Changes
+	f.mu.Unlock()
+	out := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case <-stop:
+				return
+			case v := <-in:
+				select {
+				case out <- v:
+				case <-stop:
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
 }
 
 // HostNetworks returns Networks.

@@ -38,12 +38,15 @@ type Links interface {
 
 // NetlinkLinks implements Links with a vishvananda/netlink handle bound to one network
 // namespace.
-type NetlinkLinks struct{ h *netlink.Handle }
+type NetlinkLinks struct {
+	h  *netlink.Handle
+	ns *netns.NsHandle // the namespace of h for subscriptions (WatchNetworks); nil: the current one
+}
 
 var _ Links = (*NetlinkLinks)(nil)
 
 // NewNetlinkLinks opens a netlink handle in the network namespace nsFD (-1: the current
-// one). Close it with Close.
+// one; the caller keeps nsFD open while the links are used). Close it with Close.
 func NewNetlinkLinks(nsFD int) (*NetlinkLinks, error) {
 	var h *netlink.Handle
 	var err error
@@ -55,7 +58,12 @@ func NewNetlinkLinks(nsFD int) (*NetlinkLinks, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open netlink handle: %w", err)
 	}
-	return &NetlinkLinks{h: h}, nil
+	l := &NetlinkLinks{h: h}
+	if nsFD >= 0 {
+		ns := netns.NsHandle(nsFD)
+		l.ns = &ns
+	}
+	return l, nil
 }
 
 // Close releases the netlink sockets.

@@ -17,6 +17,10 @@ type NetworkLinks interface {
 	// HostNetworks returns the prefixes of the addresses on the interfaces uplinks and the
 	// destinations of every route of the main table but the default routes, IPv4 and IPv6.
 	HostNetworks(uplinks []string) ([]netip.Prefix, error)
+	// WatchNetworks reports changes of the host's addresses and routes until stop is
+	// closed: the returned channel receives a value after one or more changes (coalesced)
+	// and is closed when the watch ends (stop, or the subscription failed).
+	WatchNetworks(stop <-chan struct{}) (<-chan struct{}, error)
 }
 
 // hostNetworks returns what a permissive session refuses beyond the refused ranges: the
@@ -37,6 +41,19 @@ func (e *Manager) hostNetworks() ([]netip.Prefix, error) {
 	}
 	e.log.Info("audit: permissive session refuses the host's networks", "networks", nets)
 	return nets, nil
+}
+
+// permissiveRefused makes s hold the watch of the host's networks (netwatch.go) and then
+// reads them (hostNetworks): a change after the read is seen by the watch.
+func (e *Manager) permissiveRefused(s *Session) ([]netip.Prefix, error) {
+	nl, ok := e.links.(NetworkLinks)
+	if !ok {
+		return nil, fmt.Errorf("permissive egress: the host's networks cannot be listed on %T: %w", e.links, ErrConfig)
+	}
+	if err := e.watchNetworks(nl, s); err != nil {
+		return nil, fmt.Errorf("permissive egress: %w", err)
+	}
+	return e.hostNetworks()
 }
 
 // HostNetworks implements NetworkLinks with the handle's address and route dumps.
@@ -66,6 +83,53 @@ func (l *NetlinkLinks) HostNetworks(uplinks []string) ([]netip.Prefix, error) {
 			out = append(out, p)
 		}
 	}
+	return out, nil
+}
+
+// WatchNetworks implements NetworkLinks with netlink address and route subscriptions
+// (RTNLGRP_IPV4_IFADDR, RTNLGRP_IPV6_IFADDR, RTNLGRP_IPV4_ROUTE, RTNLGRP_IPV6_ROUTE;
+// rtnetlink(7)) in the handle's namespace. A subscription that fails (a receive error
+// such as ENOBUFS when the socket overflowed) ends the watch: the caller re-reads the
+// networks and watches again.
+func (l *NetlinkLinks) WatchNetworks(stop <-chan struct{}) (<-chan struct{}, error) {
+	addrs := make(chan netlink.AddrUpdate, 64)
+	routes := make(chan netlink.RouteUpdate, 64)
+	if err := netlink.AddrSubscribeWithOptions(addrs, stop, netlink.AddrSubscribeOptions{Namespace: l.ns}); err != nil {
+		return nil, fmt.Errorf("subscribe to address changes: %w", err)
+	}
+	if err := netlink.RouteSubscribeWithOptions(routes, stop, netlink.RouteSubscribeOptions{Namespace: l.ns}); err != nil {
+		return nil, fmt.Errorf("subscribe to route changes: %w", err)
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		// Both subscriptions are drained to their end (their goroutines close their
+		// channel then) so that neither blocks on a send; the watch ends (out closed) as
+		// soon as one has ended, as changes may be missed from then on.
+		ended := false
+		for addrs != nil || routes != nil {
+			select {
+			case _, ok := <-addrs:
+				if !ok {
+					addrs = nil
+				}
+			case _, ok := <-routes:
+				if !ok {
+					routes = nil
+				}
+			}
+			switch {
+			case ended:
+			case addrs == nil || routes == nil:
+				ended = true
+				close(out)
+			default:
+				select {
+				case out <- struct{}{}:
+				default: // a change is already pending
+				}
+			}
+		}
+	}()
 	return out, nil
 }
 

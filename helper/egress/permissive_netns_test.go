@@ -26,7 +26,8 @@ const permissiveNetnsEnv = "BROOD_PERMISSIVE_NETNS"
 // TestPermissiveRefusesHostNetworks: a permissive session reaches the internet but not the
 // host's own networks when they are public addresses: the uplink's connected prefix (a
 // public-looking IPv4 LAN 44.1.2.0/24 and a global IPv6 LAN 2a01:4f8:1::/64) and a network
-// the host routes to (45.0.0.0/16 via the LAN). Topology (nothing leaves these namespaces;
+// the host routes to (45.0.0.0/16 via the LAN), and those it joins or routes to while the
+// session runs (laterNetworks). Topology (nothing leaves these namespaces;
 // the addresses exist only in them):
 //
 //	guest eth0 ──veth── brd<id> host up0 44.1.2.1/24, 2a01:4f8:1::1/64 ──veth── lan up0 44.1.2.2, 2a01:4f8:1::2
@@ -51,6 +52,8 @@ func TestPermissiveRefusesHostNetworks(t *testing.T) {
 		{"-n", lan, "-6", "addr", "add", "2a01:4f8:1::2/64", "dev", "up0", "nodad"},
 		{"-n", lan, "addr", "add", "45.0.0.1/32", "dev", "lo"},
 		{"-n", lan, "addr", "add", "192.0.2.10/32", "dev", "lo"},
+		{"-n", lan, "addr", "add", "46.1.1.2/24", "dev", "up0"}, // the host joins this LAN later
+		{"-n", lan, "addr", "add", "47.0.0.1/32", "dev", "lo"},  // the host routes to this later
 		{"-n", lan, "link", "set", "up0", "up"},
 	} {
 		testenv.IP(t, c...)
@@ -69,7 +72,7 @@ func TestPermissiveRefusesHostNetworks(t *testing.T) {
 
 func permissiveScenario(t *testing.T, names []string) {
 	lan, guest := names[1], names[2]
-	targets := []string{"192.0.2.10:443", "44.1.2.2:443", "45.0.0.1:443", "[2a01:4f8:1::2]:443"}
+	targets := []string{"192.0.2.10:443", "44.1.2.2:443", "45.0.0.1:443", "[2a01:4f8:1::2]:443", "46.1.1.2:443", "47.0.0.1:443"}
 	for _, a := range targets {
 		var l net.Listener
 		if err := testenv.InNetns(lan, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
@@ -110,6 +113,13 @@ func permissiveScenario(t *testing.T, names []string) {
 		t.Fatal(err)
 	}
 	e.IPv6 = v6
+	refreshed := make(chan struct{}, 1)
+	e.onRefresh = func() {
+		select {
+		case refreshed <- struct{}{}:
+		default:
+		}
+	}
 	defer e.StopAll()
 	s, err := e.Start(api.StartVMArgs{ID: "perm0001", Egress: "permissive"}, 1000, 1000)
 	if err != nil {
@@ -129,9 +139,66 @@ func permissiveScenario(t *testing.T, names []string) {
 	if err := connectIn(guest, targets[0], 5*time.Second); err != nil {
 		t.Fatalf("permissive session cannot reach the internet stand-in: %v", err)
 	}
-	for _, a := range targets[1:] {
+	for _, a := range targets[1:4] {
 		if err := connectIn(guest, a, 5*time.Second); err == nil {
 			t.Errorf("permissive session reached the host's network at %s", a)
+		}
+	}
+	laterNetworks(t, s.id, conn, refreshed, guest, targets[4:])
+}
+
+// laterNetworks: the host joins a LAN (46.1.1.1/24 on up0) and routes a network (47.0.0.0/16
+// via the LAN) after the session started. Before, the session reaches both through the
+// default route (they are public addresses); after, both are in its refused sets and
+// unreachable; the LAN address going away again does not take its prefix out.
+func laterNetworks(t *testing.T, id string, conn *nftables.Conn, refreshed <-chan struct{}, guest string, targets []string) {
+	for _, a := range targets {
+		if err := connectIn(guest, a, 5*time.Second); err != nil {
+			t.Fatalf("before the host joins its network the session cannot reach %s (the test bed is broken): %v", a, err)
+		}
+	}
+	for _, c := range [][]string{
+		{"addr", "add", "46.1.1.1/24", "dev", "up0"},
+		{"route", "add", "47.0.0.0/16", "via", "44.1.2.2"},
+	} {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", c, err, out)
+		}
+	}
+	waitRefused(t, conn, id, refreshed, "46.1.1.0", "47.0.0.0")
+	for _, a := range targets {
+		if err := connectIn(guest, a, 5*time.Second); err == nil {
+			t.Errorf("permissive session reached %s after the host joined its network", a)
+		}
+	}
+	// The address goes, then a marker route comes: once the marker is refused, a refresh
+	// that saw the address gone has run.
+	for _, c := range [][]string{{"addr", "del", "46.1.1.1/24", "dev", "up0"}, {"route", "add", "48.0.0.0/16", "via", "44.1.2.2"}} {
+		if out, err := exec.Command("ip", c...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", c, err, out)
+		}
+	}
+	waitRefused(t, conn, id, refreshed, "48.0.0.0")
+	if r4, _ := refusedSetStarts(t, conn, id); !slices.Contains(r4, netip.MustParseAddr("46.1.1.0")) {
+		t.Errorf("46.1.1.0/24 left the refused set when the host's address went: %v", r4)
+	}
+}
+
+// waitRefused waits until session id's IPv4 refused set holds a range starting at each
+// of starts, checking after each refresh.
+func waitRefused(t *testing.T, conn *nftables.Conn, id string, refreshed <-chan struct{}, starts ...string) {
+	t.Helper()
+	guard := time.After(time.Minute) // a hang guard, not a timing assertion
+	for {
+		r4, _ := refusedSetStarts(t, conn, id)
+		missing := slices.IndexFunc(starts, func(a string) bool { return !slices.Contains(r4, netip.MustParseAddr(a)) })
+		if missing < 0 {
+			return
+		}
+		select {
+		case <-refreshed:
+		case <-guard:
+			t.Fatalf("the session's refused set does not gain %s: %v", starts[missing], r4)
 		}
 	}
 }

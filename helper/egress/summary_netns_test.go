@@ -3,12 +3,14 @@ package egress
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/miekg/dns"
+	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
 )
@@ -22,7 +24,8 @@ const summaryNames = 1700
 // TestEgressSummaryBounded: a guest queries summaryNames distinct names (refused, each a
 // different name under an attacker's domain) and ok.pkg.test; the summary Stop returns
 // keeps every total, lists at most api.SummaryNames names per list, says it was truncated,
-// and the WaitVM reply carrying it fits the frame with room to spare.
+// and the WaitVM reply carrying it fits the frame with room to spare; the log StopKeepLog
+// hands over holds every decision, read-only, and nothing of it is left on disk.
 func TestEgressSummaryBounded(t *testing.T) {
 	if v := os.Getenv(summaryNetnsEnv); v != "" {
 		summaryScenario(t, strings.Split(v, ","))
@@ -48,10 +51,11 @@ func summaryScenario(t *testing.T, names []string) {
 	if r, err := queryIn(names[2], "udp", dnsA, "ok.pkg.test.", dns.TypeA); err != nil || r.Rcode != dns.RcodeSuccess {
 		t.Fatalf("query ok.pkg.test = %v, %v", r, err)
 	}
-	sum, err := e.Stop("aaaa0001")
+	sum, log, err := e.StopKeepLog("aaaa0001")
 	if err != nil {
 		t.Fatal(err)
 	}
+	checkKeptLog(t, log, sum.Queries)
 	if sum.Queries != summaryNames+sum.Allowed["ok.pkg.test."] || sum.RefusedNames != summaryNames || sum.AllowedNames != 1 ||
 		len(sum.Refused) != api.SummaryNames || sum.Allowed["ok.pkg.test."] < 2 || !sum.Truncated || sum.LogDropped != 0 {
 		t.Errorf("summary: queries %d, refused names %d (listed %d), allowed %v, truncated %v, dropped %d",
@@ -62,5 +66,35 @@ func summaryScenario(t *testing.T, names []string) {
 	t.Logf("%d distinct names queried: wait_vm reply %d bytes (frame %d)", summaryNames, len(reply), api.MaxFrame)
 	if len(reply) > api.MaxFrame/4 {
 		t.Errorf("wait_vm reply of %d bytes, want under a quarter of the %d-byte frame", len(reply), api.MaxFrame)
+	}
+}
+
+// checkKeptLog: log (StopKeepLog's) holds n decision lines, each a JSON object; it is
+// read-only and unlinked.
+func checkKeptLog(t *testing.T, log *os.File, n int) {
+	t.Helper()
+	if log == nil {
+		t.Fatal("StopKeepLog kept no log")
+	}
+	defer log.Close()
+	b, err := io.ReadAll(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != n {
+		t.Errorf("kept log: %d lines, want %d (every decision)", len(lines), n)
+	}
+	for _, l := range lines {
+		if !json.Valid([]byte(l)) {
+			t.Fatalf("kept log line %q is not JSON", l)
+		}
+	}
+	if _, err := log.Write([]byte("x")); err == nil {
+		t.Error("the kept log is writable")
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(log.Fd()), &st); err != nil || st.Nlink != 0 {
+		t.Errorf("kept log has %d links (%v), want 0 (unlinked)", st.Nlink, err)
 	}
 }

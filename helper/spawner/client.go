@@ -49,6 +49,28 @@ func (c *Client) Spawn(req Request, files []*os.File) (int, *os.File, error) {
 	if len(files) != RunnerFiles {
 		return 0, nil, fmt.Errorf("spawn runner: %d descriptors, want %d: %w", len(files), RunnerFiles, ErrSpawn)
 	}
+	pid, pidfd, err := c.start(req, files)
+	if err != nil {
+		return 0, nil, fmt.Errorf("spawn runner: %w", err)
+	}
+	return pid, pidfd, nil
+}
+
+// Build starts the build child for req (Op "build": a recipe Name, or a pull of Ref
+// checked against Policy, into StateDir): `broodd-helper image-build`, root, its own
+// process group, with progress (the write end of a pipe; the caller keeps and closes it)
+// as its descriptor 3. It returns the child's pid and pidfd; errors wrap ErrSpawn.
+func (c *Client) Build(req Request, progress *os.File) (int, *os.File, error) {
+	req.Op = OpBuild
+	pid, pidfd, err := c.start(req, []*os.File{progress})
+	if err != nil {
+		return 0, nil, fmt.Errorf("build image %s%s: %w", req.Name, req.Ref, err)
+	}
+	return pid, pidfd, nil
+}
+
+// start sends req with files and reads the reply that carries the child's pidfd.
+func (c *Client) start(req Request, files []*os.File) (int, *os.File, error) {
 	b, err := json.Marshal(req)
 	if err != nil {
 		return 0, nil, err
@@ -60,23 +82,23 @@ func (c *Client) Spawn(req Request, files []*os.File) (int, *os.File, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := unix.Sendmsg(c.fd, b, unix.UnixRights(fds...), nil, 0); err != nil {
-		return 0, nil, fmt.Errorf("spawn runner: %w: %w", ErrSpawn, os.NewSyscallError("sendmsg", err))
+		return 0, nil, fmt.Errorf("%w: %w", ErrSpawn, os.NewSyscallError("sendmsg", err))
 	}
 	buf := make([]byte, MsgMax)
 	oob := make([]byte, unix.CmsgSpace(4))
 	n, oobn, _, _, err := unix.Recvmsg(c.fd, buf, oob, unix.MSG_CMSG_CLOEXEC)
 	if err != nil || n == 0 {
-		return 0, nil, fmt.Errorf("spawn runner: spawner gone: %w (%v)", ErrSpawn, err)
+		return 0, nil, fmt.Errorf("spawner gone: %w (%v)", ErrSpawn, err)
 	}
 	got, _ := api.ParseRights(oob[:oobn], "spawn")
 	var rep Reply
 	if err := json.Unmarshal(buf[:n], &rep); err != nil {
 		closeFiles(got)
-		return 0, nil, fmt.Errorf("spawn runner: bad reply: %w: %w", ErrSpawn, err)
+		return 0, nil, fmt.Errorf("bad reply: %w: %w", ErrSpawn, err)
 	}
 	if rep.Error != "" || len(got) != 1 {
 		closeFiles(got)
-		return 0, nil, fmt.Errorf("spawn runner: %w: %s (%d descriptors)", ErrSpawn, rep.Error, len(got))
+		return 0, nil, fmt.Errorf("%w: %s (%d descriptors)", ErrSpawn, rep.Error, len(got))
 	}
 	return rep.Pid, got[0], nil
 }

@@ -12,10 +12,11 @@ import (
 // allowedImports are exactly the packages spawner's non-test files import. The spawner is
 // root outside Landlock: a new import is a change of its contract and of this list.
 var allowedImports = []string{
-	"encoding/json", "errors", "fmt", "log/slog", "os", "os/user", "strconv", "sync", "syscall",
+	"encoding/json", "errors", "fmt", "log/slog", "os", "os/user", "path/filepath", "regexp", "slices", "strconv", "strings", "sync", "syscall",
 	"golang.org/x/sys/unix",
 	"brood.dev/brood/helper/api",        // ParseRights, brood's one SCM_RIGHTS parser
 	"brood.dev/brood/internal/hostexec", // Self: the scrubbed re-exec
+	"brood.dev/brood/sandbox/store",     // ValidImageName: a build request's name
 }
 
 // allowedLinked are the non-standard packages spawner may link at all (go list -deps):

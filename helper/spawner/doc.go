@@ -1,6 +1,7 @@
 // Package spawner is the runner spawner, `broodd-helper vm-spawn`: the only root code of
-// brood that runs outside Landlock. It starts VM runners as the session owner and kills
-// them on request, nothing else. Its other half, Client, runs in the helper daemon.
+// brood that runs outside Landlock. It starts VM runners as the session owner, starts
+// image build children for recipes compiled into the binary, and kills either on
+// request, nothing else. Its other half, Client, runs in the helper daemon.
 //
 // Why a separate process: the helper confines itself with Landlock, and Landlock domains
 // are inherited by every child, so a runner started by the confined helper could never
@@ -23,8 +24,8 @@
 //     at most RunnerFiles descriptors by SCM_RIGHTS, received close-on-exec. A truncated
 //     message, a malformed control message or undecodable JSON is answered with an error.
 //  4. Op "kill": carries no descriptor; it SIGKILLs Pid only if Pid is its own unreaped
-//     child (a runner it started); any other pid is ignored. Op "spawn": continues below.
-//     Any other op is an error.
+//     child (a runner or build child it started); any other pid is ignored. Op "spawn"
+//     continues at 5, op "build" at 5b. Any other op is an error.
 //  5. Spawn checks (Check): exactly RunnerFiles descriptors; UID and GID non-zero (never
 //     root: a zero is an error, not a default); Groups empty or exactly the kvm gid.
 //  6. Spawn execs `<its own executable> vm-run` (RunnerSubcommand) with no other argument,
@@ -33,7 +34,21 @@
 //     SIGKILL, stdout and stderr = the first descriptor received (a pipe the helper
 //     reads), fds 3..8 = the other six in order (the runner's layout, package runner),
 //     nothing else (every other descriptor is close-on-exec).
-//  7. It opens the runner's pidfd (pidfd_open, before the runner can have been reaped, so
+//     5b. Build checks (CheckBuild): exactly BuildFiles descriptors; either Name passes
+//     store.ValidImageName and is one of the recipe names Main was given (the table
+//     compiled into the binary: a client never supplies a recipe), or Ref is a digest
+//     reference (at most 512 bytes: registry and repository characters, no leading '-',
+//     "@sha256:" and 64 hex digits) and Policy an absolute clean path; StateDir is
+//     absolute and clean.
+//     6b. Build execs `<its own executable> image-build --state-dir StateDir Name`, or
+//     `... --state-dir StateDir --policy Policy --ref Ref` (BuildSubcommand, BuildArgs)
+//     as root (the build runs mmdebstrap, apt and mkfs.erofs into the
+//     root-owned store), a scrubbed environment, working directory "/", its own process
+//     group, Pdeathsig SIGKILL, stdin, stdout and stderr /dev/null, fd 3 = the descriptor
+//     received (the write end of the progress pipe the helper reads), nothing else. The
+//     child writes its full log into the store and only bounded JSON progress records
+//     on fd 3.
+//  7. It opens the child's pidfd (pidfd_open, before the runner can have been reaped, so
 //     it names the runner even after its pid is reused), closes every descriptor it
 //     received, answers Reply{Pid} with the pidfd by SCM_RIGHTS, and closes the pidfd.
 //     A goroutine reaps the runner when it exits.
@@ -41,6 +56,6 @@
 //     Pdeathsig then kills its runners, and theirs their VMMs.
 //
 // Privilege: root, unconfined (started before the helper's Landlock step); it keeps the
-// helper's capabilities only to set runners' credentials (CAP_SETUID, CAP_SETGID) and to
-// signal them. Its imports are an allow-list (deps_test.go).
+// helper's capabilities only to set runners' credentials (CAP_SETUID, CAP_SETGID), to
+// start build children as root and to signal them. Its imports are an allow-list (deps_test.go).
 package spawner

@@ -15,10 +15,11 @@ import (
 	"brood.dev/brood/internal/hostexec"
 )
 
-// Main is `broodd-helper vm-spawn` (the contract in the package doc, steps 2 to 8). It
-// returns the exit code: 0 when the helper is gone, 1 when the spawner cannot find its
-// own executable, 2 on arguments.
-func Main(args []string) int {
+// Main is `broodd-helper vm-spawn` (the contract in the package doc, steps 2 to 8);
+// recipes are the image names a build request may name (the recipe table compiled into
+// the binary). It returns the exit code: 0 when the helper is gone, 1 when the spawner
+// cannot find its own executable, 2 on arguments.
+func Main(args []string, recipes []string) int {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil)).With("process", Subcommand)
 	// 2. No arguments; fd 3 close-on-exec; the kvm gid.
 	if len(args) != 0 {
@@ -31,7 +32,7 @@ func Main(args []string) int {
 		return 1
 	}
 	unix.CloseOnExec(SocketFD)
-	s := &server{log: log, exe: exe, kvmGID: KVMGID(), live: map[int]*hostexec.Cmd{}}
+	s := &server{log: log, exe: exe, kvmGID: KVMGID(), recipes: recipes, live: map[int]*hostexec.Cmd{}}
 	// 3. to 8. One request at a time until the helper hangs up.
 	buf := make([]byte, MsgMax)
 	oob := make([]byte, unix.CmsgSpace(4*RunnerFiles))
@@ -54,9 +55,10 @@ func Main(args []string) int {
 
 // server is the spawner's state: its executable, the kvm gid and its unreaped runners.
 type server struct {
-	log    *slog.Logger
-	exe    string
-	kvmGID int
+	log     *slog.Logger
+	exe     string
+	kvmGID  int
+	recipes []string // the names a build request may name
 
 	mu   sync.Mutex
 	live map[int]*hostexec.Cmd // the spawner's children not yet reaped, by pid
@@ -82,6 +84,8 @@ func (s *server) handle(msg []byte, flags int, files []*os.File, ferr error) (Re
 	case req.Op == OpKill:
 		s.kill(req.Pid)
 		return Reply{}, -1
+	case req.Op == OpBuild:
+		return s.build(req, files)
 	case req.Op != OpSpawn:
 		return Reply{Error: fmt.Sprintf("unknown spawner op %q", req.Op)}, -1
 	case len(files) != RunnerFiles:
@@ -95,6 +99,27 @@ func (s *server) handle(msg []byte, flags int, files []*os.File, ferr error) (Re
 		return Reply{Error: err.Error()}, -1
 	}
 	s.log.Info("runner started", "pid", pid, "uid", req.UID)
+	return Reply{Pid: pid}, pidfd
+}
+
+// build answers a build request (contract steps 5b and 6b): it checks the request
+// (CheckBuild, exactly BuildFiles descriptors) and execs `exe image-build` (BuildArgs) as
+// root with the progress pipe as its descriptor 3.
+func (s *server) build(req Request, files []*os.File) (Reply, int) {
+	if len(files) != BuildFiles {
+		return Reply{Error: fmt.Sprintf("build request: %d descriptors, want %d", len(files), BuildFiles)}, -1
+	}
+	if err := CheckBuild(req, s.recipes); err != nil {
+		return Reply{Error: err.Error()}, -1
+	}
+	cmd := hostexec.Self(s.exe, append([]string{BuildSubcommand}, BuildArgs(req)...)...)
+	cmd.ExtraFiles = files
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	pid, pidfd, err := s.track(cmd)
+	if err != nil {
+		return Reply{Error: fmt.Sprintf("start image build %s%s: %v", req.Name, req.Ref, err)}, -1
+	}
+	s.log.Info("image build started", "pid", pid, "image", req.Name, "ref", req.Ref)
 	return Reply{Pid: pid}, pidfd
 }
 
@@ -134,15 +159,25 @@ func (s *server) start(req Request, files []*os.File) (int, int, error) {
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL,
 	}
-	if err := cmd.Start(); err != nil {
+	pid, pidfd, err := s.track(cmd)
+	if err != nil {
 		return 0, -1, fmt.Errorf("start runner: %w", err)
+	}
+	return pid, pidfd, nil
+}
+
+// track starts cmd, opens its pidfd before a goroutine can reap it, and keeps it in
+// s.live (so that a kill request reaches it) until it exits.
+func (s *server) track(cmd *hostexec.Cmd) (int, int, error) {
+	if err := cmd.Start(); err != nil {
+		return 0, -1, err
 	}
 	pid := cmd.Process.Pid
 	pidfd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if err != nil {
 		cmd.Process.Kill()
 		cmd.Wait()
-		return 0, -1, fmt.Errorf("start runner: %w", os.NewSyscallError("pidfd_open", err))
+		return 0, -1, os.NewSyscallError("pidfd_open", err)
 	}
 	s.mu.Lock()
 	s.live[pid] = cmd

@@ -51,6 +51,9 @@ type Handle struct {
 	onExit   func(api.VMExit)  // updates the session table
 	egress   *egress.Manager   // non-nil: the session's network is removed when the VM ends
 
+	logMu     sync.Mutex
+	egressLog *os.File // the session's unlinked decision log once the VM ended; nil: none or released
+
 	pidMu       sync.Mutex
 	runnerPidfd *os.File // closed (nil) once the runner is gone
 	vmmPidfd    *os.File // QEMU's pidfd from the runner; nil until started, or once gone
@@ -162,11 +165,14 @@ func (v *Handle) finish(r eventState) {
 	exit := r.exit
 	if v.egress != nil {
 		// The VM is gone: its network goes at once (proxy, chains, sets, conntrack, tap).
-		sum, err := v.egress.Stop(v.id)
+		sum, log, err := v.egress.StopKeepLog(v.id)
 		if err != nil {
 			v.log.Warn("egress teardown", "err", err)
 		}
 		exit.Egress = sum
+		v.logMu.Lock()
+		v.egressLog = log
+		v.logMu.Unlock()
 	}
 	v.exit = exit
 	v.log.Info("audit: VM exited", "outcome", exit.Outcome, "detail", exit.Detail)
@@ -300,6 +306,40 @@ func (v *Handle) Wait(ctx context.Context) (api.VMExit, error) {
 		return v.exit, nil
 	case <-ctx.Done():
 		return api.VMExit{}, fmt.Errorf("wait for the VM of session %s: %w", v.id, ctx.Err())
+	}
+}
+
+// EgressLog returns a new read-only descriptor of the session's whole egress decision
+// log (JSON lines, at most egress.MaxDecisionLogBytes), an unlinked file: the VM must have
+// ended (api.ErrState before), the session must have had a network and its log not be
+// released (api.ErrNotFound). The descriptor shares its file offset with the handle's
+// own (F_DUPFD_CLOEXEC, fcntl(2)): read it at explicit offsets (pread, io.SectionReader).
+func (v *Handle) EgressLog() (*os.File, error) {
+	select {
+	case <-v.done:
+	default:
+		return nil, fmt.Errorf("egress log of session %s: the VM is running: %w", v.id, api.ErrState)
+	}
+	v.logMu.Lock()
+	defer v.logMu.Unlock()
+	if v.egressLog == nil {
+		return nil, fmt.Errorf("egress log of session %s: none kept (no network, or released): %w", v.id, api.ErrNotFound)
+	}
+	fd, err := unix.FcntlInt(v.egressLog.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("egress log of session %s: duplicate descriptor: %w", v.id, err)
+	}
+	return os.NewFile(uintptr(fd), "egress-log-"+v.id), nil
+}
+
+// Release frees what the handle keeps after the VM ended (the egress decision log). The
+// session table calls it when the session goes.
+func (v *Handle) Release() {
+	v.logMu.Lock()
+	defer v.logMu.Unlock()
+	if v.egressLog != nil {
+		v.egressLog.Close()
+		v.egressLog = nil
 	}
 }
 

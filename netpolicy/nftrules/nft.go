@@ -34,6 +34,9 @@ type Firewall interface {
 	// timeout (rounded down to whole milliseconds); a pin already present expires timeout
 	// from now, whatever was left of its previous timeout.
 	Pin(id string, addrs []netip.Addr, ports []netpolicy.Port, timeout time.Duration) error
+	// SetRefused replaces the refused networks of session id (Session.Refused, the sets
+	// s<id>_r4 / s<id>_r6 of a session added with Refused or AnyPort) in one transaction.
+	SetRefused(id string, refused []netip.Prefix) error
 	// HoldUplinks makes v4 and v6 the uplinks whose forwarding brood switched on (IPv4,
 	// IPv6): tap_forward drops what they would forward to any other interface than a tap.
 	// Empty lists release them all.

@@ -406,24 +406,18 @@ func ctStatusDNAT() []expr.Any {
 // RefusedSetNames returns the names of session id's own refused sets (IPv4, IPv6).
 func RefusedSetNames(id string) (v4, v6 string) { return "s" + id + "_r4", "s" + id + "_r6" }
 
-// sessionRefused adds, when s has Refused prefixes, the interval sets s<id>_r4 / _r6 with
-// them and the rules `ip daddr @s<id>_r4 counter reject` and the IPv6 one to chain c.
+// sessionRefused adds, when s has Refused prefixes or is AnyPort (whose refused networks
+// Firewall.SetRefused keeps current), the interval sets s<id>_r4 / _r6 with them and the
+// rules `ip daddr @s<id>_r4 counter reject` and the IPv6 one to chain c.
 func (b *builder) sessionRefused(c *nftables.Chain, s Session) {
-	if len(s.Refused) == 0 {
+	if len(s.Refused) == 0 && !s.AnyPort {
 		return
 	}
-	var p4, p6 []netip.Prefix
-	for _, p := range s.Refused {
-		if p.Addr().Is4() {
-			p4 = append(p4, p.Masked())
-		} else {
-			p6 = append(p6, p.Masked())
-		}
-	}
+	p4, p6 := splitFamilies(s.Refused)
 	n4, n6 := RefusedSetNames(s.ID)
 	r4 := &nftables.Set{Table: b.rs.Table, ID: newSetID(), Name: n4, KeyType: nftables.TypeIPAddr, Interval: true}
 	r6 := &nftables.Set{Table: b.rs.Table, ID: newSetID(), Name: n6, KeyType: nftables.TypeIP6Addr, Interval: true}
-	b.rs.Sets = append(b.rs.Sets, Set{r4, intervalElements(disjoint(p4))}, Set{r6, intervalElements(disjoint(p6))})
+	b.rs.Sets = append(b.rs.Sets, Set{r4, intervalElements(p4)}, Set{r6, intervalElements(p6)})
 	b.rule(c, nfproto(unix.NFPROTO_IPV4), daddr4(), lookup(r4.Name, r4.ID), counter(), rejectAdmin())
 	b.rule(c, nfproto(unix.NFPROTO_IPV6), daddr6(), lookup(r6.Name, r6.ID), counter(), rejectAdmin())
 }

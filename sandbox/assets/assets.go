@@ -65,6 +65,15 @@ type Options struct {
 	KernelPackage string
 	// Log receives image build progress; nil discards it.
 	Log io.Writer
+	// Phase, when set, is called as each step starts: "kernel", "initramfs", "image".
+	Phase func(phase string)
+}
+
+// phase reports the start of step p to o.Phase.
+func (o Options) phase(p string) {
+	if o.Phase != nil {
+		o.Phase(p)
+	}
 }
 
 // Set is what a VM boots from.
@@ -89,6 +98,7 @@ func Ensure(ctx context.Context, o Options) (*Set, error) {
 		}
 	}
 	kdir := l.Kernels()
+	o.phase("kernel")
 	var k *kernel.Kernel
 	var err error
 	if o.KernelPackage == "" {
@@ -100,6 +110,7 @@ func Ensure(ctx context.Context, o Options) (*Set, error) {
 			return nil, err
 		}
 	}
+	o.phase("initramfs")
 	initrd, err := initramfs.Build(l.Initramfs(k.Release), initramfs.Options{
 		Release: k.Release, ModulesDir: k.ModulesDir, Guest: guest,
 	})
@@ -107,6 +118,7 @@ func Ensure(ctx context.Context, o Options) (*Set, error) {
 		return nil, err
 	}
 	idir := l.Images()
+	o.phase("image")
 	var img string
 	switch {
 	case o.Rebuild:

@@ -74,6 +74,8 @@ type guest struct {
 	mods    *modLoader
 	ready   chan struct{} // closed once root, reaper and network are set up
 	home    string        // the agent's home; "" is homeDir(cfg) (tests set another)
+	// agentDir is where forwarded agent sockets are made; "" is agentRunDir (tests set another).
+	agentDir string
 }
 
 // logf writes one line to the console (fd 2 is /dev/console for init), stamped with

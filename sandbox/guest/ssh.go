@@ -195,7 +195,7 @@ func (g *guest) serveSSH(f *os.File) error {
 		if err != nil {
 			continue
 		}
-		go g.session(ch, creqs)
+		go g.session(conn, ch, creqs)
 	}
 	// The connection is gone: nobody can see further output, so commands still
 	// running (or background processes holding a session open) do not delay the
@@ -206,13 +206,15 @@ func (g *guest) serveSSH(f *os.File) error {
 
 // session state collected from requests before exec/shell.
 type session struct {
-	env  []string
-	pty  bool
-	term string
-	ws   pty.Winsize
-	ptmx *os.File
-	proc *os.Process
-	mu   sync.Mutex
+	conn  ssh.Conn // the connection the session's channel belongs to
+	agent bool     // auth-agent-req@openssh.com accepted: the command gets SSH_AUTH_SOCK
+	env   []string
+	pty   bool
+	term  string
+	ws    pty.Winsize
+	ptmx  *os.File
+	proc  *os.Process
+	mu    sync.Mutex
 }
 
 // Wire payloads (RFC 4254 section 6).
@@ -236,11 +238,11 @@ var signals = map[string]syscall.Signal{
 // the client closes the channel (after the command's exit status was sent, if one
 // started) or when the command's exit status was sent; a command that cannot start
 // is reported on the channel's stderr with exit status 127.
-func (g *guest) session(ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (g *guest) session(conn ssh.Conn, ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	g.debugf("session: channel open")
 	<-g.ready // requests queue in the channel meanwhile
-	s := &session{}
+	s := &session{conn: conn}
 	started := false
 	var done chan struct{}
 	for {
@@ -357,6 +359,11 @@ func (s *session) setting(req *ssh.Request, started bool) bool {
 			}
 			s.mu.Unlock()
 		}
+	case agentRequest: // agentfwd.go
+		if !started {
+			s.agent = true
+			return true
+		}
 	case "env":
 		var e envReq
 		if !started && ssh.Unmarshal(req.Payload, &e) == nil && validEnvName(e.Name) {
@@ -405,6 +412,13 @@ func (g *guest) env(s *session) []string {
 func (g *guest) run(ch ssh.Channel, s *session, argv []string, done chan struct{}) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = g.env(s)
+	if s.agent {
+		sock, err := g.agentSocket(s, done) // agentfwd.go
+		if err != nil {
+			return err
+		}
+		cmd.Env = append(cmd.Env, "SSH_AUTH_SOCK="+sock)
+	}
 	cmd.Dir = Workspace
 	if _, err := os.Stat(Workspace); err != nil {
 		cmd.Dir = "/"

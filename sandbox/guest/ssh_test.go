@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/internal/testenv"
@@ -94,6 +95,43 @@ func sessionChild() error {
 	if !errors.As(err, &exit) || exit.ExitStatus() != 128+15 {
 		return fmt.Errorf("killed by TERM: Run = %v, want exit status 143", err)
 	}
+	return agentForwarding(client)
+}
+
+// agentForwarding: a session that asked for agent forwarding gets SSH_AUTH_SOCK, a 0600
+// socket in a 0700 directory, whose connections reach the client's agent (an in-memory
+// keyring served with agent.ForwardToAgent): ssh-add lists its key; without the request
+// the command has no SSH_AUTH_SOCK.
+func agentForwarding(client *ssh.Client) error {
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	ring := agent.NewKeyring()
+	if err := ring.Add(agent.AddedKey{PrivateKey: key, Comment: "forwarded-key"}); err != nil {
+		return err
+	}
+	if err := agent.ForwardToAgent(client, ring); err != nil {
+		return err
+	}
+	s, err := client.NewSession()
+	if err != nil {
+		return err
+	}
+	if err := agent.RequestAgentForwarding(s); err != nil {
+		return fmt.Errorf("auth-agent-req: %w", err)
+	}
+	script := `stat -c %a "$SSH_AUTH_SOCK" "$(dirname "$SSH_AUTH_SOCK")"; ssh-add -l`
+	out, err := s.CombinedOutput(script)
+	if err != nil || !strings.Contains(string(out), "600\n700\n") || !strings.Contains(string(out), "forwarded-key") {
+		return fmt.Errorf("forwarded agent: %v\n%s", err, out)
+	}
+	if s, err = client.NewSession(); err != nil {
+		return err
+	}
+	if out, err := s.CombinedOutput(`echo "[$SSH_AUTH_SOCK]"`); err != nil || string(out) != "[]\n" {
+		return fmt.Errorf("without the request: %q, %v; want no SSH_AUTH_SOCK", out, err)
+	}
 	return nil
 }
 
@@ -129,7 +167,7 @@ func ptyLines(s *ssh.Session, cmd string, n int) (string, error) {
 // sessionClient connects an SSH client to a server whose session channels g.session
 // serves, over a socket pair, with a guest running commands as root.
 func sessionClient() (*ssh.Client, error) {
-	g := &guest{cfg: guestcfg.Config{User: "root"}, ready: make(chan struct{}), reaper: newReaper()}
+	g := &guest{cfg: guestcfg.Config{User: "root"}, ready: make(chan struct{}), reaper: newReaper(), agentDir: os.TempDir()}
 	close(g.ready)
 	return sessionClientFor(g)
 }
@@ -152,7 +190,7 @@ func sessionClientFor(g *guest) (*ssh.Client, error) {
 		return nil, err
 	}
 	go func() {
-		_, chans, reqs, err := ssh.NewServerConn(sc, cfg)
+		conn, chans, reqs, err := ssh.NewServerConn(sc, cfg)
 		if err != nil {
 			return
 		}
@@ -160,7 +198,7 @@ func sessionClientFor(g *guest) (*ssh.Client, error) {
 		for nc := range chans {
 			ch, creqs, err := nc.Accept()
 			if err == nil {
-				go g.session(ch, creqs)
+				go g.session(conn, ch, creqs)
 			}
 		}
 	}()

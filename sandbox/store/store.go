@@ -10,6 +10,7 @@
 //	<root>/kernels/<release>/root/lib/modules/<release>/         the unpacked modules (builder input)
 //	<root>/kernels/<release>/initramfs/initramfs-<hex32>.cpio.gz a base initramfs
 //	<root>/images/<name>-<hex32>.erofs                           a rootfs image
+//	<root>/logs/build-<name>.log                                 the log of the latest build of <name>
 //
 // <hex32> is the first 32 hex digits of a SHA-256 content digest (of the initramfs files,
 // of the image's tree); entries whose name starts with "." are work in progress.
@@ -30,6 +31,7 @@ const DefaultRoot = "/var/lib/brood"
 const (
 	KernelsDir   = "kernels"
 	ImagesDir    = "images"
+	LogsDir      = "logs"
 	InitramfsDir = "initramfs"
 	VmlinuxName  = "vmlinux"
 	ReadyName    = "ready"
@@ -66,6 +68,16 @@ func (l Layout) Initramfs(release string) string {
 
 // Images is the directory of rootfs images.
 func (l Layout) Images() string { return filepath.Join(l.Root, ImagesDir) }
+
+// Logs is the directory of build logs (root's, mode 0755; the logs are 0644, readable by
+// every user: they hold only what mmdebstrap, apt and mkfs.erofs print). Nothing boots
+// from it.
+func (l Layout) Logs() string { return filepath.Join(l.Root, LogsDir) }
+
+// BuildLog is the log of the latest build of image name (a ValidImageName name).
+func (l Layout) BuildLog(name string) string {
+	return filepath.Join(l.Logs(), "build-"+name+".log")
+}
 
 var (
 	imageNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
