@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/sandbox"
@@ -35,6 +36,7 @@ func TestMain(m *testing.M) {
 	// The test knob: these tests and their re-executed helpers use documentation ranges as
 	// the internet, inside namespaces they make.
 	netpolicy.AllowDocumentationRanges(true)
+	egress.AcceptTestRoots() // the fake bound host's CA in the egress processes (TestVMEgress)
 	if code, ok := vmChild(os.Getenv(childEnv)); ok {
 		os.Exit(code)
 	}

@@ -16,6 +16,7 @@ import (
 // TestMain sets the knob for the process too.
 func TestMain(m *testing.M) {
 	netpolicy.AllowDocumentationRanges(true)
+	AcceptTestRoots() // the fake bound hosts' CA (TestSecretsNetns)
 	if len(os.Args) > 1 && os.Args[1] == ProxySubcommand {
 		os.Exit(ProxyMain(os.Args[2:]))
 	}

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"brood.dev/brood/helper/api"
@@ -34,8 +33,8 @@ const secretsTimeout = 10 * time.Second
 type procSecrets struct {
 	Secrets api.SessionSecrets `json:"secrets"`
 	// TestRoots (PEM) replace the host's trust store for the real hosts' certificates. A
-	// process refuses them unless it is a test binary (testing.Testing), so a production
-	// helper can never be made to trust them.
+	// process refuses them unless its TestMain called AcceptTestRoots, which broodd-helper
+	// never does, so a production helper can never be made to trust them.
 	TestRoots []byte `json:"test_roots,omitempty"`
 }
 
@@ -136,7 +135,7 @@ func recvSecrets(c *net.UnixConn, events func(tlsterm.Event)) (*tlsterm.Terminat
 func buildTerminator(m procSecrets, events func(tlsterm.Event)) (*tlsterm.Terminator, []byte, error) {
 	var roots *x509.CertPool
 	if len(m.TestRoots) > 0 {
-		if !testing.Testing() {
+		if !acceptTestRoots {
 			return nil, nil, errors.New("test roots offered to a production egress process")
 		}
 		roots = x509.NewCertPool()
@@ -146,6 +145,14 @@ func buildTerminator(m procSecrets, events func(tlsterm.Event)) (*tlsterm.Termin
 	}
 	return tlsterm.NewSession(m.Secrets, nil, roots, events)
 }
+
+// acceptTestRoots is AcceptTestRoots's knob.
+var acceptTestRoots bool
+
+// AcceptTestRoots lets this process's egress processes take procSecrets.TestRoots. Only
+// test binaries call it, from TestMain (it must run in the egress process itself);
+// broodd-helper never does.
+func AcceptTestRoots() { acceptTestRoots = true }
 
 // secretCounts counts one session's terminator events per host, for the summary.
 type secretCounts struct {

@@ -13,8 +13,6 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 // Limits of a Terminator (Config fields of the same names override them).
@@ -109,12 +107,7 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	up := t.upstream(sni, dst)
 	defer up.CloseIdleConnections()
 	h := &handler{t: t, sni: sni, port: dst.Port(), up: up}
-	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		srv := &http2.Server{MaxConcurrentStreams: 100, IdleTimeout: idleTimeout}
-		srv.ServeConn(tc, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: &http.Server{ErrorLog: discardLog}})
-		return nil
-	}
-	serveHTTP1(ctx, tc, h)
+	serveConn(ctx, tc, h)
 	return nil
 }
 
@@ -154,8 +147,10 @@ func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
 
 var discardLog = log.New(io.Discard, "", 0)
 
-// serveHTTP1 serves HTTP/1.1 on the one connection c until it closes or ctx ends.
-func serveHTTP1(ctx context.Context, c net.Conn, h http.Handler) {
+// serveConn serves the one connection c until it closes or ctx ends: HTTP/2 when the
+// handshake negotiated h2 (net/http's own HTTP/2 server, at most 100 streams at once),
+// else HTTP/1.1.
+func serveConn(ctx context.Context, c net.Conn, h http.Handler) {
 	l := &oneConn{c: c, done: make(chan struct{})}
 	srv := &http.Server{
 		Handler:           h,
@@ -163,6 +158,7 @@ func serveHTTP1(ctx context.Context, c net.Conn, h http.Handler) {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          discardLog,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 100},
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed || s == http.StateHijacked {
 				l.close()
