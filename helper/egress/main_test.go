@@ -20,6 +20,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == ProxySubcommand {
 		os.Exit(ProxyMain(os.Args[2:]))
 	}
+	if len(os.Args) > 2 && os.Args[1] == trustProbe {
+		os.Exit(trustProbeMain(os.Args[2] == "warm"))
+	}
 	if len(os.Args) > 1 && os.Args[1] == confineProbe {
 		os.Exit(confineProbeMain())
 	}

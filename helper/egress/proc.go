@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -58,6 +59,12 @@ func ProxyMain(args []string) int {
 		log.Error("egress process: bad -upstream", "err", err)
 		return 2
 	}
+	if *secrets {
+		if err := loadTrustStore(); err != nil {
+			log.Error("egress process", "err", err)
+			return 1
+		}
+	}
 	if err := confineProc(up.Port()); err != nil {
 		log.Error("egress process: confine", "err", err)
 		return 1
@@ -67,6 +74,16 @@ func ProxyMain(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// loadTrustStore loads the host's trust store, which the TLS terminator verifies the real
+// hosts against, before confineProc: crypto/x509 reads it once and keeps it, and under
+// Landlock no file is readable.
+func loadTrustStore() error {
+	if _, err := x509.SystemCertPool(); err != nil {
+		return fmt.Errorf("load the host's trust store: %w", err)
+	}
+	return nil
 }
 
 // confineProc makes the process not dumpable and no_new_privs, sets RLIMIT_NOFILE to
