@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"golang.org/x/crypto/ssh"
@@ -267,6 +269,11 @@ func (v *runningVM) stop() error {
 			max(e.AllowedNames, len(e.Allowed)), max(e.RefusedNames, len(e.Refused)), len(e.Pinned), e.ConnsRefused, VMRecordFile)
 		v.rec.EgressLog = v.keepEgressLog(e)
 		printEgressLog(v.prog, v.rec.EgressLog)
+		for _, host := range slices.Sorted(maps.Keys(e.Secrets)) {
+			c := e.Secrets[host]
+			v.prog.Printf("secrets: %s: %d request(s) with real values swapped in, %d refused, %d token refresh(es)",
+				diff.Escape(host), c.Swaps, c.Blocks, c.Refreshes)
+		}
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
 	v.prog.Done(string(exit.Outcome))

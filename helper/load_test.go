@@ -25,8 +25,11 @@ const (
 )
 
 // RSS targets of the helper, in MiB (scripts/bench-helper.sh prints the measured values).
+// The idle target was 20 MiB until the binary linked the egress process's TLS terminator
+// (helper/egress/tlsterm and net/http's server, 0.9 MB more text): on the 2-core
+// development machine the idle helper measured 19.4-19.7 MiB before and 20.0-20.2 after.
 const (
-	idleRSSTargetMiB = 20
+	idleRSSTargetMiB = 21
 	loadRSSTargetMiB = 40
 )
 

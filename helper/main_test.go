@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/sandbox"
@@ -28,10 +29,14 @@ import (
 // childEnv selects what a re-executed test binary does instead of running tests.
 const childEnv = "BROOD_HELPER_TEST_CHILD"
 
+// testRootsEnv carries a test CA (PEM) to a helper child (testSecretRoots).
+const testRootsEnv = "BROOD_HELPER_TEST_ROOTS"
+
 func TestMain(m *testing.M) {
 	// The test knob: these tests and their re-executed helpers use documentation ranges as
 	// the internet, inside namespaces they make.
 	netpolicy.AllowDocumentationRanges(true)
+	egress.AcceptTestRoots() // the fake bound host's CA in the egress processes (TestVMEgress)
 	if code, ok := vmChild(os.Getenv(childEnv)); ok {
 		os.Exit(code)
 	}
@@ -39,6 +44,8 @@ func TestMain(m *testing.M) {
 	case "":
 		os.Exit(m.Run())
 	case "helper-main":
+		// The fake bound hosts' test CA (TestVMEgress): a seam only this binary has.
+		testSecretRoots = []byte(os.Getenv(testRootsEnv))
 		os.Exit(Main(os.Args[1:]))
 	case "client":
 		os.Exit(childClient())

@@ -275,8 +275,14 @@ func openEgress(cfg *Config, h *host, log *slog.Logger) *egress.Manager {
 		return nil
 	}
 	eg.ProxyExe = cfg.selfCopy
+	eg.TestRoots = testSecretRoots
 	return eg
 }
+
+// testSecretRoots (PEM) is the trust store of the real hosts in the egress processes of
+// a helper run by its own tests (their TestMain sets it); nil in broodd-helper, which
+// never sets it, and refused by any egress process that is not a test binary.
+var testSecretRoots []byte
 
 // loadRunConfig loads the helper config at o.ConfigPath, applies the flags that override
 // it (runtime and state directories, idle timeout) and validates the result; it returns

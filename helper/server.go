@@ -415,6 +415,10 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 	if s.egress != nil {
 		caps.Policy = egress.PolicyDigest(s.cfg.Egress.PolicyPath)
 	}
+	// Secret bindings: a session with a network hands them to its egress process, one
+	// without drops them (checkSecrets); only an in-process proxy (tests of other
+	// layers) cannot take them.
+	caps.Secrets = s.egress == nil || s.egress.ProxyExe != ""
 	return caps, nil
 }
 

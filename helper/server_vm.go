@@ -32,10 +32,8 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 		if err := s.checkSSHAgent(uid, a); err != nil { // direct.go
 			return nil, nil, err
 		}
-		if a.Secrets != nil {
-			// Capabilities.Secrets is false: no egress process here swaps placeholders,
-			// so a guest holding them could not work, and the values must not linger.
-			return nil, nil, fmt.Errorf("start VM of session %s: secret bindings: %w: this helper does not terminate TLS for placeholders yet", a.ID, api.ErrUnavailable)
+		if err := s.checkSecrets(&a); err != nil {
+			return nil, nil, err
 		}
 		sess, err := s.sessions.beginStart(a.ID, uid)
 		if err != nil {
@@ -91,6 +89,25 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 		return exit, nil, nil
 	}
 	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
+}
+
+// checkSecrets checks a's secret bindings (api.SessionSecrets.Validate). A session
+// without a network has no route to any bound host: its bindings are dropped here (the
+// guest keeps only placeholders, which work nowhere) and no CA is answered. A session
+// with one hands them to its egress process (egress.Manager.Start). They are never
+// logged.
+func (s *Server) checkSecrets(a *api.StartVMArgs) error {
+	if a.Secrets == nil {
+		return nil
+	}
+	if err := a.Secrets.Validate(); err != nil {
+		return fmt.Errorf("start VM of session %s: %w: %w", a.ID, api.ErrBadRequest, err)
+	}
+	if a.Egress == "" {
+		s.log.Info("audit: secret bindings dropped: the session has no network", "session", a.ID, "bindings", len(a.Secrets.Bindings))
+		a.Secrets = nil
+	}
+	return nil
 }
 
 // hangupContext returns a context that also ends when the peer of uc hangs up, so that a

@@ -58,6 +58,9 @@ func (srv *Server) startVM(s *sessionRecord, a api.StartVMArgs, onExit func(api.
 		}
 		return nil, api.VMInfo{}, err
 	}
+	if eg != nil {
+		info.SecretsCA = eg.SecretsCA
+	}
 	return vm, info, nil
 }
 

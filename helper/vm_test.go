@@ -61,6 +61,8 @@ type vmCmd struct {
 	Image   string `json:"image,omitempty"`  // start: default "test"
 	Key     string `json:"key,omitempty"`    // start: replaces the client key
 	Egress  string `json:"egress,omitempty"` // start: egress profile (empty: no network)
+	// Secrets: start's secret bindings.
+	Secrets *api.SessionSecrets `json:"secrets,omitempty"`
 }
 
 // vmOut is the answer to a vmCmd (JSON, one per line on its stdout).
@@ -117,7 +119,7 @@ func childVMClient() int {
 			}
 			out.Info, err = c.StartVM(ctx, api.StartVMArgs{
 				ID: cmd.ID, Image: img, CPUs: 1, MemoryMiB: 512, TimeoutSec: cmd.Timeout,
-				ClientKey: key, Clock: time.Now().Unix(), Egress: cmd.Egress, Agent: "shell",
+				ClientKey: key, Clock: time.Now().Unix(), Egress: cmd.Egress, Agent: "shell", Secrets: cmd.Secrets,
 			})
 			out.Millis = time.Since(t0).Milliseconds()
 			if err == nil {
@@ -274,6 +276,12 @@ type vmHelper struct {
 
 func startVMHelper(t *testing.T, extraConfig string) *vmHelper {
 	t.Helper()
+	return startVMHelperEnv(t, extraConfig, nil)
+}
+
+// startVMHelperEnv is startVMHelper with env added to the helper child's environment.
+func startVMHelperEnv(t *testing.T, extraConfig string, env []string) *vmHelper {
+	t.Helper()
 	a := vmtest.Get(t)
 	base := t.TempDir()
 	pub := publicTempDir(t)
@@ -282,7 +290,7 @@ func startVMHelper(t *testing.T, extraConfig string) *vmHelper {
 		a.Kernel.Release, filepath.Base(a.Initramfs), extraConfig))
 	runtime := filepath.Join(pub, "run")            // the VMM copy under it must be reachable by runners
 	stateDir := filepath.Dir(filepath.Dir(a.Image)) // /var/lib/brood: kernels/ and images/
-	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", runtime, "--state-dir", stateDir,
+	hc := startHelperChild(t, env, nil, "--config", cfg, "--runtime-dir", runtime, "--state-dir", stateDir,
 		"--listen", sock, "--idle-timeout", "0")
 	c := waitDial(t, hc, sock, 20*time.Second)
 	c.Close()

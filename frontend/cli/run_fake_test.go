@@ -252,13 +252,16 @@ func TestRunEgressLayers(t *testing.T) {
 }
 
 // TestRunRecordsEgressSummary: the helper's summary of the session's DNS decisions is
-// printed after the VM is gone and kept in the session directory (vm.json).
+// printed after the VM is gone (with the secret swaps and blocks per host) and kept in
+// the session directory (vm.json).
 func TestRunRecordsEgressSummary(t *testing.T) {
 	f := newFakeHelper(t)
 	f.Egress = &api.EgressSummary{Allowed: map[string]int{"api.openai.example": 3},
-		Refused: map[string]int{"x.attacker.example": 1}, Pinned: []string{"192.0.2.7"}, ConnsRefused: 2}
+		Refused: map[string]int{"x.attacker.example": 1}, Pinned: []string{"192.0.2.7"}, ConnsRefused: 2,
+		Secrets: map[string]api.SecretCounts{"api.openai.example": {Swaps: 4, Blocks: 1}}}
 	code, _, stderr, ss := fakeRun(t, "run", "--egress", "locked", "shell", "--", "true")
-	if code != 0 || len(ss) != 1 || !strings.Contains(stderr, "1 name(s) allowed, 1 refused, 1 address(es) pinned, 2 connection(s) refused by the name gate") {
+	if code != 0 || len(ss) != 1 || !strings.Contains(stderr, "1 name(s) allowed, 1 refused, 1 address(es) pinned, 2 connection(s) refused by the name gate") ||
+		!strings.Contains(stderr, "secrets: api.openai.example: 4 request(s) with real values swapped in, 1 refused, 0 token refresh(es)") {
 		t.Fatalf("exit %d sessions %d\n%s", code, len(ss), stderr)
 	}
 	b, err := os.ReadFile(filepath.Join(ss[0].Dir, frontend.VMRecordFile))

@@ -170,8 +170,9 @@ type Capabilities struct {
 	HostCPUs      int `json:"host_cpus,omitempty"`
 	HostMemoryMiB int `json:"host_memory_mib,omitempty"`
 	// Secrets is true when the helper accepts StartVMArgs.Secrets: its egress process
-	// terminates TLS for the bound hosts and swaps placeholders (secrets.go). False from
-	// every helper today; a client then gives the guest real values, as before.
+	// terminates TLS for the bound hosts and swaps placeholders (secrets.go). The helper
+	// daemon sets it when its sessions' networks run in the egress process; a client
+	// of a helper without it gives the guest real values, as before.
 	Secrets bool `json:"secrets,omitempty"`
 }
 
@@ -464,6 +465,18 @@ type EgressSummary struct {
 	ConnsRefused  int            `json:"conns_refused,omitempty"`
 	ConnsFailed   int            `json:"conns_failed,omitempty"`
 	RefusedConns  map[string]int `json:"refused_conns,omitempty"`
+	// Secrets counts, per bound host (the SNI of a terminated connection), the requests
+	// whose placeholders were swapped for real values, the requests refused, and the
+	// token responses rewritten; at most SummaryNames hosts, the rest under "(other)".
+	// Empty without secret bindings.
+	Secrets map[string]SecretCounts `json:"secrets,omitempty"`
+}
+
+// SecretCounts is one host's line of EgressSummary.Secrets.
+type SecretCounts struct {
+	Swaps     int `json:"swaps,omitempty"`
+	Blocks    int `json:"blocks,omitempty"`
+	Refreshes int `json:"refreshes,omitempty"`
 }
 
 // Bounds of an EgressSummary: names per list (a name is at most 253 bytes, RFC 1035)

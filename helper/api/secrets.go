@@ -25,7 +25,9 @@ import (
 //  4. brood writes the CA certificate and the placeholders into the guest before the
 //     agent starts.
 //
-// Steps 2-4 are not wired yet: the types below are the contract.
+// The helper daemon (helper/egress) does steps 2 and 3 for sessions with a network; a
+// session without one has no route to any bound host, so the helper drops the bindings
+// and answers no CA.
 
 // Limits of SessionSecrets. One start_vm frame carries every binding, so the whole
 // encoding must fit well inside MaxFrame.

@@ -15,8 +15,10 @@
 // DNS sockets and the gate's listeners, bound by root and confined to their tap by
 // tapfilter.go), limits.go (the per-session connection and in-flight caps), procserve.go (the daemon's side of the
 // egress process: start, stop, and the pin gate), proc.go (the egress process itself,
-// ProxyMain), procwire.go (their control messages) and decisionlog.go (the log's byte
-// quota and the bounded summary).
+// ProxyMain), procwire.go (their control messages), secrets.go (a session's secret
+// bindings: narrowed to its policy, handed to the egress process, whose name gate gives
+// the bound hosts' TLS connections to the terminator, helper/egress/tlsterm) and
+// decisionlog.go (the log's byte quota and the bounded summary).
 //
 // Privilege: the Manager runs as root inside the helper daemon (Landlock-confined after
 // startup): it creates taps, writes nft rules and conntrack entries, binds the DNS

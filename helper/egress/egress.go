@@ -56,6 +56,10 @@ type Manager struct {
 	// process (tests of other layers). Open sets it.
 	ProxyExe     string
 	upstreamAddr string
+	// TestRoots (PEM), when set, verify the real hosts of terminated connections instead
+	// of the host's trust store. Only a test binary's egress process accepts them
+	// (procSecrets); a production one refuses the session.
+	TestRoots []byte
 
 	closers []func() // Open's handles
 
@@ -81,6 +85,9 @@ type Session struct {
 	Addrs Addrs          // the session's slot of the pool
 	V6    bool           // the guest gets its IPv6 address and route (forwarding is on)
 	Info  api.EgressInfo // what StartVM reports about the network
+	// SecretsCA is the session CA certificate (PEM) the egress process made for the
+	// session's secret bindings; empty without any.
+	SecretsCA string
 
 	id, tap   string
 	slot      int
@@ -93,6 +100,7 @@ type Session struct {
 	logPath   string
 	logFile   *os.File
 	dlog      *decisionLog
+	secrets   secretCounts // the terminator's events, by host
 
 	// nets: whether the session holds the watch of the host's networks and has its
 	// refused sets kept current (netwatch.go); refused is what those sets hold. Guarded by
@@ -197,9 +205,15 @@ func (e *Manager) forwarding(name string) error {
 // Start resolves the policy of a StartVM request and builds the session's network: tap
 // (owned by uid:gid), addresses, forwarding on the tap, nft chains and sets, and the DNS
 // proxy on the tap's host addresses. Policy errors wrap api.ErrPolicy and happen before
-// anything is created; on any later error everything created is removed again.
+// anything is created; on any later error everything created is removed again. The
+// secret bindings of a (a.Secrets) are narrowed to the policy (narrowSecrets) and handed
+// to the egress process, which terminates TLS for their hosts (Session.SecretsCA).
 func (e *Manager) Start(a api.StartVMArgs, uid, gid uint32) (*Session, error) {
 	eff, sysDigest, err := e.Resolve(a.PolicyArgs())
+	if err != nil {
+		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
+	}
+	sec, err := e.sessionSecrets(a, eff)
 	if err != nil {
 		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
 	}
@@ -220,7 +234,7 @@ func (e *Manager) Start(a api.StartVMArgs, uid, gid uint32) (*Session, error) {
 	s := &Session{id: a.ID, tap: tap, slot: slot, Addrs: e.pool.addrs(slot)}
 	e.sessions[a.ID] = s
 	e.mu.Unlock()
-	if err := e.build(s, eff, uid, gid); err != nil {
+	if err := e.build(s, eff, uid, gid, sec); err != nil {
 		e.Stop(a.ID)
 		return nil, fmt.Errorf("egress of session %s: %w", a.ID, err)
 	}
@@ -248,7 +262,28 @@ func (e *Manager) Resolve(a api.ResolvePolicyArgs) (*netpolicy.Effective, string
 	return resolvePolicy(&e.cfg, a, disc)
 }
 
-func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) error {
+// sessionSecrets returns the bindings of a narrowed to eff, or nil when a has none or
+// none keeps a host (no connection is then terminated). Bindings need the egress
+// process (ProxyExe) and a gated profile: a permissive session's connections do not pass
+// the name gate, so nothing could swap a placeholder there.
+func (e *Manager) sessionSecrets(a api.StartVMArgs, eff *netpolicy.Effective) (*api.SessionSecrets, error) {
+	if a.Secrets == nil || len(a.Secrets.Bindings) == 0 {
+		return nil, nil
+	}
+	if e.ProxyExe == "" {
+		return nil, fmt.Errorf("secret bindings: %w: this helper runs no egress process", api.ErrUnavailable)
+	}
+	if eff.AnyPort() {
+		return nil, fmt.Errorf("%w: secret bindings need a gated egress profile (locked or standard): profile %s does not pass connections through the name gate (use --egress standard, or a raw_env list to give the VM the real values)", api.ErrPolicy, eff.Profile)
+	}
+	sec, bound, err := narrowSecrets(eff, *a.Secrets)
+	if err != nil || !bound {
+		return nil, err
+	}
+	return &sec, nil
+}
+
+func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32, sec *api.SessionSecrets) error {
 	ad := s.Addrs
 	if err := e.uplinkForwarding(); err != nil {
 		return err
@@ -285,7 +320,7 @@ func (e *Manager) build(s *Session, eff *netpolicy.Effective, uid, gid uint32) e
 	}
 	s.dlog = newDecisionLog(s.logFile, MaxDecisionLogBytes)
 	if e.ProxyExe != "" {
-		return e.startProc(s, eff, uid, gid)
+		return e.startProc(s, eff, uid, gid, sec)
 	}
 	names := &namegate.Names{}
 	if s.gate, err = namegate.New(namegate.Config{Names: names, Log: s.dlog.logGate, Dial: gateDialer(), MaxConns: MaxGateConns}); err != nil {
@@ -391,6 +426,7 @@ func (e *Manager) StopKeepLog(id string) (*api.EgressSummary, *os.File, error) {
 		_, _, werr := s.dlog.counts()
 		errs = append(errs, werr, s.logFile.Close())
 		sum = summarize(s.logPath, s.dlog)
+		sum.Secrets = s.secrets.snapshot()
 		var err error
 		if log, err = os.OpenFile(s.logPath, os.O_RDONLY|unix.O_CLOEXEC, 0); err != nil {
 			errs = append(errs, fmt.Errorf("reopen egress decision log of session %s: %w", id, err))

@@ -16,8 +16,12 @@ import (
 // TestMain sets the knob for the process too.
 func TestMain(m *testing.M) {
 	netpolicy.AllowDocumentationRanges(true)
+	AcceptTestRoots() // the fake bound hosts' CA (TestSecretsNetns)
 	if len(os.Args) > 1 && os.Args[1] == ProxySubcommand {
 		os.Exit(ProxyMain(os.Args[2:]))
+	}
+	if len(os.Args) > 2 && os.Args[1] == trustProbe {
+		os.Exit(trustProbeMain(os.Args[2] == "warm"))
 	}
 	if len(os.Args) > 1 && os.Args[1] == confineProbe {
 		os.Exit(confineProbeMain())

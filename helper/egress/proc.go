@@ -2,6 +2,7 @@ package egress
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,6 +21,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/egress/tlsterm"
 	"brood.dev/brood/helper/landlockabi"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
@@ -47,6 +49,7 @@ func ProxyMain(args []string) int {
 	fs := flag.NewFlagSet(ProxySubcommand, flag.ContinueOnError)
 	id := fs.String("session", "", "session `id` (for the log)")
 	upstream := fs.String("upstream", "", "upstream resolver `host:port`")
+	secrets := fs.Bool("secrets", false, "read the session's secret bindings from the control socket first")
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return 2
 	}
@@ -56,15 +59,31 @@ func ProxyMain(args []string) int {
 		log.Error("egress process: bad -upstream", "err", err)
 		return 2
 	}
+	if *secrets {
+		if err := loadTrustStore(); err != nil {
+			log.Error("egress process", "err", err)
+			return 1
+		}
+	}
 	if err := confineProc(up.Port()); err != nil {
 		log.Error("egress process: confine", "err", err)
 		return 1
 	}
-	if err := serveProc(log, *id, up.String()); err != nil {
+	if err := serveProc(log, *id, up.String(), *secrets); err != nil {
 		log.Error("egress process", "err", err)
 		return 1
 	}
 	return 0
+}
+
+// loadTrustStore loads the host's trust store, which the TLS terminator verifies the real
+// hosts against, before confineProc: crypto/x509 reads it once and keeps it, and under
+// Landlock no file is readable.
+func loadTrustStore() error {
+	if _, err := x509.SystemCertPool(); err != nil {
+		return fmt.Errorf("load the host's trust store: %w", err)
+	}
+	return nil
 }
 
 // confineProc makes the process not dumpable and no_new_privs, sets RLIMIT_NOFILE to
@@ -97,15 +116,24 @@ func confineProc(upstreamPort uint16) error {
 }
 
 // serveProc serves the proxy and the gate on the inherited sockets until the control
-// socket closes.
-func serveProc(log *slog.Logger, id, upstream string) error {
+// socket closes. With secrets, it first reads the session's bindings (recvSecrets) and
+// its gate terminates the TLS of their hosts.
+func serveProc(log *slog.Logger, id, upstream string, secrets bool) error {
 	c, err := net.FileConn(os.NewFile(procFDCtl, "ctl"))
 	if err != nil {
 		return fmt.Errorf("control socket: %w", err)
 	}
 	ctl := &ctlClient{c: c.(*net.UnixConn), pending: map[uint64]chan procReply{}}
+	var tt namegate.Terminator
+	if secrets {
+		t, err := recvSecrets(ctl.c, ctl.logSecret)
+		if err != nil {
+			return err
+		}
+		tt = gateTerminator{t}
+	}
 	names := &namegate.Names{}
-	gate, err := serveGate(ctl, names)
+	gate, err := serveGate(ctl, names, tt)
 	if err != nil {
 		return err
 	}
@@ -146,10 +174,12 @@ func serveProc(log *slog.Logger, id, upstream string) error {
 	return err
 }
 
-// serveGate serves the name gate on the two inherited listeners; its decisions go to the
+// serveGate serves the name gate on the two inherited listeners, handing admitted TLS
+// connections of the names term covers to term (nil: none); its decisions go to the
 // daemon's log.
-func serveGate(ctl *ctlClient, names *namegate.Names) (*namegate.Gate, error) {
-	gate, err := namegate.New(namegate.Config{Names: names, Log: ctl.logGate, Dial: gateDialer(), MaxConns: MaxGateConns})
+func serveGate(ctl *ctlClient, names *namegate.Names, term namegate.Terminator) (*namegate.Gate, error) {
+	gate, err := namegate.New(namegate.Config{Names: names, Log: ctl.logGate, Dial: gateDialer(), MaxConns: MaxGateConns,
+		Terminator: term})
 	if err != nil {
 		return nil, err
 	}
@@ -295,6 +325,10 @@ func (c *ctlClient) logGate(d namegate.Decision) {
 	if err == nil {
 		_ = c.send(procMsg{Op: opLog, Decision: b})
 	}
+}
+
+func (c *ctlClient) logSecret(e tlsterm.Event) {
+	_ = c.send(procMsg{Op: opSecret, Event: &e})
 }
 
 // readLoop delivers replies until the control socket closes (nil: the daemon hung up).

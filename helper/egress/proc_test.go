@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -48,6 +50,57 @@ func confineProbeMain() int {
 	unix.Getrlimit(unix.RLIMIT_NOFILE, &lim)
 	fmt.Printf("dumpable %d no_new_privs %d nofile %d/%d\n", dumpable, nnp, lim.Cur, lim.Max)
 	return 0
+}
+
+// trustProbe makes the test binary load the trust store as an egress process with
+// secrets does, confine itself, then verify a root of the host's store (trustProbeMain).
+const trustProbe = "egress-trust-probe"
+
+// trustProbeMain reads the first certificate of the host's bundle, runs loadTrustStore
+// (unless the argument is "cold") and confineProc, and prints whether the certificate
+// verifies against the system roots.
+func trustProbeMain(warm bool) int {
+	data, err := os.ReadFile("/etc/ssl/certs/ca-certificates.crt")
+	if err != nil {
+		fmt.Println("bundle:", err)
+		return 1
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		fmt.Println("bundle: no certificate")
+		return 1
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		fmt.Println("bundle:", err)
+		return 1
+	}
+	if warm {
+		if err := loadTrustStore(); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+	}
+	if err := confineProc(53); err != nil {
+		fmt.Println("confine:", err)
+		return 1
+	}
+	_, err = cert.Verify(x509.VerifyOptions{})
+	fmt.Println("verified:", err == nil)
+	return 0
+}
+
+// TestProcTrustStore: the system roots loaded before confinement verify a certificate
+// after it (the terminator's upstream check in production); without loading them first,
+// Landlock leaves the store unreadable and nothing verifies.
+func TestProcTrustStore(t *testing.T) {
+	testenv.RequireFile(t, "/etc/ssl/certs/ca-certificates.crt", "the host trust store (Debian ca-certificates)")
+	for _, c := range []struct{ arg, want string }{{"warm", "verified: true\n"}, {"cold", "verified: false\n"}} {
+		out, err := exec.Command(os.Args[0], trustProbe, c.arg).CombinedOutput()
+		if err != nil || string(out) != c.want {
+			t.Errorf("%s probe: %v %q, want %q", c.arg, err, out, c.want)
+		}
+	}
 }
 
 // TestProcConfinement: once confined, the egress process can neither read nor create a

@@ -14,6 +14,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress/tlsterm"
 	"brood.dev/brood/internal/hostexec"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/dnsproxy"
@@ -23,7 +25,7 @@ import (
 // startProc binds session s's four DNS sockets (bindDNS, as root, before any privilege
 // is dropped) and hands them, with the name gate's listeners (bound by build), to a new
 // egress process; the daemon keeps no copy.
-func (e *Manager) startProc(s *Session, eff *netpolicy.Effective, uid, gid uint32) error {
+func (e *Manager) startProc(s *Session, eff *netpolicy.Effective, uid, gid uint32, sec *api.SessionSecrets) error {
 	var socks []*os.File
 	defer func() {
 		for _, f := range socks {
@@ -57,7 +59,7 @@ func (e *Manager) startProc(s *Session, eff *netpolicy.Effective, uid, gid uint3
 		socks = append(socks, f)
 	}
 	s.closeGateListeners()
-	p, err := e.startProxyProc(s, eff, uid, gid, socks)
+	p, err := e.startProxyProc(s, eff, uid, gid, socks, sec)
 	if err != nil {
 		return err
 	}
@@ -77,17 +79,23 @@ const procStopTimeout = 2 * time.Second
 
 // startProxyProc starts exe's ProxySubcommand for session s as uid:gid (no supplementary
 // group), with the bound sockets socks (DNS udp4, tcp4, udp6, tcp6, then the name gate's
-// tcp4, tcp6 listeners; the caller closes its copies), Pdeathsig SIGKILL and its own process group, and serves its control requests
-// against eff and the session's sets until Stop. Its environment is hostexec's (PATH and
-// LC_ALL only), its working directory "/".
-func (e *Manager) startProxyProc(s *Session, eff *netpolicy.Effective, uid, gid uint32, socks []*os.File) (*proxyProc, error) {
+// tcp4, tcp6 listeners; the caller closes its copies), Pdeathsig SIGKILL and its own
+// process group, and serves its control requests against eff and the session's sets until
+// Stop. Its environment is hostexec's (PATH and LC_ALL only), its working directory "/".
+// With sec, the process is started with -secrets, sec is its first control message
+// (sendSecrets) and the CA certificate it answers is s.SecretsCA.
+func (e *Manager) startProxyProc(s *Session, eff *netpolicy.Effective, uid, gid uint32, socks []*os.File, sec *api.SessionSecrets) (*proxyProc, error) {
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("egress process of session %s: socketpair: %w", s.id, err)
 	}
 	mine, theirs := os.NewFile(uintptr(fds[0]), "egress-ctl"), os.NewFile(uintptr(fds[1]), "egress-ctl-child")
 	defer theirs.Close()
-	cmd := hostexec.Self(e.ProxyExe, ProxySubcommand, "-session", s.id, "-upstream", e.upstreamAddr)
+	args := []string{ProxySubcommand, "-session", s.id, "-upstream", e.upstreamAddr}
+	if sec != nil {
+		args = append(args, "-secrets")
+	}
+	cmd := hostexec.Self(e.ProxyExe, args...)
 	cmd.ExtraFiles = append([]*os.File{theirs}, socks...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{
@@ -107,9 +115,17 @@ func (e *Manager) startProxyProc(s *Session, eff *netpolicy.Effective, uid, gid 
 		return nil, fmt.Errorf("egress process of session %s: control socket: %w", s.id, err)
 	}
 	p := &proxyProc{cmd: cmd, ctl: c.(*net.UnixConn), done: make(chan struct{})}
+	if sec != nil {
+		if s.SecretsCA, err = sendSecrets(p.ctl, *sec, e.TestRoots); err != nil {
+			p.ctl.Close()
+			cmd.Process.Kill()
+			cmd.Wait()
+			return nil, fmt.Errorf("egress process of session %s: %w", s.id, err)
+		}
+	}
 	go func() {
 		defer close(p.done)
-		gate := &pinGate{eff: eff, fw: e.fw, id: s.id, dlog: s.dlog, log: e.log}
+		gate := &pinGate{eff: eff, fw: e.fw, id: s.id, dlog: s.dlog, log: e.log, secrets: &s.secrets}
 		err := gate.serve(p.ctl)
 		e.log.Info("audit: egress process control ended", "session", s.id, "pid", cmd.Process.Pid, "err", err)
 	}()
@@ -152,6 +168,8 @@ type pinGate struct {
 	id   string
 	dlog *decisionLog
 	log  *slog.Logger
+	// secrets counts the process's terminator events for the summary.
+	secrets *secretCounts
 }
 
 // serve reads requests from c until it closes and answers each in turn.
@@ -169,6 +187,9 @@ func (g *pinGate) serve(c *net.UnixConn) error {
 		switch m.Op {
 		case opLog:
 			g.logDecision(m.Decision)
+			continue
+		case opSecret:
+			g.logSecret(m.Event)
 			continue
 		case opPanic:
 			proxyPanics.Add(1)
@@ -232,6 +253,22 @@ func (g *pinGate) pin(m procMsg, grant netpolicy.Grant) (time.Duration, string) 
 		return 0, err.Error()
 	}
 	return timeout, ""
+}
+
+// logSecret counts one terminator event and appends it to the session's log; an
+// invalid one is dropped and counted.
+func (g *pinGate) logSecret(e *tlsterm.Event) {
+	if !validEvent(e) {
+		g.dlog.drop()
+		return
+	}
+	g.secrets.count(*e)
+	b, err := json.Marshal(secretDecision{Time: time.Now().UTC(), Secret: string(e.Kind), Host: e.Host, Binding: e.Binding, Reason: e.Reason})
+	if err != nil {
+		g.dlog.drop()
+		return
+	}
+	g.dlog.logRaw(b)
 }
 
 // logDecision appends one decision (a single JSON object, compacted onto one line) to

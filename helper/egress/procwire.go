@@ -3,6 +3,8 @@ package egress
 import (
 	"encoding/json"
 	"net/netip"
+
+	"brood.dev/brood/helper/egress/tlsterm"
 )
 
 // ProxySubcommand is the hidden broodd-helper subcommand that runs one session's DNS
@@ -39,6 +41,9 @@ const (
 	// (namegate.Decision, with its "gate" field).
 	opLog   = "log"   // append Decision to the session's decision log; no reply
 	opPanic = "panic" // a handler panicked and was recovered; no reply
+	// opSecret's Event is a TLS terminator event (names and hosts, never a value): the
+	// daemon logs and counts it; no reply.
+	opSecret = "secret"
 )
 
 // procMsg is one request of the egress process to the daemon.
@@ -49,6 +54,7 @@ type procMsg struct {
 	Addrs    []netip.Addr    `json:"addrs,omitempty"`
 	TimeoutS int64           `json:"timeout_s,omitempty"`
 	Decision json.RawMessage `json:"decision,omitempty"`
+	Event    *tlsterm.Event  `json:"event,omitempty"`
 }
 
 // procReply answers a procMsg with the same ID.

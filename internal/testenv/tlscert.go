@@ -7,6 +7,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/pem"
 	"math/big"
 	"testing"
 	"time"
@@ -17,6 +18,13 @@ import (
 // handshake with a server that presents the certificate, for those names only. Keys are
 // ECDSA P-256, valid for one hour.
 func TestCA(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool) {
+	t.Helper()
+	cert, pool, _ := TestCAPEM(t, names...)
+	return cert, pool
+}
+
+// TestCAPEM is TestCA that also returns the test CA's certificate, PEM.
+func TestCAPEM(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool, []byte) {
 	t.Helper()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -47,5 +55,6 @@ func TestCA(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool) {
 	}
 	pool := x509.NewCertPool()
 	pool.AddCert(caCert)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool, caPEM
 }

@@ -104,7 +104,8 @@ type Summary struct {
 }
 
 // Summarize reads a JSON-lines decision log (as written by JSONLog). A malformed line is an
-// error naming its line number.
+// error naming its line number. Entries with a "secret" field (the TLS terminator's
+// events, which the helper daemon counts itself) are skipped.
 func Summarize(r io.Reader) (*Summary, error) {
 	s := &Summary{Queries: map[Verdict]int{}, AllowedNames: map[string]int{}, RefusedNames: map[string]int{},
 		Conns: map[string]int{}, RefusedConns: map[string]int{}}
@@ -118,11 +119,15 @@ func Summarize(r io.Reader) (*Summary, error) {
 			Stripped []Stripped   `json:"stripped"`
 			Gate     string       `json:"gate"`
 			Dst      string       `json:"dst"`
+			Secret   string       `json:"secret"`
 		}
 		if err := dec.Decode(&d); err == io.EOF {
 			break
 		} else if err != nil {
 			return nil, fmt.Errorf("read decision log entry %d: %w", line, err)
+		}
+		if d.Secret != "" {
+			continue // a TLS terminator's event: its daemon counts those itself
 		}
 		if d.Gate != "" {
 			s.Conns[string(d.Verdict)]++

@@ -13,8 +13,6 @@ import (
 	"net/netip"
 	"sync"
 	"time"
-
-	"golang.org/x/net/http2"
 )
 
 // Limits of a Terminator (Config fields of the same names override them).
@@ -41,7 +39,8 @@ type Config struct {
 	Bindings *Bindings
 	// RootCAs verifies the real hosts' certificates; nil is the host's trust store.
 	RootCAs *x509.CertPool
-	// DialContext connects to the real host; nil is a net.Dialer with a 30 s timeout.
+	// DialContext connects to the real host; nil is a classic-TCP (not MPTCP) net.Dialer
+	// with a 30 s timeout.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	// MaxBody and MaxDecoded override DefaultMaxBody and DefaultMaxDecoded when positive.
 	MaxBody, MaxDecoded int64
@@ -68,7 +67,9 @@ func New(cfg Config) (*Terminator, error) {
 		cfg.MaxDecoded = DefaultMaxDecoded
 	}
 	if cfg.DialContext == nil {
-		cfg.DialContext = (&net.Dialer{Timeout: 30 * time.Second}).DialContext
+		d := &net.Dialer{Timeout: 30 * time.Second}
+		d.SetMultipathTCP(false) // classic TCP: Landlock's TCP rules do not cover MPTCP
+		cfg.DialContext = d.DialContext
 	}
 	return &Terminator{cfg: cfg}, nil
 }
@@ -106,12 +107,7 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	up := t.upstream(sni, dst)
 	defer up.CloseIdleConnections()
 	h := &handler{t: t, sni: sni, port: dst.Port(), up: up}
-	if tc.ConnectionState().NegotiatedProtocol == "h2" {
-		srv := &http2.Server{MaxConcurrentStreams: 100, IdleTimeout: idleTimeout}
-		srv.ServeConn(tc, &http2.ServeConnOpts{Context: ctx, Handler: h, BaseConfig: &http.Server{ErrorLog: discardLog}})
-		return nil
-	}
-	serveHTTP1(ctx, tc, h)
+	serveConn(ctx, tc, h)
 	return nil
 }
 
@@ -135,10 +131,15 @@ func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
 		ForceAttemptHTTP2: true,
 		// Larger frames from the real host: fewer reads, writes and TLS records per
 		// streamed response.
-		HTTP2:                 &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
-		WriteBufferSize:       64 << 10,
-		ReadBufferSize:        64 << 10,
-		MaxIdleConnsPerHost:   4,
+		HTTP2:           &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
+		WriteBufferSize: 64 << 10,
+		ReadBufferSize:  64 << 10,
+		// One connection to the real host per guest connection: a terminated connection
+		// costs the egress process two descriptors, as a spliced one does (its
+		// RLIMIT_NOFILE counts on that); a guest's concurrent HTTP/2 streams share it
+		// when the real host speaks HTTP/2, and wait their turn when it does not.
+		MaxConnsPerHost:       1,
+		MaxIdleConnsPerHost:   1,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
@@ -146,8 +147,10 @@ func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
 
 var discardLog = log.New(io.Discard, "", 0)
 
-// serveHTTP1 serves HTTP/1.1 on the one connection c until it closes or ctx ends.
-func serveHTTP1(ctx context.Context, c net.Conn, h http.Handler) {
+// serveConn serves the one connection c until it closes or ctx ends: HTTP/2 when the
+// handshake negotiated h2 (net/http's own HTTP/2 server, at most 100 streams at once),
+// else HTTP/1.1.
+func serveConn(ctx context.Context, c net.Conn, h http.Handler) {
 	l := &oneConn{c: c, done: make(chan struct{})}
 	srv := &http.Server{
 		Handler:           h,
@@ -155,6 +158,7 @@ func serveHTTP1(ctx context.Context, c net.Conn, h http.Handler) {
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          discardLog,
+		HTTP2:             &http.HTTP2Config{MaxConcurrentStreams: 100},
 		ConnState: func(_ net.Conn, s http.ConnState) {
 			if s == http.StateClosed || s == http.StateHijacked {
 				l.close()

@@ -1,0 +1,247 @@
+package egress
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/helper/egress/tlsterm"
+	"brood.dev/brood/netpolicy"
+	"brood.dev/brood/netpolicy/policywire"
+)
+
+// Secret bindings in the egress process. The daemon narrows a session's bindings to its
+// policy (narrowSecrets), starts the process with -secrets and sends them as the first
+// message on the control socket (procSecrets); the process builds the TLS terminator
+// (tlsterm.NewSession), answers the session CA's certificate (procSecretsReply) and
+// hands the terminator to its name gate. The values cross only that socketpair: they are
+// in no file, argument, environment variable or log. Each swap, block and refresh comes
+// back as an opSecret message (names and hosts only), which the daemon logs and counts.
+
+// secretsTimeout bounds the daemon's wait for the process's answer to the bindings.
+const secretsTimeout = 10 * time.Second
+
+// procSecrets is the daemon's first message to a process started with -secrets.
+type procSecrets struct {
+	Secrets api.SessionSecrets `json:"secrets"`
+	// TestRoots (PEM) replace the host's trust store for the real hosts' certificates. A
+	// process refuses them unless its TestMain called AcceptTestRoots, which broodd-helper
+	// never does, so a production helper can never be made to trust them.
+	TestRoots []byte `json:"test_roots,omitempty"`
+}
+
+// procSecretsReply answers procSecrets: the CA certificate (PEM), or why not.
+type procSecretsReply struct {
+	CA  string `json:"ca,omitempty"`
+	Why string `json:"why,omitempty"`
+}
+
+// narrowSecrets returns s with every binding's hosts narrowed to the session's policy
+// eff (policywire.NarrowSecrets). A binding that named hosts and keeps none is an error
+// wrapping api.ErrPolicy that names the binding (by its Name, never its value) and the
+// hosts the policy does not allow. A binding that named no host stays (its placeholder
+// is refused everywhere). It also returns whether any binding keeps a host.
+func narrowSecrets(eff *netpolicy.Effective, s api.SessionSecrets) (api.SessionSecrets, bool, error) {
+	if err := s.Validate(); err != nil {
+		return api.SessionSecrets{}, false, err
+	}
+	out, removed := policywire.NarrowSecrets(eff, s)
+	bound := false
+	for i, b := range out.Bindings {
+		if len(b.Hosts) > 0 {
+			bound = true
+			continue
+		}
+		if len(s.Bindings[i].Hosts) == 0 {
+			continue
+		}
+		var lost []string
+		for _, r := range removed {
+			if h, ok := strings.CutPrefix(r, b.Name+": "); ok {
+				lost = append(lost, h)
+			}
+		}
+		return api.SessionSecrets{}, false, fmt.Errorf("%w: secret %s may go only to %s, which the session's egress policy does not allow (allow it with --allow-host, or the login that needs it cannot be used)",
+			api.ErrPolicy, b.Name, strings.Join(lost, ", "))
+	}
+	return out, bound, nil
+}
+
+// sendSecrets sends s (and TestRoots) to the process on c and returns the CA certificate
+// it answers. The encoding is cleared from memory once sent.
+func sendSecrets(c *net.UnixConn, s api.SessionSecrets, testRoots []byte) (string, error) {
+	b, err := json.Marshal(procSecrets{Secrets: s, TestRoots: testRoots})
+	if err != nil {
+		return "", err
+	}
+	defer clear(b)
+	if len(b) > procMaxMsg {
+		return "", fmt.Errorf("secret bindings: %d bytes encoded, at most %d", len(b), procMaxMsg)
+	}
+	c.SetDeadline(time.Now().Add(secretsTimeout))
+	defer c.SetDeadline(time.Time{})
+	if _, err := c.Write(b); err != nil {
+		return "", fmt.Errorf("send secret bindings: %w", err)
+	}
+	buf := make([]byte, procMaxMsg)
+	n, err := c.Read(buf)
+	if err != nil {
+		return "", fmt.Errorf("read the session CA: %w", err)
+	}
+	var r procSecretsReply
+	if err := json.Unmarshal(buf[:n], &r); err != nil {
+		return "", fmt.Errorf("read the session CA: %w", err)
+	}
+	if r.Why != "" || r.CA == "" {
+		return "", fmt.Errorf("start TLS termination: %s", r.Why)
+	}
+	return r.CA, nil
+}
+
+// recvSecrets is the process's side of sendSecrets: it reads the bindings from c, builds
+// the terminator (its events go to events) and answers the CA certificate, or the error.
+func recvSecrets(c *net.UnixConn, events func(tlsterm.Event)) (*tlsterm.Terminator, error) {
+	buf := make([]byte, procMaxMsg)
+	defer clear(buf)
+	n, err := c.Read(buf)
+	if err != nil {
+		return nil, fmt.Errorf("read secret bindings: %w", err)
+	}
+	var m procSecrets
+	if err := json.Unmarshal(buf[:n], &m); err != nil {
+		return nil, fmt.Errorf("read secret bindings: %w", err)
+	}
+	t, pem, err := buildTerminator(m, events)
+	r := procSecretsReply{CA: string(pem)}
+	if err != nil {
+		r = procSecretsReply{Why: err.Error()}
+	}
+	b, _ := json.Marshal(r)
+	if _, werr := c.Write(b); werr != nil && err == nil {
+		err = fmt.Errorf("answer the session CA: %w", werr)
+	}
+	return t, err
+}
+
+// buildTerminator makes the session's terminator from m.
+func buildTerminator(m procSecrets, events func(tlsterm.Event)) (*tlsterm.Terminator, []byte, error) {
+	var roots *x509.CertPool
+	if len(m.TestRoots) > 0 {
+		if !acceptTestRoots {
+			return nil, nil, errors.New("test roots offered to a production egress process")
+		}
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(m.TestRoots) {
+			return nil, nil, errors.New("test roots: no certificate")
+		}
+	}
+	return tlsterm.NewSession(m.Secrets, nil, roots, events)
+}
+
+// acceptTestRoots is AcceptTestRoots's knob.
+var acceptTestRoots bool
+
+// AcceptTestRoots lets this process's egress processes take procSecrets.TestRoots. Only
+// test binaries call it, from TestMain (it must run in the egress process itself);
+// broodd-helper never does.
+func AcceptTestRoots() { acceptTestRoots = true }
+
+// secretCounts counts one session's terminator events per host, for the summary.
+type secretCounts struct {
+	mu    sync.Mutex
+	hosts map[string]api.SecretCounts
+}
+
+// otherHosts is the key of the hosts past api.SummaryNames.
+const otherHosts = "(other)"
+
+func (s *secretCounts) count(e tlsterm.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.hosts == nil {
+		s.hosts = map[string]api.SecretCounts{}
+	}
+	key := e.Host
+	if _, ok := s.hosts[key]; !ok && len(s.hosts) >= api.SummaryNames {
+		key = otherHosts
+	}
+	c := s.hosts[key]
+	switch e.Kind {
+	case tlsterm.EventSwap:
+		c.Swaps++
+	case tlsterm.EventBlock:
+		c.Blocks++
+	case tlsterm.EventRefresh:
+		c.Refreshes++
+	}
+	s.hosts[key] = c
+}
+
+func (s *secretCounts) snapshot() map[string]api.SecretCounts {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.hosts) == 0 {
+		return nil
+	}
+	out := make(map[string]api.SecretCounts, len(s.hosts))
+	for k, v := range s.hosts {
+		out[k] = v
+	}
+	return out
+}
+
+// secretDecision is a terminator event as the decision log holds it: Secret is the
+// event's kind (which tells it from a DNS or gate decision).
+type secretDecision struct {
+	Time    time.Time `json:"time"`
+	Secret  string    `json:"secret"`
+	Host    string    `json:"host"`
+	Binding string    `json:"binding,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+}
+
+// validEvent checks an event the process reports before it is logged and counted.
+func validEvent(e *tlsterm.Event) bool {
+	if e == nil || len(e.Host) > 253 || len(e.Binding) > 256 || len(e.Reason) > 1024 {
+		return false
+	}
+	switch e.Kind {
+	case tlsterm.EventSwap, tlsterm.EventBlock, tlsterm.EventRefresh:
+		return true
+	}
+	return false
+}
+
+// gateTerminator hands the name gate's admitted TLS connections of the bound hosts to
+// the session's terminator. The gate has already checked that the SNI is a name this
+// session resolved to the connection's destination, on that port.
+type gateTerminator struct{ t *tlsterm.Terminator }
+
+func (g gateTerminator) Terminates(name string) bool { return g.t.Covers(name) }
+
+func (g gateTerminator) Terminate(guest net.Conn, hello []byte, name string, dst netip.AddrPort) error {
+	return g.t.Terminate(context.Background(), &replayConn{Conn: guest, head: hello}, name, dst)
+}
+
+// replayConn reads head (the bytes the gate already read) before the rest of Conn.
+type replayConn struct {
+	net.Conn
+	head []byte
+}
+
+func (c *replayConn) Read(p []byte) (int, error) {
+	if len(c.head) > 0 {
+		n := copy(p, c.head)
+		c.head = c.head[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}

@@ -1,0 +1,58 @@
+package egress
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/netpolicy"
+)
+
+// TestBuildTerminatorTestRoots: an egress process whose binary did not call
+// AcceptTestRoots (broodd-helper) refuses the session when the daemon offers test
+// roots; one that did builds the terminator and answers the CA.
+func TestBuildTerminatorTestRoots(t *testing.T) {
+	_, _, rootPEM := testenv.TestCAPEM(t, "api.bound.test")
+	m := procSecrets{TestRoots: rootPEM, Secrets: api.SessionSecrets{Bindings: []api.SecretBinding{
+		{Name: "$API_KEY", Placeholder: phAPI, Value: canaryAPI, Hosts: []string{"api.bound.test"}}}}}
+	defer func(v bool) { acceptTestRoots = v }(acceptTestRoots)
+	acceptTestRoots = false
+	if _, _, err := buildTerminator(m, nil); err == nil || !strings.Contains(err.Error(), "test roots offered to a production egress process") {
+		t.Fatalf("production process with test roots: %v", err)
+	}
+	acceptTestRoots = true
+	if tt, pem, err := buildTerminator(m, nil); err != nil || !tt.Covers("api.bound.test") || !strings.Contains(string(pem), "BEGIN CERTIFICATE") {
+		t.Fatalf("test process with test roots: %v", err)
+	}
+}
+
+// TestNarrowSecrets: a binding left with no host by the policy is refused, naming it and
+// its hosts; a binding that named none stays; with no binding keeping a host nothing is
+// to be terminated (bound false).
+func TestNarrowSecrets(t *testing.T) {
+	locked := netpolicy.Locked
+	e, err := netpolicy.ParseEntry("api.bound.test", "443")
+	if err != nil {
+		t.Fatal(err)
+	}
+	eff, err := netpolicy.Resolve(netpolicy.Inputs{Flags: netpolicy.LayerConfig{Profile: &locked}, AgentHosts: []netpolicy.Entry{e}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := api.SecretBinding{Name: "$API_KEY", Placeholder: phAPI, Value: canaryAPI, Hosts: []string{"api.bound.test", "other.test"}}
+	none := api.SecretBinding{Name: "$NOWHERE", Placeholder: phOther, Value: canaryOther}
+	out, bound, err := narrowSecrets(eff, api.SessionSecrets{Bindings: []api.SecretBinding{ok, none}})
+	if err != nil || !bound || len(out.Bindings) != 2 || len(out.Bindings[0].Hosts) != 1 || out.Bindings[0].Hosts[0] != "api.bound.test" {
+		t.Fatalf("narrow = %+v, %v, %v", out, bound, err)
+	}
+	if _, bound, err := narrowSecrets(eff, api.SessionSecrets{Bindings: []api.SecretBinding{none}}); err != nil || bound {
+		t.Errorf("only a hostless binding: bound %v, %v", bound, err)
+	}
+	lost := api.SecretBinding{Name: "$LOST", Placeholder: phOther, Value: canaryOther, Hosts: []string{"elsewhere.test"}}
+	_, _, err = narrowSecrets(eff, api.SessionSecrets{Bindings: []api.SecretBinding{ok, lost}})
+	if !errors.Is(err, api.ErrPolicy) || !strings.Contains(err.Error(), "$LOST") || !strings.Contains(err.Error(), "elsewhere.test") || strings.Contains(err.Error(), "canary") {
+		t.Errorf("a binding left with no host: %v", err)
+	}
+}
