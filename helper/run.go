@@ -371,6 +371,7 @@ const safePath = hostexec.Path
 // scrubInherited clears the environment except keptEnv and marks every inherited
 // descriptor above stderr close-on-exec, so nothing leaks into runners. The activated socket is taken afterwards by name.
 func scrubInherited() error {
+	readTestBuildEnv() // e2eroots*.go: a no-op outside the end-to-end tests' build
 	kept := map[string]string{}
 	for _, k := range keptEnv {
 		if v, ok := os.LookupEnv(k); ok {

@@ -281,6 +281,9 @@ func (r *agentRig) startHelper(bin, inet string) error {
 	run := filepath.Join(r.base, "run")
 	r.helper = exec.Command(bin, "--listen", r.socket, "--runtime-dir", run, "--config", cfg, "--idle-timeout", "0")
 	r.helper.Stdout, r.helper.Stderr = r.helperLog, r.helperLog
+	// The egress processes terminate TLS for the providers (the guest holds placeholders)
+	// and verify the fake providers with the test CA (a brood_e2e build seam).
+	r.helper.Env = append(os.Environ(), "BROOD_E2E_UPSTREAM_CA="+r.caFile)
 	r.helper.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
 	if err := r.helper.Start(); err != nil {
 		return fmt.Errorf("start helper: %w", err)

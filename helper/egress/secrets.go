@@ -135,7 +135,7 @@ func recvSecrets(c *net.UnixConn, events func(tlsterm.Event)) (*tlsterm.Terminat
 func buildTerminator(m procSecrets, events func(tlsterm.Event)) (*tlsterm.Terminator, []byte, error) {
 	var roots *x509.CertPool
 	if len(m.TestRoots) > 0 {
-		if !acceptTestRoots {
+		if !acceptTestRoots && !e2eBuild {
 			return nil, nil, errors.New("test roots offered to a production egress process")
 		}
 		roots = x509.NewCertPool()
