@@ -483,6 +483,11 @@ func runAgent(t *testing.T, r *agentRig, c agentCase) {
 			t.Errorf("egress summary: %s not refused (the README says %s asks for it): %+v", n, c.agent, rec.Egress)
 		}
 	}
+	// The guest held a placeholder: the session's egress process terminated TLS for the
+	// provider and swapped the developer's key in (the fake provider got the real key).
+	if sc := rec.Egress.Secrets[c.host]; sc.Swaps == 0 {
+		t.Errorf("egress summary: no placeholder swapped for %s: %+v", c.host, rec.Egress.Secrets)
+	}
 	if c.onlyHost && (len(rec.Egress.Allowed) != 1 || len(rec.Egress.Refused) != 0) {
 		t.Errorf("egress summary: %s asked for names besides %s: %+v", c.agent, c.host, rec.Egress)
 	}
