@@ -156,8 +156,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return err
 	}
 
-	// 7b. Egress: nft table and masquerade chain, forwarding on the uplinks. Without it
-	// (e.g. no resolver configured) VMs can only run without a network device.
+	// 7b. Egress (nft table, masquerade, uplink forwarding); nil: VMs get no network.
 	eg := openEgress(&cfg, host, log)
 	if eg != nil {
 		defer eg.Close()
