@@ -693,7 +693,12 @@ func TestAgentCodexInteractive(t *testing.T) {
 			t.Errorf("request %s %s: Authorization %q, want the developer's key", q.Method, q.Path, q.Header.Get("Authorization"))
 		}
 	}
+	// Enter only once the composer shows the whole command: an Enter that arrives while
+	// codex still filters its slash-command list picks the list's first entry (/model).
 	x.cmd("send-keys", "-t", "brood", "-l", "/quit").Run()
+	if i, screen = x.waitPane(time.Minute, regexp.MustCompile(`› /quit`), signIn); i != 0 {
+		t.Fatalf("codex's composer never showed /quit:\n%s", screen)
+	}
 	x.cmd("send-keys", "-t", "brood", "Enter").Run()
 	if _, screen = x.waitPane(2*time.Minute, regexp.MustCompile(`brood-exited-0`)); !strings.Contains(screen, "no changes in session") {
 		t.Errorf("brood did not end with the session's summary:\n%s", screen)
