@@ -2,6 +2,7 @@ package helper
 
 import (
 	"bytes"
+	"crypto/rand"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -300,11 +301,16 @@ func octal(b []byte) string {
 	return sb.String()
 }
 
-// The canary real value of TestVMEgress's secret binding, and its placeholder.
-const (
-	vmCanary      = "sk-proj-CANARYrealVALUE0123456789abcdefghij"
-	vmPlaceholder = "sk-proj-PLACEHOLDERvalue0123456789abcdefgh"
-)
+// The canary real value of TestVMEgress's secret binding, made at run time (the test
+// binary, whose execute-only copy lies in the helper's run directory that the test
+// scans, must not contain it), and its placeholder.
+var vmCanary = "sk-proj-CANARY" + hex.EncodeToString(func() []byte {
+	b := make([]byte, 14)
+	rand.Read(b)
+	return b
+}()) + "xy"
+
+const vmPlaceholder = "sk-proj-PLACEHOLDERvalue0123456789abcdefgh"
 
 // boundHost records the Authorization header of every request it answers.
 type boundHost struct {
