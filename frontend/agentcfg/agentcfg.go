@@ -225,14 +225,17 @@ func (b *builder) readJSON(dir, name string) (map[string]any, error) {
 	if err != nil || data == nil {
 		return nil, err
 	}
-	m, err := decodeJSON(data)
+	m, err := DecodeObject(data)
 	if err != nil {
 		return nil, fmt.Errorf("settings ~/%s: %w: %w", path.Join(dir, name), ErrMalformed, err)
 	}
 	return m, nil
 }
 
-func decodeJSON(data []byte) (map[string]any, error) {
+// DecodeObject decodes data, which must be exactly one JSON object (RFC 8259) and
+// nothing after it, into a map with numbers kept as written (json.Number). It returns an
+// error for invalid JSON, a top-level value that is not an object, or trailing data.
+func DecodeObject(data []byte) (map[string]any, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var m map[string]any

@@ -1,7 +1,6 @@
 package secrets
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/frontend/agentcfg"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/placeholder"
 )
@@ -229,7 +229,7 @@ func (d *discovery) login() error {
 	if data == nil {
 		return nil
 	}
-	m, err := decodeObject(data)
+	m, err := agentcfg.DecodeObject(data)
 	if err != nil {
 		return fmt.Errorf("login file %s: %w: %w", show, ErrMalformedLogin, err)
 	}
@@ -284,21 +284,4 @@ func readHomeFile(home, dir, name string) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", maxLoginFile)
 	}
 	return data, nil
-}
-
-// decodeObject decodes one JSON object, numbers kept as written.
-func decodeObject(data []byte) (map[string]any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, err
-	}
-	if m == nil {
-		return nil, errors.New("not a JSON object")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("data after the top-level object")
-	}
-	return m, nil
 }
