@@ -64,8 +64,9 @@ var excludeDocs = []string{
 const (
 	hostCAIn  = `cp /etc/ssl/certs/ca-certificates.crt "$1/tmp/brood-host-ca.crt"`
 	hostCAOut = `rm -rf "$1/tmp/brood-host-ca.crt" "$1/root/.npm" "$1/root/.cache"`
-	// agentBase are the Debian packages every agent image has besides its runtime.
-	agentBase = "ca-certificates,git,ripgrep,procps,less"
+	// agentBase are the Debian packages every agent image has besides its runtime
+	// (openssh-client: git over SSH through --ssh-agent needs ssh in the guest).
+	agentBase = "ca-certificates,git,ripgrep,procps,less,openssh-client"
 )
 
 // npmAgent says how an agent is installed from npm.

@@ -76,7 +76,7 @@ func TestHermesRecipe(t *testing.T) {
 	r := Recipes["hermes"]
 	want := []string{
 		"--mode=root", "--variant=minbase",
-		"--include=ca-certificates,git,ripgrep,procps,less,python3,python3-venv",
+		"--include=ca-certificates,git,ripgrep,procps,less,openssh-client,python3,python3-venv",
 		"--dpkgopt=path-exclude=/usr/share/doc/*",
 		"--dpkgopt=path-include=/usr/share/doc/*/copyright",
 		"--dpkgopt=path-exclude=/usr/share/man/*",
