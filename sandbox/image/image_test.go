@@ -14,7 +14,7 @@ import (
 
 func TestMmdebstrapArgs(t *testing.T) {
 	a := MmdebstrapArgs(Recipes["test"], "root", "/c/tree")
-	for _, want := range []string{"--mode=root", "--variant=essential", "--include=busybox-static,git,passwd", "--customize-hook=" + agentHook} {
+	for _, want := range []string{"--mode=root", "--variant=essential", "--include=busybox-static,git,passwd,openssh-client", "--customize-hook=" + agentHook} {
 		if !slices.Contains(a, want) {
 			t.Errorf("args lack %q: %q", want, a)
 		}
@@ -26,6 +26,12 @@ func TestMmdebstrapArgs(t *testing.T) {
 	for _, want := range []string{"npm ci --prefix /opt/brood/codex", "NODE_EXTRA_CA_CERTS=", "rm -rf \"$1/tmp/brood-host-ca.crt\""} {
 		if !strings.Contains(codex, want) {
 			t.Errorf("codex recipe lacks %q", want)
+		}
+	}
+	// git over SSH with --ssh-agent needs ssh in the guest, whichever image runs.
+	for name, r := range Recipes {
+		if !slices.Contains(r.Include, "openssh-client") {
+			t.Errorf("recipe %s lacks openssh-client: %q", name, r.Include)
 		}
 	}
 	if _, err := Build(t.Context(), t.TempDir(), "nosuch", nil); !errors.Is(err, ErrUnknownRecipe) {

@@ -140,7 +140,8 @@ func pipRecipe(name, suite, bin string) Recipe {
 
 // Recipes are the built-in images.
 //
-//   - test: Essential packages + busybox-static + git, ~30 s to build; CI boots it.
+//   - test: Essential packages + busybox-static + git + openssh-client, ~30 s to build;
+//     CI boots it, and `brood run shell` runs it.
 //   - codex, claude-code, opencode, gemini: minbase + Debian's nodejs/npm + the agent's
 //     npm package from its lock, npm purged after; codex, claude-code and opencode run
 //     their platform package's native binary (codex's static musl build; opencode's x64
@@ -151,7 +152,7 @@ func pipRecipe(name, suite, bin string) Recipe {
 var Recipes = map[string]Recipe{
 	"test": {
 		Name: "test", Suite: "bookworm", Variant: "essential",
-		Include: []string{"busybox-static", "git", "passwd"},
+		Include: []string{"busybox-static", "git", "passwd", "openssh-client"},
 		Hooks:   []string{agentHook},
 	},
 	"codex": npmRecipe(npmAgent{name: "codex", suite: "bookworm", bin: "codex",
