@@ -62,6 +62,8 @@ const (
 // the brood_e2e brood run as agentUID.
 type agentRig struct {
 	base, brood, socket, home, state, caFile string
+	inet                                     string           // the "internet" netns
+	ca                                       *fakeprovider.CA // issues the fake hosts' certificates
 	helperLog                                *lockedBuffer
 	helper                                   *exec.Cmd
 	up                                       *dnsproxy.FakeUpstream
@@ -165,14 +167,13 @@ func startAgentRig() (*agentRig, error) {
 	if err := writeHostSettings(r.home); err != nil {
 		return r, err
 	}
-	inet, err := r.netns("i")
-	if err != nil {
+	if r.inet, err = r.netns("i"); err != nil {
 		return r, err
 	}
-	if err := r.startInternet(inet); err != nil {
+	if err := r.startInternet(r.inet); err != nil {
 		return r, err
 	}
-	return r, r.startHelper(helperBin, inet)
+	return r, r.startHelper(helperBin, r.inet)
 }
 
 // Host settings of the developer (copied into the guest home by frontend/agentcfg): each
@@ -235,6 +236,7 @@ func (r *agentRig) startInternet(inet string) error {
 	if err != nil {
 		return err
 	}
+	r.ca = ca
 	r.caFile = filepath.Join(r.base, "ca.pem")
 	if err := os.WriteFile(r.caFile, ca.PEM, 0o644); err != nil {
 		return err

@@ -37,6 +37,19 @@ func NewFakeUpstream(zone []string, junk ...string) (*FakeUpstream, error) {
 	return f, nil
 }
 
+// Add parses zone records as NewFakeUpstream does and adds them to the zone (a test's own
+// names on a shared fake); on a parse error nothing is added.
+func (f *FakeUpstream) Add(zone ...string) error {
+	g, err := NewFakeUpstream(zone)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.zone = append(f.zone, g.zone...)
+	return nil
+}
+
 // ServeDNS logs the question and answers it: NXDOMAIN when no record of the name exists.
 func (f *FakeUpstream) ServeDNS(w dns.ResponseWriter, r *dns.Msg) {
 	m := new(dns.Msg)
