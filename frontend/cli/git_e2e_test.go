@@ -50,8 +50,8 @@ type fakeGitHost struct {
 	authorized []ssh.PublicKey
 	mu         sync.Mutex
 	http       []string // "PATH?QUERY AUTHORIZATION" of every HTTP request
-	offered    []string // fingerprints of the keys SSH clients offered or tried
-	logins     []string // fingerprints of the keys SSH logins completed with
+	offered    []string // "HOST FINGERPRINT" of the keys SSH clients offered or tried
+	logins     []string // "HOST FINGERPRINT" of the keys SSH logins completed with
 	execs      []string
 }
 
@@ -80,10 +80,11 @@ func (h *fakeGitHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Env: []string{"GIT_PROJECT_ROOT=" + h.root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=x-access-token"}}).ServeHTTP(w, r)
 }
 
-// serveSSH accepts SSH connections on l with hostKey until l is closed.
-func (h *fakeGitHost) serveSSH(l net.Listener, hostKey ssh.Signer) {
+// serveSSH accepts SSH connections on l as host (its name in the notes) with hostKey
+// until l is closed.
+func (h *fakeGitHost) serveSSH(l net.Listener, host string, hostKey ssh.Signer) {
 	cfg := &ssh.ServerConfig{PublicKeyCallback: func(_ ssh.ConnMetadata, k ssh.PublicKey) (*ssh.Permissions, error) {
-		fp := ssh.FingerprintSHA256(k)
+		fp := host + " " + ssh.FingerprintSHA256(k)
 		h.note(&h.offered, fp)
 		for _, a := range h.authorized {
 			if string(a.Marshal()) == string(k.Marshal()) {
@@ -261,8 +262,8 @@ func startGitHosts(t *testing.T, r *agentRig, h *fakeGitHost, ghKey, glKey ssh.S
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: time.Minute,
 		TLSConfig: &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}}
 	go srv.ServeTLS(ls[0], "", "")
-	go h.serveSSH(ls[1], ghKey)
-	go h.serveSSH(ls[2], glKey)
+	go h.serveSSH(ls[1], "github.com", ghKey)
+	go h.serveSSH(ls[2], "gitlab.com", glKey)
 	t.Cleanup(func() {
 		srv.Close()
 		for _, l := range ls[1:] {
@@ -324,8 +325,17 @@ func TestGitEndToEnd(t *testing.T) {
 
 	w := r.workspace(t, "w-git-remote")
 	listedFP := ssh.FingerprintSHA256(listed.PublicKey())
-	cmd := r.command(w, []string{"GH_TOKEN=" + token, "SSH_AUTH_SOCK=" + sock},
-		"run", "--egress", "standard", "--git-token", "--ssh-agent", listedFP, "shell", "--", "sh", "-c", gitScript)
+	// `brood run shell` boots the test image; $BROOD_TEST_GIT_IMAGE names another image
+	// (an agent's: they all have ssh and git) to run the same script on, as a custom agent.
+	run := []string{"run", "--egress", "standard", "--git-token", "--ssh-agent", listedFP, "shell", "--", "sh", "-c", gitScript}
+	if img := os.Getenv("BROOD_TEST_GIT_IMAGE"); img != "" {
+		requireAgentImage(t, img)
+		cfg := filepath.Join(r.home, ".config", "brood", "config.toml")
+		writeDevFile(t, cfg, fmt.Sprintf("[agents.gitprobe]\nimage = %q\ncommand = [\"sh\", \"-c\", '''%s''']\n", img, gitScript))
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(cfg)) })
+		run = append(run[:len(run)-5], "gitprobe")
+	}
+	cmd := r.command(w, []string{"GH_TOKEN=" + token, "SSH_AUTH_SOCK=" + sock}, run...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	t0 := time.Now()
@@ -343,7 +353,10 @@ func TestGitEndToEnd(t *testing.T) {
 	}
 	id := sessionID(t, errOut)
 	checkGitHTTPS(t, r, h, out, errOut, id)
-	checkGitSSH(t, h, out, errOut, listedFP, ssh.FingerprintSHA256(unlisted.PublicKey()))
+	checkGitSSH(t, h, out, errOut, listedFP, ssh.FingerprintSHA256(unlisted.PublicKey()), ssh.FingerprintSHA256(glKey.PublicKey()))
+	if testing.Verbose() {
+		t.Logf("guest output:\n%s\nbrood's stderr:\n%s\nhttp: %q\nssh offered %q", out, errOut, h.seen(&h.http), h.seen(&h.offered))
+	}
 	rec := readAgentRecord(t, r, id)
 	t.Logf("brood run took %v (boot %.1fs, VM %.1fs)", took.Round(time.Second), rec.BootSeconds, rec.VMSeconds)
 }
@@ -434,7 +447,7 @@ func section(out, begin string) string {
 }
 
 // checkGitSSH checks the SSH half of TestGitEndToEnd.
-func checkGitSSH(t *testing.T, h *fakeGitHost, out, errOut, listedFP, unlistedFP string) {
+func checkGitSSH(t *testing.T, h *fakeGitHost, out, errOut, listedFP, unlistedFP, gitlabFP string) {
 	t.Helper()
 	if stepStatus(out, "ssh-add") != 0 || !strings.Contains(out, listedFP) || strings.Contains(out, unlistedFP) {
 		t.Errorf("ssh-add -l in the guest: want the listed key %s only", listedFP)
@@ -447,11 +460,18 @@ func checkGitSSH(t *testing.T, h *fakeGitHost, out, errOut, listedFP, unlistedFP
 	}
 	// Two logins to github.com (clone, push), none to gitlab.com, every one with the
 	// listed key; the unlisted key never reached either host.
-	if got := h.seen(&h.logins); len(got) != 2 || got[0] != listedFP || got[1] != listedFP {
-		t.Errorf("SSH logins %q, want two with %s (github.com's clone and push)", got, listedFP)
+	gh := "github.com " + listedFP
+	if got := h.seen(&h.logins); len(got) != 2 || got[0] != gh || got[1] != gh {
+		t.Errorf("SSH logins %q, want two to github.com with %s (the clone and the push)", got, listedFP)
 	}
-	if slices.Contains(h.seen(&h.offered), unlistedFP) {
-		t.Errorf("the unlisted key %s was offered to a code host", unlistedFP)
+	offered := h.seen(&h.offered)
+	if !slices.Contains(offered, "gitlab.com "+listedFP) {
+		t.Errorf("gitlab.com was never offered the listed key (was it reached?): %q", offered)
+	}
+	for _, o := range offered {
+		if strings.HasSuffix(o, " "+unlistedFP) {
+			t.Errorf("the unlisted key %s was offered to a code host: %q", unlistedFP, o)
+		}
 	}
 	if s := stepStatus(out, "gitlab"); s == 0 || s == -1 {
 		t.Errorf("git ls-remote of gitlab.com (host key not in known_hosts): status %d, want a failed login", s)
@@ -459,7 +479,7 @@ func checkGitSSH(t *testing.T, h *fakeGitHost, out, errOut, listedFP, unlistedFP
 	if !regexp.MustCompile(`ssh-agent: 2 signature\(s\) \(2 for github\.com\), [1-9]\d* request\(s\) refused`).MatchString(errOut) {
 		t.Errorf("the run output does not count 2 signatures for github.com and the refusals")
 	}
-	if !regexp.MustCompile(`ssh-agent refused sign ` + regexp.QuoteMeta(listedFP) + `: .*no allowed code host`).MatchString(errOut) {
+	if !regexp.MustCompile(`ssh-agent refused sign ` + regexp.QuoteMeta(listedFP) + `: .*host key ` + regexp.QuoteMeta(gitlabFP) + `, which no allowed code host has`).MatchString(errOut) {
 		t.Errorf("the run output does not show the refused signature for gitlab.com")
 	}
 }
