@@ -39,6 +39,8 @@ import (
 const (
 	githubAddr = "192.0.2.21"
 	gitlabAddr = "192.0.2.22"
+	// unnamedAddr serves SSH too, but no name resolves to it.
+	unnamedAddr = "192.0.2.23"
 )
 
 // fakeGitHost is a code host serving the bare repositories under root: smart HTTP (git
@@ -233,7 +235,7 @@ func startGitHosts(t *testing.T, r *agentRig, h *fakeGitHost, ghKey, glKey ssh.S
 			t.Fatalf("git %v: %v\n%s", args, err, out)
 		}
 	}
-	for _, a := range []string{githubAddr, gitlabAddr} {
+	for _, a := range []string{githubAddr, gitlabAddr, unnamedAddr} {
 		if err := ipCmd("-n", r.inet, "addr", "add", a+"/32", "dev", "lo"); err != nil {
 			t.Fatal(err)
 		}
@@ -248,7 +250,7 @@ func startGitHosts(t *testing.T, r *agentRig, h *fakeGitHost, ghKey, glKey ssh.S
 	}
 	var ls []net.Listener
 	if err := testenv.InNetns(r.inet, func() error {
-		for _, a := range []string{githubAddr + ":443", githubAddr + ":22", gitlabAddr + ":22"} {
+		for _, a := range []string{githubAddr + ":443", githubAddr + ":22", gitlabAddr + ":22", unnamedAddr + ":22"} {
 			l, err := net.Listen("tcp", a)
 			if err != nil {
 				return err
@@ -264,6 +266,7 @@ func startGitHosts(t *testing.T, r *agentRig, h *fakeGitHost, ghKey, glKey ssh.S
 	go srv.ServeTLS(ls[0], "", "")
 	go h.serveSSH(ls[1], "github.com", ghKey)
 	go h.serveSSH(ls[2], "gitlab.com", glKey)
+	go h.serveSSH(ls[3], "unnamed", ghKey)
 	t.Cleanup(func() {
 		srv.Close()
 		for _, l := range ls[1:] {
@@ -285,6 +288,7 @@ cd /tmp && git clone -q https://github.com/o/r.git h && cd h && commit https && 
 export GIT_SSH_COMMAND="ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
 cd /tmp && git clone -q git@github.com:o/r.git s && cd s && commit ssh && git push -q origin HEAD:refs/heads/from-ssh; echo ssh=$?
 git ls-remote git@gitlab.com:o/r.git; echo gitlab=$?
+ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o ConnectTimeout=10 git@` + unnamedAddr + ` git-upload-pack /o/r.git </dev/null; echo unnamed=$?
 `
 
 // TestGitEndToEnd: in one real VM, `brood run shell --git-token --ssh-agent KEY` with the
@@ -475,6 +479,11 @@ func checkGitSSH(t *testing.T, h *fakeGitHost, out, errOut, listedFP, unlistedFP
 	}
 	if s := stepStatus(out, "gitlab"); s == 0 || s == -1 {
 		t.Errorf("git ls-remote of gitlab.com (host key not in known_hosts): status %d, want a failed login", s)
+	}
+	// Port 22 of an address no name resolved to is not reached (the firewall pins port 22
+	// only for the addresses of allowed code hosts brood's DNS answered).
+	if stepStatus(out, "unnamed") <= 0 || slices.ContainsFunc(offered, func(o string) bool { return strings.HasPrefix(o, "unnamed ") }) {
+		t.Errorf("ssh to %s (no name resolves to it): status %d, offered %q; want no connection", unnamedAddr, stepStatus(out, "unnamed"), offered)
 	}
 	if !regexp.MustCompile(`ssh-agent: 2 signature\(s\) \(2 for github\.com\), [1-9]\d* request\(s\) refused`).MatchString(errOut) {
 		t.Errorf("the run output does not count 2 signatures for github.com and the refusals")
