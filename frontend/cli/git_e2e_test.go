@@ -305,7 +305,9 @@ ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes
 // to github.com, whose host key is the developer's known_hosts' (the login used the
 // listed key); gitlab.com, an allowed code host whose key is not in known_hosts, gets no
 // signature (its login fails, the filter's refusal is printed); the unlisted key was never
-// offered to either.
+// offered to either; an SSH server on an address no name resolved to is not reached.
+//
+// One boot: the brood run takes 20 to 45 s under TCG on the loaded 2-core machine.
 func TestGitEndToEnd(t *testing.T) {
 	r := getAgentRig(t)
 	gitBin := testenv.RequireCommand(t, "git")
@@ -325,7 +327,7 @@ func TestGitEndToEnd(t *testing.T) {
 	sock := devAgent(t, r, keyring)
 	kh := filepath.Join(r.home, ".ssh", "known_hosts")
 	writeDevFile(t, kh, "github.com "+string(ssh.MarshalAuthorizedKey(ghKey.PublicKey())))
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(kh)) })
+	t.Cleanup(func() { os.Remove(kh) })
 
 	w := r.workspace(t, "w-git-remote")
 	listedFP := ssh.FingerprintSHA256(listed.PublicKey())
@@ -336,7 +338,7 @@ func TestGitEndToEnd(t *testing.T) {
 		requireAgentImage(t, img)
 		cfg := filepath.Join(r.home, ".config", "brood", "config.toml")
 		writeDevFile(t, cfg, fmt.Sprintf("[agents.gitprobe]\nimage = %q\ncommand = [\"sh\", \"-c\", '''%s''']\n", img, gitScript))
-		t.Cleanup(func() { os.RemoveAll(filepath.Dir(cfg)) })
+		t.Cleanup(func() { os.Remove(cfg) })
 		run = append(run[:len(run)-5], "gitprobe")
 	}
 	cmd := r.command(w, []string{"GH_TOKEN=" + token, "SSH_AUTH_SOCK=" + sock}, run...)
