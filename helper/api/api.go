@@ -82,24 +82,32 @@ const (
 	// wait_vm's EgressSummary is bounded; this is the full record. An addition to Version
 	// 1; an older helper answers it with CodeUnknownCall.
 	CallEgressLog Call = "egress_log"
+	// CallRefreshedLogins returns, once the session's VM has ended, the OAuth logins its
+	// egress process saw refreshed, with their new real values (SessionArgs,
+	// RefreshedLogins), for the owner to write back to the host login files. The helper
+	// holds them only when start_vm's SessionSecrets.WriteBack asked for it and hands
+	// them out once. An addition to Version 1; an older helper answers it with
+	// CodeUnknownCall.
+	CallRefreshedLogins Call = "refreshed_logins"
 )
 
 // CallFDs is the number of SCM_RIGHTS descriptors each call's request carries; a request
 // whose Request.FDs or received descriptors differ is rejected with CodeBadRequest.
 var CallFDs = map[Call]int{
-	CallHello:          0,
-	CallCreateSession:  1, // the workspace share: an O_DIRECTORY fd opened by the client
-	CallListSessions:   0,
-	CallDestroySession: 0,
-	CallDoctor:         0,
-	CallStartVM:        0,
-	CallAttach:         0,
-	CallStopVM:         0,
-	CallWaitVM:         0,
-	CallListImages:     0,
-	CallResolvePolicy:  0,
-	CallBuildImage:     0,
-	CallEgressLog:      0,
+	CallHello:           0,
+	CallCreateSession:   1, // the workspace share: an O_DIRECTORY fd opened by the client
+	CallListSessions:    0,
+	CallDestroySession:  0,
+	CallDoctor:          0,
+	CallStartVM:         0,
+	CallAttach:          0,
+	CallStopVM:          0,
+	CallWaitVM:          0,
+	CallListImages:      0,
+	CallResolvePolicy:   0,
+	CallBuildImage:      0,
+	CallEgressLog:       0,
+	CallRefreshedLogins: 0,
 }
 
 // ResponseFDs is the number of SCM_RIGHTS descriptors each call's successful response
@@ -403,6 +411,9 @@ type Policy struct {
 	// (forbid_raw_env) and --git-token (forbid_git_token).
 	RawEnvForbidden   bool `json:"raw_env_forbidden,omitempty"`
 	GitTokenForbidden bool `json:"git_token_forbidden,omitempty"`
+	// LoginWriteBackForbidden: the system policy forbids writing refreshed OAuth
+	// tokens back to the host login files (forbid_login_write_back).
+	LoginWriteBackForbidden bool `json:"login_write_back_forbidden,omitempty"`
 	// Hosts are the allowed entries in the order the DNS proxy consults them.
 	Hosts  []PolicyHost   `json:"hosts"`
 	Denied []PolicyDenial `json:"denied,omitempty"`

@@ -151,6 +151,15 @@ func (c *Client) EgressLog(ctx context.Context, id string) (*os.File, error) {
 	return files[0], nil
 }
 
+// RefreshedLogins returns the OAuth logins the ended session id's egress process saw
+// refreshed, with their new real values (CallRefreshedLogins); the helper forgets them
+// once answered.
+func (c *Client) RefreshedLogins(ctx context.Context, id string) (RefreshedLogins, error) {
+	var r RefreshedLogins
+	err := c.Call(ctx, CallRefreshedLogins, SessionArgs{ID: id}, &r)
+	return r, err
+}
+
 // StopVM kills the VMM of session id (graceful, then SIGKILL) and waits for it.
 func (c *Client) StopVM(ctx context.Context, id string) error {
 	return c.Call(ctx, CallStopVM, SessionArgs{ID: id}, nil)

@@ -40,7 +40,7 @@ func TestEnumWireValues(t *testing.T) {
 	calls := map[Call]string{CallHello: "hello", CallCreateSession: "create_session", CallListSessions: "list_sessions",
 		CallDestroySession: "destroy_session", CallDoctor: "doctor", CallStartVM: "start_vm", CallAttach: "attach",
 		CallStopVM: "stop_vm", CallWaitVM: "wait_vm", CallResolvePolicy: "resolve_policy", CallListImages: "list_images", CallBuildImage: "build_image",
-		CallEgressLog: "egress_log"}
+		CallEgressLog: "egress_log", CallRefreshedLogins: "refreshed_logins"}
 	if len(calls) != len(CallFDs) {
 		t.Errorf("%d calls pinned, CallFDs has %d", len(calls), len(CallFDs))
 	}

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Secret bindings: the real credential values of one session and the hosts each may be
@@ -82,6 +83,55 @@ type SecretBinding struct {
 // SessionSecrets is every binding of one session.
 type SessionSecrets struct {
 	Bindings []SecretBinding `json:"bindings"`
+	// WriteBack asks the egress process to report each refreshed OAuth login (its new
+	// real values) to the daemon, which keeps them in memory until the owner fetches
+	// them with CallRefreshedLogins after the VM ended (brood run --write-back-logins).
+	// The helper clears it when the system policy forbids it (forbid_login_write_back).
+	WriteBack bool `json:"write_back,omitempty"`
+}
+
+// RefreshedLogin is one OAuth login of a session as its last successful refresh left it:
+// the new real values of the tokens that refresh replaced, for the owner to write back to
+// the host login file they came from.
+type RefreshedLogin struct {
+	// Login is SecretBinding.Login of the session's bindings ("codex", "claude", ...).
+	Login string `json:"login"`
+	// Tokens maps a role (RoleAccess, RoleRefresh, RoleID) to its new real value: only
+	// the roles a refresh of the session replaced, each value as Validate requires of
+	// SecretBinding.Value.
+	Tokens map[string]string `json:"tokens"`
+	// ExpiresIn is the last refresh response's expires_in (seconds, RFC 6749 section
+	// 5.1); 0 when it gave none.
+	ExpiresIn int64 `json:"expires_in,omitempty"`
+	// At is when the egress process received that response (UTC).
+	At time.Time `json:"at"`
+}
+
+// RefreshedLogins answers CallRefreshedLogins: at most MaxSecretBindings logins, the
+// encoding at most MaxSecretsBytes (the helper keeps no more).
+type RefreshedLogins struct {
+	Logins []RefreshedLogin `json:"logins"`
+}
+
+// Validate checks r's contracts: a login name, 1 to 3 tokens of known OAuth roles, each
+// value as SecretBinding.Value, a non-negative ExpiresIn. The error names the login and
+// the role, never a value.
+func (r RefreshedLogin) Validate() error {
+	if r.Login == "" || len(r.Login) > 256 || !printable(r.Login, false) {
+		return fmt.Errorf("%w: refreshed login: name empty, too long or not printable", ErrBadSecrets)
+	}
+	if len(r.Tokens) == 0 || len(r.Tokens) > 3 || r.ExpiresIn < 0 {
+		return fmt.Errorf("%w: refreshed login %q: %d tokens (want 1..3), expires_in %d", ErrBadSecrets, r.Login, len(r.Tokens), r.ExpiresIn)
+	}
+	for role, v := range r.Tokens {
+		if role != RoleAccess && role != RoleRefresh && role != RoleID {
+			return fmt.Errorf("%w: refreshed login %q: role %q unknown", ErrBadSecrets, r.Login, role)
+		}
+		if v == "" || len(v) > MaxSecretValue || !printable(v, false) {
+			return fmt.Errorf("%w: refreshed login %q: %s token empty, over %d bytes, or not printable ASCII without spaces", ErrBadSecrets, r.Login, role, MaxSecretValue)
+		}
+	}
+	return nil
 }
 
 // Validate checks s against the limits above and the field contracts of SecretBinding.

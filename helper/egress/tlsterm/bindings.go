@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/placeholder"
@@ -37,6 +38,40 @@ type Bindings struct {
 	list    []binding
 	rotated int
 	maxLen  int // the longest placeholder, in bytes
+	// onRefresh, when set (OnRefresh), gets each login a token response refreshed.
+	onRefresh func(api.RefreshedLogin)
+}
+
+// OnRefresh makes t call f, after every token response that refreshed a login, with
+// that login's refreshed tokens (refreshed). f holds real values: only the opt-in
+// write-back of login files sets it, and it must send them nowhere but to the session's
+// owner. Call it before the terminator serves.
+func (t *Bindings) OnRefresh(f func(api.RefreshedLogin)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.onRefresh = f
+}
+
+// refreshed reports login's refreshed tokens to the OnRefresh callback, if any: for each
+// role whose latest entry a refresh added, its value; expiresIn (seconds) and at are
+// the token response's expires_in and arrival time.
+func (t *Bindings) refreshed(login string, expiresIn int64, at time.Time) {
+	t.mu.RLock()
+	f := t.onRefresh
+	r := api.RefreshedLogin{Login: login, Tokens: map[string]string{}, ExpiresIn: max(expiresIn, 0), At: at.UTC()}
+	for _, e := range t.list { // later entries replace earlier ones of the same role
+		if e.login == login && e.role != api.RoleKey {
+			if e.rotated {
+				r.Tokens[e.role] = e.value
+			} else {
+				delete(r.Tokens, e.role)
+			}
+		}
+	}
+	t.mu.RUnlock()
+	if f != nil && len(r.Tokens) > 0 {
+		f(r)
+	}
 }
 
 // NewBindings builds the table from s, which it validates (api.SessionSecrets.Validate).

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // errRefresh marks a token-endpoint response that could not be rewritten.
@@ -93,6 +94,24 @@ func (q *request) rewriteToken(resp *http.Response) error {
 	return nil
 }
 
+// expiresIn returns a token response's expires_in (seconds, RFC 6749 section 5.1), or 0
+// when it has none that is a whole number.
+func expiresIn(m map[string]any) int64 {
+	switch v := m["expires_in"].(type) {
+	case json.Number:
+		n, err := v.Int64()
+		if err == nil {
+			return n
+		}
+	case string: // some servers send it as a string
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
 // rotate replaces the tokens of a successful token response by new placeholders.
 func (q *request) rotate(data []byte) ([]byte, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -118,6 +137,7 @@ func (q *request) rotate(data []byte) ([]byte, error) {
 	}
 	if rotated {
 		q.h.t.emit(Event{Kind: EventRefresh, Host: q.h.sni, Binding: q.login})
+		q.h.t.cfg.Bindings.refreshed(q.login, expiresIn(m), time.Now())
 	}
 	out, err := json.Marshal(m)
 	if err != nil {

@@ -44,3 +44,7 @@ func NewSession(s api.SessionSecrets, inspect []string, rootCAs *x509.CertPool, 
 // question the SNI gate asks before it hands a connection to Terminate instead of
 // splicing it.
 func (t *Terminator) Covers(name string) bool { return t.cfg.CA.Covers(name) }
+
+// OnRefresh makes t call f with each login a token response refreshed
+// (Bindings.OnRefresh): the real values the opt-in write-back of login files needs.
+func (t *Terminator) OnRefresh(f func(api.RefreshedLogin)) { t.cfg.Bindings.OnRefresh(f) }
