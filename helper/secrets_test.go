@@ -2,6 +2,7 @@ package helper
 
 import (
 	"strings"
+	"syscall"
 	"testing"
 
 	"brood.dev/brood/helper/api"
@@ -39,5 +40,34 @@ func TestStartVMSecrets(t *testing.T) {
 	_, err = c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Secrets: good})
 	if err == nil || strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), real) {
 		t.Fatalf("StartVM with secrets and no network: %v", err)
+	}
+}
+
+// TestRefreshedLoginsOwnerOnly: refreshed_logins, which answers real values, passes the
+// owner check every session call makes: another uid asking for the owner's session is
+// refused (permission_denied) before the session's VM is consulted; the owner is
+// answered (here state: the session has no VM, so nothing was refreshed). The values
+// themselves come from the egress process (egress TestSecretsNetns) through the VM's
+// handle (vmhost TestHandleRefreshedLogins).
+func TestRefreshedLoginsOwnerOnly(t *testing.T) {
+	requireRoot(t)
+	ts := startServer(t, func(c *Config) { c.AllowUIDs = []uint32{4242, 4243} })
+	work := publicTempDir(t)
+	dirA := ownedDir(t, work, "a", 4242, 4242)
+	out := runChildClient(t, &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{}},
+		childSpec{Sock: ts.sock, Ops: []childOp{{Op: "hello"}, {Op: "create", Dir: dirA}}})
+	if out[1].Code != "" {
+		t.Fatalf("owner create = %+v", out[1])
+	}
+	raw := `{"call":"refreshed_logins","args":{"id":"` + out[1].Session.ID + `"}}`
+	other := runChildClient(t, &syscall.Credential{Uid: 4243, Gid: 4243, Groups: []uint32{}},
+		childSpec{Sock: ts.sock, Ops: []childOp{{Op: "hello"}, {Op: "raw", Body: raw}}})
+	if other[1].Code != string(api.CodePermissionDenied) {
+		t.Errorf("another uid's refreshed_logins = %+v, want permission_denied", other[1])
+	}
+	owner := runChildClient(t, &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{}},
+		childSpec{Sock: ts.sock, Ops: []childOp{{Op: "hello"}, {Op: "raw", Body: raw}}})
+	if owner[1].Code != string(api.CodeState) {
+		t.Errorf("the owner's refreshed_logins of a session without a VM = %+v, want state", owner[1])
 	}
 }

@@ -329,19 +329,20 @@ type handler func(s *Server, ctx context.Context, st *connState, req *api.Reques
 // handlers is the server's one table of calls: every api.Call has its row (a test checks
 // it against api.CallFDs), and nothing is added elsewhere.
 var handlers = map[api.Call]handler{
-	api.CallHello:          (*Server).callHello,
-	api.CallCreateSession:  (*Server).callCreateSession,
-	api.CallStartVM:        (*Server).vmCall,
-	api.CallAttach:         (*Server).vmCall,
-	api.CallStopVM:         (*Server).vmCall,
-	api.CallWaitVM:         (*Server).waitVMCall,
-	api.CallEgressLog:      (*Server).vmCall,
-	api.CallListSessions:   (*Server).callListSessions,
-	api.CallDestroySession: (*Server).callDestroySession,
-	api.CallResolvePolicy:  (*Server).callResolvePolicy,
-	api.CallDoctor:         (*Server).callDoctor,
-	api.CallListImages:     (*Server).callListImages,
-	api.CallBuildImage:     (*Server).callBuildImage,
+	api.CallHello:           (*Server).callHello,
+	api.CallCreateSession:   (*Server).callCreateSession,
+	api.CallStartVM:         (*Server).vmCall,
+	api.CallAttach:          (*Server).vmCall,
+	api.CallStopVM:          (*Server).vmCall,
+	api.CallWaitVM:          (*Server).waitVMCall,
+	api.CallEgressLog:       (*Server).vmCall,
+	api.CallRefreshedLogins: (*Server).vmCall,
+	api.CallListSessions:    (*Server).callListSessions,
+	api.CallDestroySession:  (*Server).callDestroySession,
+	api.CallResolvePolicy:   (*Server).callResolvePolicy,
+	api.CallDoctor:          (*Server).callDoctor,
+	api.CallListImages:      (*Server).callListImages,
+	api.CallBuildImage:      (*Server).callBuildImage,
 }
 
 func (s *Server) callHello(_ context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {

@@ -14,8 +14,8 @@ import (
 	"brood.dev/brood/helper/vmhost"
 )
 
-// vmCall runs start_vm, attach, stop_vm, wait_vm and egress_log for the caller, after the owner
-// check every session call makes (Table.lookup).
+// vmCall runs start_vm, attach, stop_vm, wait_vm, egress_log and refreshed_logins for the
+// caller, after the owner check every session call makes (Table.lookup).
 func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ []*os.File) (any, []*os.File, error) {
 	uid := st.cred.UID
 	if req.Call == api.CallStartVM {
@@ -75,6 +75,12 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 			return nil, nil, err
 		}
 		return api.Empty{}, []*os.File{f}, nil
+	case api.CallRefreshedLogins:
+		r, err := vm.RefreshedLogins()
+		if err == nil {
+			s.log.Info("audit: refreshed logins handed to the owner", "uid", uid, "session", a.ID, "logins", len(r.Logins))
+		}
+		return r, nil, err
 	case api.CallStopVM:
 		vm.Stop()
 		s.log.Info("audit: VM stopped", "uid", uid, "session", a.ID)

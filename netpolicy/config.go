@@ -54,6 +54,7 @@ type ConfigFile struct {
 //	forbid_direct     = true         # refuse brood run --workspace-mode direct
 //	forbid_raw_env    = true         # refuse agents' raw_env: every credential a placeholder
 //	forbid_git_token  = true         # refuse brood run --git-token
+//	forbid_login_write_back = true   # refuse brood run --write-back-logins
 //	allow_ssh_agent   = false        # refuse brood run --ssh-agent (default: allowed)
 //	allow_hosts       = ["llm-gw.corp.example"]
 //	deny_hosts        = ["*.paste.example"]
@@ -61,17 +62,20 @@ type ConfigFile struct {
 //	[[host]] ...                               # allow with ports
 //	[images] ...                               # image rules: ociref.Policy
 type SystemPolicyFile struct {
-	MaxProfile      string     `toml:"max_profile"`
-	DefaultProfile  string     `toml:"default_profile"`
-	ForbidAllowHost bool       `toml:"forbid_allow_host"`
-	ForbidDirect    bool       `toml:"forbid_direct"`
-	ForbidRawEnv    bool       `toml:"forbid_raw_env"`
-	ForbidGitToken  bool       `toml:"forbid_git_token"`
-	AllowSSHAgent   *bool      `toml:"allow_ssh_agent"`
-	AllowHosts      []string   `toml:"allow_hosts"`
-	DenyHosts       []string   `toml:"deny_hosts"`
-	CodeHosts       []string   `toml:"code_hosts"`
-	Hosts           []HostFile `toml:"host"`
+	MaxProfile      string `toml:"max_profile"`
+	DefaultProfile  string `toml:"default_profile"`
+	ForbidAllowHost bool   `toml:"forbid_allow_host"`
+	ForbidDirect    bool   `toml:"forbid_direct"`
+	ForbidRawEnv    bool   `toml:"forbid_raw_env"`
+	ForbidGitToken  bool   `toml:"forbid_git_token"`
+	// ForbidLoginWriteBack refuses --write-back-logins (refreshed OAuth tokens written
+	// back to the developer's host login files).
+	ForbidLoginWriteBack bool       `toml:"forbid_login_write_back"`
+	AllowSSHAgent        *bool      `toml:"allow_ssh_agent"`
+	AllowHosts           []string   `toml:"allow_hosts"`
+	DenyHosts            []string   `toml:"deny_hosts"`
+	CodeHosts            []string   `toml:"code_hosts"`
+	Hosts                []HostFile `toml:"host"`
 	// Images is the [images] table: which OCI images may be pulled and whether the
 	// helper builds missing images on demand. The same file holds it because it is
 	// IT's, like the egress rules; netpolicy only decodes and validates it.
@@ -92,6 +96,9 @@ type SystemPolicy struct {
 	// and ForbidGitToken refuses --git-token; brood checks both before a run that would
 	// use them (docs/secrets.md).
 	ForbidRawEnv, ForbidGitToken bool
+	// ForbidLoginWriteBack refuses --write-back-logins: brood checks it before the run,
+	// and the helper then keeps no refreshed value for the session (docs/secrets.md).
+	ForbidLoginWriteBack bool
 	// ForbidSSHAgent refuses sessions that forward the developer's (filtered) SSH agent
 	// (allow_ssh_agent = false); the helper enforces it at StartVM.
 	ForbidSSHAgent bool
@@ -129,7 +136,7 @@ func (f ConfigFile) Parse() (LayerConfig, error) {
 // Parse validates the file's values.
 func (f SystemPolicyFile) Parse() (*SystemPolicy, error) {
 	sp := &SystemPolicy{ForbidAllowHost: f.ForbidAllowHost, ForbidDirect: f.ForbidDirect, Images: f.Images,
-		ForbidRawEnv: f.ForbidRawEnv, ForbidGitToken: f.ForbidGitToken,
+		ForbidRawEnv: f.ForbidRawEnv, ForbidGitToken: f.ForbidGitToken, ForbidLoginWriteBack: f.ForbidLoginWriteBack,
 		ForbidSSHAgent: f.AllowSSHAgent != nil && !*f.AllowSSHAgent}
 	if err := f.Images.Validate(); err != nil {
 		return nil, fmt.Errorf("system policy [images]: %v: %w", err, ErrBadPolicy)

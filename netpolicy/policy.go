@@ -123,6 +123,8 @@ type Effective struct {
 	DirectForbidden bool
 	// RawEnvForbidden and GitTokenForbidden: SystemPolicy.ForbidRawEnv, ForbidGitToken.
 	RawEnvForbidden, GitTokenForbidden bool
+	// LoginWriteBackForbidden: SystemPolicy.ForbidLoginWriteBack.
+	LoginWriteBackForbidden bool
 	// Dropped lists entries left out (covered by a denial, user-controlled discoveries when
 	// the system forbids adding hosts).
 	Dropped []Note
@@ -202,7 +204,7 @@ func Resolve(in Inputs) (*Effective, error) {
 		sys = &SystemPolicy{}
 	}
 	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost, DirectForbidden: sys.ForbidDirect,
-		RawEnvForbidden: sys.ForbidRawEnv, GitTokenForbidden: sys.ForbidGitToken}
+		RawEnvForbidden: sys.ForbidRawEnv, GitTokenForbidden: sys.ForbidGitToken, LoginWriteBackForbidden: sys.ForbidLoginWriteBack}
 	if err := eff.resolveProfile(sys, in); err != nil {
 		return nil, err
 	}

@@ -101,6 +101,7 @@ type Session struct {
 	logFile   *os.File
 	dlog      *decisionLog
 	secrets   secretCounts // the terminator's events, by host
+	refreshed refreshedLogins
 
 	// nets: whether the session holds the watch of the host's networks and has its
 	// refused sets kept current (netwatch.go); refused is what those sets hold. Guarded by
@@ -389,12 +390,28 @@ func (e *Manager) Stop(id string) (*api.EgressSummary, error) {
 // could not be reopened): a read-only descriptor of the file, which is unlinked, so
 // nothing of it stays on disk once the caller closes it.
 func (e *Manager) StopKeepLog(id string) (*api.EgressSummary, *os.File, error) {
+	end, err := e.StopKeep(id)
+	return end.Summary, end.Log, err
+}
+
+// Ended is what StopKeep keeps of a session's network once it is gone.
+type Ended struct {
+	Summary *api.EgressSummary // nil when the session had no network
+	Log     *os.File           // StopKeepLog's decision log
+	// Refreshed are the logins the egress process reported refreshed, with their new
+	// real values, when the bindings asked for write-back (api.SessionSecrets.WriteBack).
+	Refreshed []api.RefreshedLogin
+}
+
+// StopKeep is StopKeepLog that also hands out the session's refreshed logins (Ended).
+// The egress process has exited when it returns, so no refresh is reported after it.
+func (e *Manager) StopKeep(id string) (Ended, error) {
 	e.mu.Lock()
 	s := e.sessions[id]
 	delete(e.sessions, id)
 	e.mu.Unlock()
 	if s == nil {
-		return nil, nil, nil
+		return Ended{}, nil
 	}
 	e.untrackRefused(s) // before its sets go
 	var errs []error
@@ -438,8 +455,9 @@ func (e *Manager) StopKeepLog(id string) (*api.EgressSummary, *os.File, error) {
 	errs = append(errs, e.releaseUplinks())
 	e.fwdMu.Unlock()
 	err := errors.Join(errs...)
-	e.log.Info("audit: egress down", "session", id, "tap", s.tap, "err", err)
-	return sum, log, err
+	end := Ended{Summary: sum, Log: log, Refreshed: s.refreshed.take()}
+	e.log.Info("audit: egress down", "session", id, "tap", s.tap, "refreshed_logins", len(end.Refreshed), "err", err)
+	return end, err
 }
 
 // StopAll removes every session's network (helper shutdown).

@@ -21,6 +21,7 @@ import (
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/egress/tlsterm"
 	"brood.dev/brood/helper/landlockabi"
 	"brood.dev/brood/netpolicy"
@@ -126,7 +127,7 @@ func serveProc(log *slog.Logger, id, upstream string, secrets bool) error {
 	ctl := &ctlClient{c: c.(*net.UnixConn), pending: map[uint64]chan procReply{}}
 	var tt namegate.Terminator
 	if secrets {
-		t, err := recvSecrets(ctl.c, ctl.logSecret)
+		t, err := recvSecrets(ctl.c, ctl.logSecret, ctl.sendRefreshed)
 		if err != nil {
 			return err
 		}
@@ -329,6 +330,11 @@ func (c *ctlClient) logGate(d namegate.Decision) {
 
 func (c *ctlClient) logSecret(e tlsterm.Event) {
 	_ = c.send(procMsg{Op: opSecret, Event: &e})
+}
+
+// sendRefreshed hands a refreshed login's new real values to the daemon (opRefreshed).
+func (c *ctlClient) sendRefreshed(r api.RefreshedLogin) {
+	_ = c.send(procMsg{Op: opRefreshed, Refreshed: &r})
 }
 
 // readLoop delivers replies until the control socket closes (nil: the daemon hung up).

@@ -115,6 +115,7 @@ func (e *Manager) startProxyProc(s *Session, eff *netpolicy.Effective, uid, gid 
 		return nil, fmt.Errorf("egress process of session %s: control socket: %w", s.id, err)
 	}
 	p := &proxyProc{cmd: cmd, ctl: c.(*net.UnixConn), done: make(chan struct{})}
+	s.refreshed.allow(sec)
 	if sec != nil {
 		if s.SecretsCA, err = sendSecrets(p.ctl, *sec, e.TestRoots); err != nil {
 			p.ctl.Close()
@@ -125,7 +126,7 @@ func (e *Manager) startProxyProc(s *Session, eff *netpolicy.Effective, uid, gid 
 	}
 	go func() {
 		defer close(p.done)
-		gate := &pinGate{eff: eff, fw: e.fw, id: s.id, dlog: s.dlog, log: e.log, secrets: &s.secrets}
+		gate := &pinGate{eff: eff, fw: e.fw, id: s.id, dlog: s.dlog, log: e.log, secrets: &s.secrets, refreshed: &s.refreshed}
 		err := gate.serve(p.ctl)
 		e.log.Info("audit: egress process control ended", "session", s.id, "pid", cmd.Process.Pid, "err", err)
 	}()
@@ -170,6 +171,8 @@ type pinGate struct {
 	log  *slog.Logger
 	// secrets counts the process's terminator events for the summary.
 	secrets *secretCounts
+	// refreshed keeps the logins the process reports refreshed (write-back only).
+	refreshed *refreshedLogins
 }
 
 // serve reads requests from c until it closes and answers each in turn.
@@ -190,6 +193,13 @@ func (g *pinGate) serve(c *net.UnixConn) error {
 			continue
 		case opSecret:
 			g.logSecret(m.Event)
+			continue
+		case opRefreshed:
+			if why := g.refreshed.put(m.Refreshed); why != "" {
+				g.log.Warn("audit: refreshed login refused", "session", g.id, "why", why)
+			} else {
+				g.log.Info("audit: refreshed login kept for write-back", "session", g.id, "login", m.Refreshed.Login)
+			}
 			continue
 		case opPanic:
 			proxyPanics.Add(1)

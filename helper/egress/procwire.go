@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 
+	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/egress/tlsterm"
 )
 
@@ -44,6 +45,10 @@ const (
 	// opSecret's Event is a TLS terminator event (names and hosts, never a value): the
 	// daemon logs and counts it; no reply.
 	opSecret = "secret"
+	// opRefreshed's Refreshed is a login the terminator saw refreshed, with its new real
+	// values: sent only when the bindings asked for write-back (SessionSecrets.WriteBack);
+	// the daemon keeps it in memory for refreshed_logins and logs only its name; no reply.
+	opRefreshed = "refreshed"
 )
 
 // procMsg is one request of the egress process to the daemon.
@@ -55,6 +60,8 @@ type procMsg struct {
 	TimeoutS int64           `json:"timeout_s,omitempty"`
 	Decision json.RawMessage `json:"decision,omitempty"`
 	Event    *tlsterm.Event  `json:"event,omitempty"`
+	// Refreshed is opRefreshed's login.
+	Refreshed *api.RefreshedLogin `json:"refreshed,omitempty"`
 }
 
 // procReply answers a procMsg with the same ID.

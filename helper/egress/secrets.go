@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -107,8 +109,9 @@ func sendSecrets(c *net.UnixConn, s api.SessionSecrets, testRoots []byte) (strin
 }
 
 // recvSecrets is the process's side of sendSecrets: it reads the bindings from c, builds
-// the terminator (its events go to events) and answers the CA certificate, or the error.
-func recvSecrets(c *net.UnixConn, events func(tlsterm.Event)) (*tlsterm.Terminator, error) {
+// the terminator (its events go to events; when the bindings ask for write-back, each
+// refreshed login goes to refreshed) and answers the CA certificate, or the error.
+func recvSecrets(c *net.UnixConn, events func(tlsterm.Event), refreshed func(api.RefreshedLogin)) (*tlsterm.Terminator, error) {
 	buf := make([]byte, procMaxMsg)
 	defer clear(buf)
 	n, err := c.Read(buf)
@@ -120,6 +123,9 @@ func recvSecrets(c *net.UnixConn, events func(tlsterm.Event)) (*tlsterm.Terminat
 		return nil, fmt.Errorf("read secret bindings: %w", err)
 	}
 	t, pem, err := buildTerminator(m, events)
+	if err == nil && m.Secrets.WriteBack {
+		t.OnRefresh(refreshed)
+	}
 	r := procSecretsReply{CA: string(pem)}
 	if err != nil {
 		r = procSecretsReply{Why: err.Error()}
@@ -244,4 +250,79 @@ func (c *replayConn) Read(p []byte) (int, error) {
 		return n, nil
 	}
 	return c.Conn.Read(p)
+}
+
+// refreshedLogins keeps, in the daemon's memory, the logins one session's egress process
+// reported refreshed (opRefreshed), when the session's bindings asked for write-back:
+// the latest report of each login, until Manager.StopKeep hands them out. The values are
+// never logged.
+type refreshedLogins struct {
+	mu sync.Mutex
+	// allowed are the logins of the session's bindings; nil: write-back was not asked,
+	// and every report is refused.
+	allowed map[string]bool
+	logins  map[string]api.RefreshedLogin
+}
+
+// allow records the logins of s's bindings when s asks for write-back.
+func (r *refreshedLogins) allow(s *api.SessionSecrets) {
+	if s == nil || !s.WriteBack {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.allowed = map[string]bool{}
+	for _, b := range s.Bindings {
+		if b.Login != "" {
+			r.allowed[b.Login] = true
+		}
+	}
+}
+
+// put keeps m as its login's latest refresh. It returns why it refused m, or "": m must
+// be valid (api.RefreshedLogin.Validate), of one of the allowed logins, and every login
+// kept must encode within api.MaxSecretsBytes.
+func (r *refreshedLogins) put(m *api.RefreshedLogin) string {
+	if m == nil {
+		return "no login"
+	}
+	if err := m.Validate(); err != nil {
+		return err.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.allowed[m.Login] {
+		return "login " + m.Login + " is not one of the session's write-back logins"
+	}
+	old, had := r.logins[m.Login]
+	if r.logins == nil {
+		r.logins = map[string]api.RefreshedLogin{}
+	}
+	r.logins[m.Login] = *m
+	if b, err := json.Marshal(api.RefreshedLogins{Logins: r.list()}); err != nil || len(b) > api.MaxSecretsBytes {
+		if had {
+			r.logins[m.Login] = old
+		} else {
+			delete(r.logins, m.Login)
+		}
+		return fmt.Sprintf("the refreshed logins would take over %d bytes", api.MaxSecretsBytes)
+	}
+	return ""
+}
+
+// take returns the kept logins, sorted by name, and forgets them.
+func (r *refreshedLogins) take() []api.RefreshedLogin {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.list()
+	r.logins = nil
+	return out
+}
+
+func (r *refreshedLogins) list() []api.RefreshedLogin {
+	var out []api.RefreshedLogin
+	for _, k := range slices.Sorted(maps.Keys(r.logins)) {
+		out = append(out, r.logins[k])
+	}
+	return out
 }

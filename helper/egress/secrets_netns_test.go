@@ -53,22 +53,42 @@ func TestSecretsNetns(t *testing.T) {
 		return
 	}
 	names := newEgressBed(t)
+	names = append(names, testenv.NewNetns(t, "g")) // a third guest: writeBackScenario's second session
 	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32"} {
 		testenv.IP(t, "-n", names[1], "addr", "add", a, "dev", "lo")
 	}
 	runInHost(t, "TestSecretsNetns", secretsNetnsEnv, names, unitCaps)
 }
 
-// boundHost is a fake provider: it records the Authorization header of every request.
+// boundHost is a fake provider: it records the Authorization header of every request,
+// and the body of each POST to its token endpoint (/oauth/token), which it answers with
+// new tokens (canaryNewAccess, canaryNewRefresh).
 type boundHost struct {
-	mu   sync.Mutex
-	auth []string
+	mu     sync.Mutex
+	auth   []string
+	bodies []string
 }
 
+// The new real tokens the fake token endpoint answers ("canary" past the 16 bytes a
+// placeholder may keep of a value's prefix).
+const (
+	canaryNewAccess  = "zz0123456789abcdefghcanaryNEWaccessXYZ"
+	canaryNewRefresh = "yy0123456789abcdefghcanaryNEWrefreshXYZ"
+)
+
 func (b *boundHost) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
 	b.mu.Lock()
 	b.auth = append(b.auth, r.Header.Get("Authorization"))
+	if r.URL.Path == "/oauth/token" {
+		b.bodies = append(b.bodies, string(body))
+	}
 	b.mu.Unlock()
+	if r.Method == "POST" && r.URL.Path == "/oauth/token" {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"access_token":%q,"refresh_token":%q,"expires_in":3600,"token_type":"Bearer"}`, canaryNewAccess, canaryNewRefresh)
+		return
+	}
 	fmt.Fprintf(w, "hello from %s", r.Host)
 }
 
@@ -195,11 +215,83 @@ func secretsScenario(t *testing.T, names []string) {
 	if strings.Contains(log, "canary") || strings.Contains(log, "PLACEHOLDER") {
 		t.Errorf("decision log holds a value or placeholder:\n%s", log)
 	}
+	t.Run("a refresh reaches the daemon's memory only with write-back", func(t *testing.T) {
+		writeBackScenario(t, e, names, apiHost)
+	})
 	assertNoCanary(t, logDir)
+	if hl, _ := os.ReadFile(filepath.Join(logDir, "helper.log")); !strings.Contains(string(hl), `msg="audit: refreshed login kept for write-back" session=secr0010 login=test`) {
+		t.Errorf("the daemon's log lacks the kept login:\n%s", hl)
+	}
+}
+
+// writeBackScenario: two sessions with an OAuth login bound to api.bound.test (its token
+// endpoint /oauth/token), one asking for write-back and one not, each refreshing once
+// from its guest through the real egress process. The guest gets only placeholders back;
+// the session that asked yields the login's new real values and expires_in from StopKeep
+// (what refreshed_logins hands the owner), and the daemon's log names the login only;
+// the other yields nothing, though it refreshed too.
+func writeBackScenario(t *testing.T, e *Manager, names []string, apiHost *boundHost) {
+	const refreshPH = "rt-PLACEHOLDERrefresh0123456789abcdefgh"
+	login := []api.SecretBinding{
+		{Name: "~/.test/auth.json access", Placeholder: "sk-PLACEHOLDERaccess0123456789abcdef", Value: canaryAPI, Hosts: []string{"api.bound.test"}, Login: "test", Role: api.RoleAccess},
+		{Name: "~/.test/auth.json refresh", Placeholder: refreshPH, Value: "rt-canary-REAL-refresh-0123456789abcdef", Hosts: []string{"api.bound.test"},
+			Login: "test", Role: api.RoleRefresh, TokenURLs: []string{"https://api.bound.test/oauth/token"}},
+	}
+	for i, writeBack := range []bool{true, false} {
+		id := fmt.Sprintf("secr001%d", i)
+		s, err := e.Start(api.StartVMArgs{ID: id, Egress: "locked", Agent: "shell",
+			Secrets: &api.SessionSecrets{Bindings: login, WriteBack: writeBack}}, 1000, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		client := guestClient(t, names[3+i], net.JoinHostPort(s.Info.DNS, "53"), s.SecretsCA)
+		resp, err := client.Post("https://api.bound.test/oauth/token", "application/x-www-form-urlencoded",
+			strings.NewReader("grant_type=refresh_token&refresh_token="+refreshPH))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || strings.Contains(string(body), "canary") || !strings.Contains(string(body), `"refresh_token":"`) {
+			t.Fatalf("write-back %v: the guest got %d %s", writeBack, resp.StatusCode, body)
+		}
+		if got := apiHost.lastBody(); !strings.Contains(got, "refresh_token=rt-canary-REAL-refresh-") {
+			t.Fatalf("write-back %v: the token endpoint got %q", writeBack, got)
+		}
+		end, err := e.StopKeep(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end.Log.Close()
+		if end.Summary.Secrets["api.bound.test"].Refreshes != 1 {
+			t.Errorf("write-back %v: summary %v, want one refresh", writeBack, end.Summary.Secrets)
+		}
+		if !writeBack {
+			if len(end.Refreshed) != 0 {
+				t.Errorf("without write-back the daemon kept %d refreshed login(s)", len(end.Refreshed))
+			}
+			continue
+		}
+		want := map[string]string{api.RoleAccess: canaryNewAccess, api.RoleRefresh: canaryNewRefresh}
+		if len(end.Refreshed) != 1 || end.Refreshed[0].Login != "test" || fmt.Sprint(end.Refreshed[0].Tokens) != fmt.Sprint(want) ||
+			end.Refreshed[0].ExpiresIn != 3600 || end.Refreshed[0].At.IsZero() {
+			t.Errorf("refreshed logins %+v, want login test with %v, expires_in 3600", end.Refreshed, want)
+		}
+	}
+}
+
+func (b *boundHost) lastBody() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.bodies) == 0 {
+		return ""
+	}
+	return b.bodies[len(b.bodies)-1]
 }
 
 // secretsManager is startBedManager's Manager for the secrets bed: the policy allows the
-// two bound hosts. It returns the Manager and its decision log directory.
+// two bound hosts. It returns the Manager and its decision log directory, which also
+// holds the Manager's own log (helper.log).
 func secretsManager(t *testing.T, names []string) (*Manager, string) {
 	links, err := NewNetlinkLinks(-1)
 	if err != nil {
@@ -215,8 +307,14 @@ func secretsManager(t *testing.T, names []string) (*Manager, string) {
 	cfg.Upstream = "192.0.2.53:53"
 	cfg.PolicyPath = writeRootPolicy(t, "[[host]]\nname = \"api.bound.test\"\n[[host]]\nname = \"other.bound.test\"\n")
 	logDir := t.TempDir()
+	// The daemon's own log goes into logDir too, which assertNoCanary scans.
+	hl, err := os.Create(filepath.Join(logDir, "helper.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hl.Close() })
 	e, err := New(cfg, logDir, &vethTaps{NetlinkLinks: links, guests: names[2:]}, fw, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
+		slog.New(slog.NewTextHandler(hl, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

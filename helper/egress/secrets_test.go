@@ -56,3 +56,68 @@ func TestNarrowSecrets(t *testing.T) {
 		t.Errorf("a binding left with no host: %v", err)
 	}
 }
+
+// TestRefreshedLoginsKept: the daemon keeps a reported refreshed login only when the
+// session's bindings asked for write-back and the login is one of theirs, the report is
+// valid, and everything kept fits api.MaxSecretsBytes; the latest report of a login
+// wins; take hands them out sorted and forgets them.
+func TestRefreshedLoginsKept(t *testing.T) {
+	tok := func(v string) *api.RefreshedLogin {
+		return &api.RefreshedLogin{Login: "codex", Tokens: map[string]string{api.RoleAccess: v}}
+	}
+	sec := &api.SessionSecrets{Bindings: []api.SecretBinding{{Name: "a", Login: "codex", Role: api.RoleAccess}, {Name: "b", Login: "claude", Role: api.RoleAccess}, {Name: "$K"}}}
+	var off refreshedLogins
+	off.allow(&api.SessionSecrets{Bindings: sec.Bindings})
+	if why := off.put(tok("new-access-000000000000000")); why == "" || len(off.take()) != 0 {
+		t.Errorf("kept without write-back (%q)", why)
+	}
+	var r refreshedLogins
+	sec.WriteBack = true
+	r.allow(sec)
+	for _, bad := range []*api.RefreshedLogin{nil, {Login: "gemini", Tokens: map[string]string{api.RoleAccess: "x"}}, tok("has space"),
+		{Login: "codex", Tokens: map[string]string{"key": "value"}}, {Login: "codex"}} {
+		if why := r.put(bad); why == "" {
+			t.Errorf("kept %+v", bad)
+		}
+	}
+	if why := r.put(tok("first-000000000000000")); why != "" {
+		t.Fatal(why)
+	}
+	if why := r.put(tok("second-00000000000000")); why != "" {
+		t.Fatal(why)
+	}
+	big := &api.RefreshedLogin{Login: "claude", Tokens: map[string]string{}}
+	for _, role := range []string{api.RoleAccess, api.RoleRefresh, api.RoleID} {
+		big.Tokens[role] = strings.Repeat("b", api.MaxSecretValue)
+	}
+	if why := r.put(big); why != "" { // 24 KiB: fits
+		t.Fatal(why)
+	}
+	big2 := *big
+	big2.Tokens = map[string]string{api.RoleAccess: strings.Repeat("c", api.MaxSecretValue)}
+	big2.Login = "codex"
+	if why := r.put(&big2); why != "" {
+		t.Fatal(why)
+	}
+	got := r.take()
+	if len(got) != 2 || got[0].Login != "claude" || got[1].Login != "codex" {
+		t.Fatalf("take = %d logins", len(got))
+	}
+	if len(r.take()) != 0 {
+		t.Error("take did not forget")
+	}
+	// Past the byte cap the report is refused and the logins kept stay.
+	var c refreshedLogins
+	c.allow(sec)
+	if why := c.put(big); why != "" {
+		t.Fatal(why)
+	}
+	huge := *big
+	huge.Login = "codex" // 2 × 24 KiB plus names: over MaxSecretsBytes
+	if why := c.put(&huge); !strings.Contains(why, "over") {
+		t.Errorf("over the cap: %q", why)
+	}
+	if got := c.take(); len(got) != 1 || got[0].Login != "claude" {
+		t.Errorf("over the cap: kept %d logins", len(got))
+	}
+}

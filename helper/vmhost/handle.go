@@ -53,6 +53,9 @@ type Handle struct {
 
 	logMu     sync.Mutex
 	egressLog *os.File // the session's unlinked decision log once the VM ended; nil: none or released
+	// refreshed are the logins the session's egress process saw refreshed, with their
+	// new real values (write-back only), until RefreshedLogins hands them out.
+	refreshed []api.RefreshedLogin
 
 	pidMu       sync.Mutex
 	runnerPidfd *os.File // closed (nil) once the runner is gone
@@ -165,13 +168,13 @@ func (v *Handle) finish(r eventState) {
 	exit := r.exit
 	if v.egress != nil {
 		// The VM is gone: its network goes at once (proxy, chains, sets, conntrack, tap).
-		sum, log, err := v.egress.StopKeepLog(v.id)
+		end, err := v.egress.StopKeep(v.id)
 		if err != nil {
 			v.log.Warn("egress teardown", "err", err)
 		}
-		exit.Egress = sum
+		exit.Egress = end.Summary
 		v.logMu.Lock()
-		v.egressLog = log
+		v.egressLog, v.refreshed = end.Log, end.Refreshed
 		v.logMu.Unlock()
 	}
 	v.exit = exit
@@ -332,11 +335,32 @@ func (v *Handle) EgressLog() (*os.File, error) {
 	return os.NewFile(uintptr(fd), "egress-log-"+v.id), nil
 }
 
-// Release frees what the handle keeps after the VM ended (the egress decision log). The
-// session table calls it when the session goes.
+// RefreshedLogins returns the logins the session's egress process saw refreshed, with
+// their new real values (api.CallRefreshedLogins), and forgets them: a second call
+// answers none. The VM must have ended (api.ErrState before). A session whose bindings
+// did not ask for write-back, or that saw no refresh, answers an empty list.
+func (v *Handle) RefreshedLogins() (api.RefreshedLogins, error) {
+	select {
+	case <-v.done:
+	default:
+		return api.RefreshedLogins{}, fmt.Errorf("refreshed logins of session %s: the VM is running: %w", v.id, api.ErrState)
+	}
+	v.logMu.Lock()
+	defer v.logMu.Unlock()
+	r := api.RefreshedLogins{Logins: v.refreshed}
+	if r.Logins == nil {
+		r.Logins = []api.RefreshedLogin{}
+	}
+	v.refreshed = nil
+	return r, nil
+}
+
+// Release frees what the handle keeps after the VM ended (the egress decision log, the
+// refreshed logins). The session table calls it when the session goes.
 func (v *Handle) Release() {
 	v.logMu.Lock()
 	defer v.logMu.Unlock()
+	v.refreshed = nil
 	if v.egressLog != nil {
 		v.egressLog.Close()
 		v.egressLog = nil

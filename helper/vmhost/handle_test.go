@@ -46,3 +46,27 @@ func TestHandleEgressLog(t *testing.T) {
 		t.Errorf("after Release: %v, want ErrNotFound", err)
 	}
 }
+
+// TestHandleRefreshedLogins: the refreshed logins the session's network left are
+// answered only once the VM ended, and only once (the helper forgets them); a session
+// without any answers an empty list; Release forgets them too.
+func TestHandleRefreshedLogins(t *testing.T) {
+	v := &Handle{id: "aaaa0001", done: make(chan struct{})}
+	v.refreshed = []api.RefreshedLogin{{Login: "codex", Tokens: map[string]string{api.RoleAccess: "new-access-value-000000000"}}}
+	if _, err := v.RefreshedLogins(); !errors.Is(err, api.ErrState) {
+		t.Fatalf("while running: %v, want ErrState", err)
+	}
+	close(v.done)
+	r, err := v.RefreshedLogins()
+	if err != nil || len(r.Logins) != 1 || r.Logins[0].Tokens[api.RoleAccess] != "new-access-value-000000000" {
+		t.Fatalf("after the VM ended: %+v, %v", r, err)
+	}
+	if r, err := v.RefreshedLogins(); err != nil || r.Logins == nil || len(r.Logins) != 0 {
+		t.Errorf("second call: %+v, %v; want an empty list", r, err)
+	}
+	v.refreshed = []api.RefreshedLogin{{Login: "codex"}}
+	v.Release()
+	if r, _ := v.RefreshedLogins(); len(r.Logins) != 0 {
+		t.Errorf("after Release: %+v", r)
+	}
+}

@@ -16,7 +16,7 @@ import (
 // narrows where a secret may go: the helper applies it to what the client sends, so the
 // client's own narrowing (frontend/secrets) is not relied on. s is not changed.
 func NarrowSecrets(eff *netpolicy.Effective, s api.SessionSecrets) (api.SessionSecrets, []string) {
-	var out api.SessionSecrets
+	out := api.SessionSecrets{WriteBack: s.WriteBack && eff != nil && !eff.LoginWriteBackForbidden}
 	var removed []string
 	for _, b := range s.Bindings {
 		var hosts []string
