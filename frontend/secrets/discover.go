@@ -104,6 +104,9 @@ type Result struct {
 	Notes []string
 	// Raw names the credential variables left raw (RawEnv, allowed by the policy).
 	Raw []string
+	// Logins are the host login files whose OAuth tokens are placeholders, for the
+	// opt-in write-back of refreshed tokens (Login.WriteBack).
+	Logins []Login
 }
 
 // Discover builds the placeholders and bindings of one session from in. It returns an
@@ -129,6 +132,8 @@ func Discover(in Input) (Result, error) {
 type discovery struct {
 	in  Input
 	res Result
+	// logins are the OAuth logins (SecretBinding.Login) of the login file being read.
+	logins []string
 }
 
 func (d *discovery) note(format string, args ...any) {

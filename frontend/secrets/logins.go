@@ -1,6 +1,7 @@
 package secrets
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,19 +47,43 @@ type tokenField struct {
 	role string
 }
 
-// loginFile is one agent's login file and its tokens.
+// loginFile is one agent's login file and its tokens: rewrite puts placeholders in,
+// update (writeback.go) puts a refreshed login's new real values back.
 type loginFile struct {
 	dir, name string
 	rewrite   func(d *discovery, show string, m map[string]any) error
+	update    func(m map[string]any, r api.RefreshedLogin) []string
 }
 
 // loginFiles are the built-in agents' login files (relative to the home).
 var loginFiles = map[string]loginFile{
-	"codex":       {dir: ".codex", name: "auth.json", rewrite: rewriteCodex},
-	"claude-code": {dir: ".claude", name: ".credentials.json", rewrite: rewriteClaude},
-	"gemini":      {dir: ".gemini", name: "oauth_creds.json", rewrite: rewriteGemini},
-	"opencode":    {dir: ".local/share/opencode", name: "auth.json", rewrite: rewriteOpencode},
+	"codex":       {dir: ".codex", name: "auth.json", rewrite: rewriteCodex, update: updateCodex},
+	"claude-code": {dir: ".claude", name: ".credentials.json", rewrite: rewriteClaude, update: updateClaude},
+	"gemini":      {dir: ".gemini", name: "oauth_creds.json", rewrite: rewriteGemini, update: updateGemini},
+	"opencode":    {dir: ".local/share/opencode", name: "auth.json", rewrite: rewriteOpencode, update: updateOpencode},
 }
+
+// The token fields of each login file, by role.
+var (
+	codexFields = []tokenField{
+		{[]string{"tokens", "access_token"}, api.RoleAccess},
+		{[]string{"tokens", "refresh_token"}, api.RoleRefresh},
+		{[]string{"tokens", "id_token"}, api.RoleID},
+	}
+	claudeFields = []tokenField{
+		{[]string{"claudeAiOauth", "accessToken"}, api.RoleAccess},
+		{[]string{"claudeAiOauth", "refreshToken"}, api.RoleRefresh},
+	}
+	geminiFields = []tokenField{
+		{[]string{"access_token"}, api.RoleAccess},
+		{[]string{"refresh_token"}, api.RoleRefresh},
+		{[]string{"id_token"}, api.RoleID},
+	}
+	opencodeFields = []tokenField{
+		{[]string{"access"}, api.RoleAccess},
+		{[]string{"refresh"}, api.RoleRefresh},
+	}
+)
 
 // rewriteCodex: {"OPENAI_API_KEY": KEY|null, "tokens": {"id_token", "access_token",
 // "refresh_token", "account_id"}, "last_refresh"} (the file `codex login` writes).
@@ -66,30 +91,19 @@ func rewriteCodex(d *discovery, show string, m map[string]any) error {
 	if k, ok := m["OPENAI_API_KEY"].(string); ok && k != "" {
 		m["OPENAI_API_KEY"] = d.bind(api.SecretBinding{Name: show + " OPENAI_API_KEY", Value: k, Hosts: []string{"api.openai.com"}}, placeholder.New(k))
 	}
-	return d.oauthTokens(show, "codex", openaiLogin, m, []tokenField{
-		{[]string{"tokens", "access_token"}, api.RoleAccess},
-		{[]string{"tokens", "refresh_token"}, api.RoleRefresh},
-		{[]string{"tokens", "id_token"}, api.RoleID},
-	})
+	return d.oauthTokens(show, "codex", openaiLogin, m, codexFields)
 }
 
 // rewriteClaude: {"claudeAiOauth": {"accessToken", "refreshToken", "expiresAt", "scopes",
 // "subscriptionType"}} (Claude Code's credentials file on Linux).
 func rewriteClaude(d *discovery, show string, m map[string]any) error {
-	return d.oauthTokens(show, "claude", anthropicLogin, m, []tokenField{
-		{[]string{"claudeAiOauth", "accessToken"}, api.RoleAccess},
-		{[]string{"claudeAiOauth", "refreshToken"}, api.RoleRefresh},
-	})
+	return d.oauthTokens(show, "claude", anthropicLogin, m, claudeFields)
 }
 
 // rewriteGemini: {"access_token", "refresh_token", "id_token", "expiry_date", "scope",
 // "token_type"} (google-auth-library's credentials, as gemini-cli stores them).
 func rewriteGemini(d *discovery, show string, m map[string]any) error {
-	return d.oauthTokens(show, "gemini", googleLogin, m, []tokenField{
-		{[]string{"access_token"}, api.RoleAccess},
-		{[]string{"refresh_token"}, api.RoleRefresh},
-		{[]string{"id_token"}, api.RoleID},
-	})
+	return d.oauthTokens(show, "gemini", googleLogin, m, geminiFields)
 }
 
 // opencodeProviders are opencode's provider IDs (its models.dev table) with a known login
@@ -122,10 +136,7 @@ func rewriteOpencode(d *discovery, show string, m map[string]any) error {
 				delete(m, id)
 				continue
 			}
-			err := d.oauthTokens(where, "opencode-"+id, prov, e, []tokenField{
-				{[]string{"access"}, api.RoleAccess},
-				{[]string{"refresh"}, api.RoleRefresh},
-			})
+			err := d.oauthTokens(where, "opencode-"+id, prov, e, opencodeFields)
 			if err != nil {
 				return err
 			}
@@ -149,6 +160,9 @@ func (d *discovery) oauthTokens(show, login string, o oauth, m map[string]any, f
 			continue
 		}
 		b := api.SecretBinding{Name: show + " " + strings.Join(f.keys, "."), Value: v, Login: login, Role: f.role}
+		if !contains(d.logins, login) {
+			d.logins = append(d.logins, login)
+		}
 		switch f.role {
 		case api.RoleAccess:
 			b.Hosts = o.api
@@ -221,7 +235,7 @@ func (d *discovery) login() error {
 		return nil
 	}
 	show := "~/" + path.Join(lf.dir, lf.name)
-	data, err := readHomeFile(d.in.Home, lf.dir, lf.name)
+	data, _, err := readHomeFile(d.in.Home, lf.dir, lf.name)
 	if err != nil {
 		d.note("secrets: %s not read: %v", show, err)
 		return nil
@@ -242,13 +256,26 @@ func (d *discovery) login() error {
 	}
 	d.res.Files = append(d.res.Files, File{Path: path.Join(lf.dir, lf.name), Mode: 0o600, Data: append(out, '\n')})
 	d.note("secrets: %s copied with placeholders for its tokens", show)
+	if len(d.logins) > 0 {
+		d.res.Logins = append(d.res.Logins, Login{Show: show, home: d.in.Home, agent: d.in.Agent, logins: d.logins, hash: sha256.Sum256(data)})
+	}
 	return nil
 }
 
-// readHomeFile returns home/dir/name, or nil when it does not exist. dir is opened as an
-// os.Root inside home, so no symlink leads out of it; only a regular file of at most
-// maxLoginFile bytes is read.
-func readHomeFile(home, dir, name string) ([]byte, error) {
+// readHomeFile returns home/dir/name and its permission bits, or nil when it does not
+// exist (openHomeDir, readRootFile).
+func readHomeFile(home, dir, name string) ([]byte, fs.FileMode, error) {
+	r, err := openHomeDir(home, dir)
+	if r == nil {
+		return nil, 0, err
+	}
+	defer r.Close()
+	return readRootFile(r, name)
+}
+
+// openHomeDir opens home/dir as an os.Root: home is opened as one, and dir inside it, so
+// no symlink leads out of either. It returns nil and no error when either does not exist.
+func openHomeDir(home, dir string) (*os.Root, error) {
 	hr, err := os.OpenRoot(home)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -260,28 +287,32 @@ func readHomeFile(home, dir, name string) ([]byte, error) {
 	r, err := hr.OpenRoot(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
-	} else if err != nil {
-		return nil, err
 	}
-	defer r.Close()
+	return r, err
+}
+
+// readRootFile returns name in r and its permission bits, or nil when it does not exist:
+// only a regular file of at most maxLoginFile bytes is read.
+func readRootFile(r *os.Root, name string) ([]byte, fs.FileMode, error) {
 	f, err := r.OpenFile(name, os.O_RDONLY|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+		return nil, 0, nil
 	} else if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer f.Close()
-	if fi, err := f.Stat(); err != nil {
-		return nil, err
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, 0, err
 	} else if !fi.Mode().IsRegular() {
-		return nil, errors.New("not a regular file")
+		return nil, 0, errors.New("not a regular file")
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxLoginFile+1))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if len(data) > maxLoginFile {
-		return nil, fmt.Errorf("larger than %d bytes", maxLoginFile)
+		return nil, 0, fmt.Errorf("larger than %d bytes", maxLoginFile)
 	}
-	return data, nil
+	return data, fi.Mode().Perm(), nil
 }
