@@ -82,6 +82,8 @@ type RunSpec struct {
 	// SSHAgent, when set, forwards the developer's agent to the command through the
 	// filter of package sshagent (--ssh-agent); VM.SSHAgent must be set too.
 	SSHAgent *SSHAgent
+	// logins are Placeholders' login files, when the run uses them (withSecrets).
+	logins *loginWriteBack
 }
 
 // timeout is the VM's lifetime the caller asked for (0: the helper's default).

@@ -274,6 +274,7 @@ func (v *runningVM) stop() error {
 			v.prog.Printf("secrets: %s: %d request(s) with real values swapped in, %d refused, %d token refresh(es)",
 				diff.Escape(host), c.Swaps, c.Blocks, c.Refreshes)
 		}
+		v.afterRefresh(e)
 	}
 	v.rec.VMSeconds = time.Since(v.bootStart).Seconds()
 	v.prog.Done(string(exit.Outcome))

@@ -39,6 +39,7 @@ type runFlags struct {
 	direct       directFlags // --workspace-mode, --yes (directmode.go)
 	noSettings   bool        // --no-settings (agenthome.go)
 	gitToken     bool        // --git-token (secrets.go)
+	writeBack    bool        // --write-back-logins (secrets.go)
 	sshAgent     []string    // --ssh-agent KEY (sshagent.go)
 }
 
@@ -121,6 +122,7 @@ agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review
 	addDirectFlags(c, &f.direct) // directmode.go
 	c.Flags().BoolVar(&f.noSettings, "no-settings", false, "do not copy the agent's settings from your home (docs/agent-credentials.md)")
 	c.Flags().BoolVar(&f.gitToken, "git-token", false, "give git in the VM a placeholder for your GitHub token, swapped outside the VM (docs/secrets.md)")
+	c.Flags().BoolVar(&f.writeBack, "write-back-logins", false, "after the session, write the OAuth tokens the agent refreshed through brood back to your login file (~/.codex/auth.json, ~/.claude/.credentials.json, ...), if the file is unchanged since the run started; off: the file keeps its old tokens (docs/secrets.md)")
 	return c
 }
 

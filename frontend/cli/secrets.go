@@ -54,7 +54,10 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		return nil, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
 	}
 	p := &frontend.Placeholders{Env: home.withEnv(res.Env), HomeFiles: home.files,
-		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw}
+		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw, WriteBackLogins: r.flags.writeBack}
+	for _, l := range res.Logins {
+		p.Logins = append(p.Logins, frontend.LoginFile{Show: l.Show, WriteBack: l.WriteBack})
+	}
 	if r.flags.gitToken {
 		tok, from, err := secrets.GitTokenSource(ctx, environ, ghAuthToken)
 		if err != nil {

@@ -50,6 +50,11 @@ func (c *client) EgressLog(ctx context.Context, id string) (*os.File, error) {
 	return c.h.egressLog()
 }
 
+func (c *client) RefreshedLogins(ctx context.Context, id string) (api.RefreshedLogins, error) {
+	c.h.record(api.CallRefreshedLogins)
+	return c.h.refreshedLogins()
+}
+
 func (c *client) StopVM(ctx context.Context, id string) error {
 	c.h.record(api.CallStopVM)
 	c.h.end(api.OutcomeStopped)

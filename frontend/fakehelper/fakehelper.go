@@ -60,6 +60,10 @@ type Helper struct {
 	VMEgress *api.EgressInfo
 	// EgressLog is egress_log's file content (nil: the call fails with CodeNotFound).
 	EgressLog []byte
+	// Refreshed is refreshed_logins' answer when the session's StartVM asked for
+	// write-back (SessionSecrets.WriteBack), an empty list otherwise; nil Refreshed: the
+	// call is unknown, as to an older helper.
+	Refreshed *api.RefreshedLogins
 	// ImageFile and ImageDigest are StartVM's image file and digest (empty: not said).
 	ImageFile, ImageDigest string
 	// Doctor is the doctor call's answer.
@@ -270,6 +274,19 @@ func (h *Helper) attach() (*os.File, error) {
 	}
 	go h.guest(gc)
 	return theirs, nil
+}
+
+// refreshedLogins answers refreshed_logins (Helper.Refreshed).
+func (h *Helper) refreshedLogins() (api.RefreshedLogins, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.Refreshed == nil {
+		return api.RefreshedLogins{}, &api.Error{Code: api.CodeUnknownCall, Message: "unknown call"}
+	}
+	if h.startArg.Secrets == nil || !h.startArg.Secrets.WriteBack {
+		return api.RefreshedLogins{Logins: []api.RefreshedLogin{}}, nil
+	}
+	return *h.Refreshed, nil
 }
 
 // egressLog returns a file holding h.EgressLog (unlinked, read-only), or CodeNotFound.

@@ -115,6 +115,9 @@ func (h *Helper) dispatch(req *api.Request) (any, []*os.File, error) {
 			return nil, nil, err
 		}
 		return api.Empty{}, []*os.File{f}, nil
+	case api.CallRefreshedLogins:
+		r, err := h.refreshedLogins()
+		return r, nil, err
 	case api.CallStopVM:
 		h.end(api.OutcomeStopped)
 	case api.CallWaitVM:

@@ -35,6 +35,9 @@ type Client interface {
 	// EgressLog is the ended session's whole egress decision log, a read-only file (an
 	// older helper answers CodeUnknownCall).
 	EgressLog(ctx context.Context, id string) (*os.File, error)
+	// RefreshedLogins is the ended session's refreshed OAuth logins with their new real
+	// values, answered once (an older helper answers CodeUnknownCall).
+	RefreshedLogins(ctx context.Context, id string) (api.RefreshedLogins, error)
 	StopVM(ctx context.Context, id string) error
 	DestroySession(ctx context.Context, id string) error
 	ListSessions(ctx context.Context) ([]api.Session, error)
@@ -50,7 +53,7 @@ type Socket struct{ Path string }
 var _ Helper = Socket{}
 
 // Dial connects to the helper at s.Path, bounded by api.DefaultCallTimeout when ctx has
-// no deadline. The returned Client retries Attach, WaitVM, EgressLog, StopVM, DestroySession,
+// no deadline. The returned Client retries Attach, WaitVM, EgressLog, RefreshedLogins, StopVM, DestroySession,
 // ListSessions and ResolvePolicy once on a new connection when the connection broke under them (the
 // helper closed an idle connection during a slow boot); CreateSession and StartVM are
 // never retried (they are not idempotent).
@@ -134,6 +137,14 @@ func (h *conn) EgressLog(ctx context.Context, id string) (f *os.File, err error)
 		return err
 	})
 	return f, err
+}
+
+func (h *conn) RefreshedLogins(ctx context.Context, id string) (r api.RefreshedLogins, err error) {
+	err = h.do(ctx, func(c *api.Client) (err error) {
+		r, err = c.RefreshedLogins(ctx, id)
+		return err
+	})
+	return r, err
 }
 
 func (h *conn) StopVM(ctx context.Context, id string) error {
