@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/json"
 	"encoding/pem"
 	"math/big"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"brood.dev/brood/frontend/fakehelper"
 	"brood.dev/brood/helper/api"
 )
 
@@ -155,5 +157,90 @@ func TestSecretsSystemPolicy(t *testing.T) {
 	f.Policy = &api.Policy{Profile: "standard"}
 	if code, stderr = run("run", "tool"); code != 0 || !slices.Contains(f.Env(), "TOOL_TOKEN=raw-CANARY-"+strings.Repeat("t", 30)) {
 		t.Fatalf("allowed raw_env: exit %d\n%s\nenv %v", code, stderr, f.Env())
+	}
+}
+
+// TestRunWriteBackLogins: the host login file after a session whose egress process saw
+// its login refreshed. Without --write-back-logins the helper is not asked to keep the
+// values (SessionSecrets.WriteBack off), refreshed_logins is not called, the file is
+// unchanged and the run says it was not written back. With it, the file is rewritten
+// with the new tokens and expiry, its other members and its mode kept, and the run names
+// the fields; a file the host changed during the session is kept, with a warning naming
+// it. A system policy with forbid_login_write_back refuses the flag before any session.
+func TestRunWriteBackLogins(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	p := filepath.Join(home, ".claude", ".credentials.json")
+	os.MkdirAll(filepath.Dir(p), 0o700)
+	orig := `{"claudeAiOauth":{"accessToken":"sk-ant-oat01-CANARY` + strings.Repeat("a", 80) + `","refreshToken":"sk-ant-ort01-CANARY` + strings.Repeat("r", 80) + `","expiresAt":1,"scopes":["user:inference"]}}`
+	newA, newR := "sk-ant-oat01-NEW"+strings.Repeat("a", 80), "sk-ant-ort01-NEW"+strings.Repeat("r", 80)
+	at := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	setup := func() *fakehelper.Helper {
+		os.WriteFile(p, []byte(orig), 0o600)
+		f := newFakeHelper(t)
+		f.Caps.Secrets = true
+		f.SecretsCA = sessionCA(t)
+		f.Egress = &api.EgressSummary{Secrets: map[string]api.SecretCounts{"platform.claude.com": {Swaps: 1, Refreshes: 1}}}
+		f.Refreshed = &api.RefreshedLogins{Logins: []api.RefreshedLogin{{Login: "claude",
+			Tokens: map[string]string{api.RoleAccess: newA, api.RoleRefresh: newR}, ExpiresIn: 3600, At: at}}}
+		return f
+	}
+
+	f := setup()
+	code, stdout, stderr, _ := fakeRun(t, "run", "claude-code")
+	out := stdout + stderr
+	if code != 0 || f.StartArgs().Secrets == nil || f.StartArgs().Secrets.WriteBack || strings.Contains(f.Calls(), "refreshed_logins") {
+		t.Fatalf("no opt-in: exit %d, calls %s\n%s", code, f.Calls(), out)
+	}
+	if b, _ := os.ReadFile(p); string(b) != orig {
+		t.Fatalf("no opt-in: the file was rewritten:\n%s", b)
+	}
+	if !strings.Contains(out, "refreshed in the session (1 token refresh(es)) and not written back to ~/.claude/.credentials.json (brood run --write-back-logins does that)") {
+		t.Errorf("no opt-in: the run does not say the login was not written back:\n%s", out)
+	}
+
+	f = setup()
+	code, stdout, stderr, _ = fakeRun(t, "run", "--write-back-logins", "claude-code")
+	out = stdout + stderr
+	if code != 0 || !f.StartArgs().Secrets.WriteBack || !strings.Contains(f.Calls(), "refreshed_logins") {
+		t.Fatalf("opt-in: exit %d, calls %s\n%s", code, f.Calls(), out)
+	}
+	var m struct {
+		O map[string]any `json:"claudeAiOauth"`
+	}
+	b, _ := os.ReadFile(p)
+	if err := json.Unmarshal(b, &m); err != nil || m.O["accessToken"] != newA || m.O["refreshToken"] != newR ||
+		m.O["expiresAt"] != float64(at.Add(time.Hour).UnixMilli()) || len(m.O["scopes"].([]any)) != 1 {
+		t.Fatalf("opt-in: file %s (%v)", b, err)
+	}
+	if fi, _ := os.Stat(p); fi.Mode().Perm() != 0o600 {
+		t.Errorf("opt-in: mode %v", fi.Mode().Perm())
+	}
+	if !strings.Contains(out, "secrets: ~/.claude/.credentials.json: the tokens refreshed in the session were written back (claudeAiOauth.accessToken, claudeAiOauth.refreshToken, claudeAiOauth.expiresAt)") ||
+		strings.Contains(out, "not written back") || strings.Contains(out, "NEW") {
+		t.Errorf("opt-in: output\n%s", out)
+	}
+
+	f = setup()
+	hostRefresh := `{"claudeAiOauth":{"accessToken":"host","refreshToken":"host","expiresAt":2}}`
+	f.Agent = func(string, string) { os.WriteFile(p, []byte(hostRefresh), 0o600) } // the host CLI refreshes meanwhile
+	code, stdout, stderr, _ = fakeRun(t, "run", "--write-back-logins", "claude-code")
+	out = stdout + stderr
+	if b, _ := os.ReadFile(p); code != 0 || string(b) != hostRefresh {
+		t.Fatalf("changed file: exit %d, file %s\n%s", code, b, out)
+	}
+	if !strings.Contains(out, "~/.claude/.credentials.json changed on the host since the session started: the tokens refreshed in the session were not written back, the file is kept as it is") {
+		t.Errorf("changed file: no warning naming it:\n%s", out)
+	}
+
+	f = setup()
+	f.Policy = &api.Policy{Profile: "standard", LoginWriteBackForbidden: true}
+	code, _, stderr, _ = fakeRun(t, "run", "--write-back-logins", "claude-code")
+	if code != 3 || !strings.Contains(stderr, "forbid_login_write_back") || strings.Contains(f.Calls(), "create_session") {
+		t.Fatalf("forbidden: exit %d, calls %s\n%s", code, f.Calls(), stderr)
+	}
+	if code, _, stderr, _ = fakeRun(t, "run", "claude-code"); code != 0 {
+		t.Fatalf("forbidden, no flag: exit %d\n%s", code, stderr)
 	}
 }
