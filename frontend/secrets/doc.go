@@ -12,7 +12,10 @@
 // provider's hosts by default, the agent's configuration may name others, the system
 // policy can only take hosts away. Discover returns the guest side (variables and files
 // holding placeholders only) and the bindings, which carry the real values to the egress
-// process and nowhere else: nothing in this package writes a file or logs a value.
+// process and nowhere else: nothing in this package logs a value, and the one file it
+// writes is a host login file the developer asked brood to update
+// (Login.WriteBack, brood run --write-back-logins: the OAuth tokens the session
+// refreshed, written only over an unchanged file).
 //
 // A variable named in raw_env reaches the guest as it is, unless the system policy
 // forbids raw values (Policy.ForbidRawEnv).

@@ -29,6 +29,12 @@ import (
 // The helper daemon (helper/egress) does steps 2 and 3 for sessions with a network; a
 // session without one has no route to any bound host, so the helper drops the bindings
 // and answers no CA.
+//
+// Back, only with SessionSecrets.WriteBack (brood run --write-back-logins): the egress
+// process reports each refreshed OAuth login (RefreshedLogin) to the daemon on the same
+// socketpair; the daemon keeps them in memory until the VM ended and answers them once
+// to the session's owner (CallRefreshedLogins), who writes them to the login files they
+// came from.
 
 // Limits of SessionSecrets. One start_vm frame carries every binding, so the whole
 // encoding must fit well inside MaxFrame.

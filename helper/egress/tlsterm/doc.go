@@ -33,13 +33,16 @@
 //     id_token) is rewritten: each new real value gets a new placeholder of its shape,
 //     which the guest receives; the binding table learns the new value and keeps the
 //     older ones. A token response that cannot be rewritten (compressed against the
-//     request's wishes, too large, not JSON) becomes a 502.
+//     request's wishes, too large, not JSON) becomes a 502. Only when the session asked
+//     for write-back of login files (Terminator.OnRefresh) does the login's new real
+//     values leave the terminator, to that callback.
 //  7. Responses stream as they arrive (server-sent events flush at once); in an
 //     identity-coded response every real value of the table is replaced by its
 //     placeholder (a compressed response is not searched).
 //
-// The real values live only in the Bindings of this process's memory; the CA's private
-// key too, and only its certificate (CA.CertPEM) leaves the process.
+// The real values live only in the Bindings of this process's memory (and, refreshed
+// ones, in the OnRefresh callback's hands); the CA's private key too, and only its
+// certificate (CA.CertPEM) leaves the process.
 //
 // Privilege: none; it runs inside the session's unprivileged egress process (the session
 // owner's uid, no_new_privs, Landlock) and parses guest traffic.
