@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"io/fs"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -165,7 +166,8 @@ func TestSecretsSystemPolicy(t *testing.T) {
 // values (SessionSecrets.WriteBack off), refreshed_logins is not called, the file is
 // unchanged and the run says it was not written back. With it, the file is rewritten
 // with the new tokens and expiry, its other members and its mode kept, and the run names
-// the fields; a file the host changed during the session is kept, with a warning naming
+// the fields (the new values are in no file of the state directory and not in the
+// output); a file the host changed during the session is kept, with a warning naming
 // it. A system policy with forbid_login_write_back refuses the flag before any session.
 func TestRunWriteBackLogins(t *testing.T) {
 	home := t.TempDir()
@@ -221,6 +223,14 @@ func TestRunWriteBackLogins(t *testing.T) {
 		strings.Contains(out, "not written back") || strings.Contains(out, "NEW") {
 		t.Errorf("opt-in: output\n%s", out)
 	}
+	// The new values are in the login file only: not in the state directory (sessions,
+	// vm.json) nor in the output.
+	filepath.WalkDir(os.Getenv("BROOD_STATE_DIR"), func(q string, d fs.DirEntry, err error) error {
+		if b, rerr := os.ReadFile(q); err == nil && rerr == nil && !d.IsDir() && (bytes.Contains(b, []byte(newA)) || bytes.Contains(b, []byte(newR))) {
+			t.Errorf("opt-in: %s holds a refreshed token", q)
+		}
+		return nil
+	})
 
 	f = setup()
 	hostRefresh := `{"claudeAiOauth":{"accessToken":"host","refreshToken":"host","expiresAt":2}}`
