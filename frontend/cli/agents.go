@@ -67,6 +67,11 @@ type userConfig struct {
 	// policy allows); egress is the same table parsed, by loadUserConfig.
 	Egress netpolicy.ConfigFile `toml:"egress"`
 	egress netpolicy.LayerConfig
+	// Secrets is the [secrets] table: write_back_logins = true is --write-back-logins
+	// for every run (docs/secrets.md).
+	Secrets struct {
+		WriteBackLogins bool `toml:"write_back_logins"`
+	} `toml:"secrets"`
 }
 
 type configAgent struct {

@@ -54,7 +54,8 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		return nil, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
 	}
 	p := &frontend.Placeholders{Env: home.withEnv(res.Env), HomeFiles: home.files,
-		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw, WriteBackLogins: r.flags.writeBack}
+		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw,
+		WriteBackLogins: r.flags.writeBack || (r.user != nil && r.user.Secrets.WriteBackLogins)}
 	for _, l := range res.Logins {
 		p.Logins = append(p.Logins, frontend.LoginFile{Show: l.Show, WriteBack: l.WriteBack})
 	}

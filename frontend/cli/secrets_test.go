@@ -168,7 +168,8 @@ func TestSecretsSystemPolicy(t *testing.T) {
 // with the new tokens and expiry, its other members and its mode kept, and the run names
 // the fields (the new values are in no file of the state directory and not in the
 // output); a file the host changed during the session is kept, with a warning naming
-// it. A system policy with forbid_login_write_back refuses the flag before any session.
+// it. The user config's [secrets] write_back_logins = true does what the flag does. A
+// system policy with forbid_login_write_back refuses the flag before any session.
 func TestRunWriteBackLogins(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -242,6 +243,20 @@ func TestRunWriteBackLogins(t *testing.T) {
 	}
 	if !strings.Contains(out, "~/.claude/.credentials.json changed on the host since the session started: the tokens refreshed in the session were not written back, the file is kept as it is") {
 		t.Errorf("changed file: no warning naming it:\n%s", out)
+	}
+
+	// The user config's [secrets] write_back_logins = true is the flag for every run.
+	f = setup()
+	cfg := t.TempDir()
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte("[secrets]\nwrite_back_logins = true\n"), 0o600)
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	if code, out, errs := broodCode(t, "run", "--workspace", t.TempDir(), "claude-code"); code != 0 || !f.StartArgs().Secrets.WriteBack {
+		t.Fatalf("config key: exit %d, write-back %v\n%s%s", code, f.StartArgs().Secrets.WriteBack, out, errs)
+	}
+	if b, _ := os.ReadFile(p); !strings.Contains(string(b), newA) {
+		t.Fatalf("config key: file not written back:\n%s", b)
 	}
 
 	f = setup()
