@@ -96,7 +96,10 @@ func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, err
 	}
 	s.Env, s.HomeFiles, s.Notes = p.Env, p.HomeFiles, p.Notes
 	sec := p.Secrets
-	sec.WriteBack = p.WriteBackLogins && len(p.Logins) > 0
+	sec.WriteBack = p.WriteBackLogins && len(p.Logins) > 0 && caps.LoginWriteBack
+	if p.WriteBackLogins && len(p.Logins) > 0 && !caps.LoginWriteBack {
+		prog.Warn("secrets: --write-back-logins: this helper does not keep refreshed logins; tokens refreshed in the session will not be written back")
+	}
 	s.VM.Secrets = &sec
 	if len(p.Logins) > 0 {
 		s.logins = &loginWriteBack{files: p.Logins, writeBack: sec.WriteBack}

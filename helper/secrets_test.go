@@ -16,8 +16,8 @@ func TestStartVMSecrets(t *testing.T) {
 	ts := startServer(t, nil)
 	c := ts.dial(t)
 	ctx := t.Context()
-	if !c.Caps.Secrets {
-		t.Fatal("the helper does not say it takes secret bindings")
+	if !c.Caps.Secrets || !c.Caps.LoginWriteBack {
+		t.Fatalf("the helper does not say it takes secret bindings and write-back: %+v", c.Caps)
 	}
 	share, err := api.OpenShare(t.TempDir())
 	if err != nil {

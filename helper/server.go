@@ -420,6 +420,7 @@ func (s *Server) hello(st *connState, req *api.Request) (any, error) {
 	// without drops them (checkSecrets); only an in-process proxy (tests of other
 	// layers) cannot take them.
 	caps.Secrets = s.egress == nil || s.egress.ProxyExe != ""
+	caps.LoginWriteBack = caps.Secrets
 	return caps, nil
 }
 

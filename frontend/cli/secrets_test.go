@@ -168,7 +168,8 @@ func TestSecretsSystemPolicy(t *testing.T) {
 // with the new tokens and expiry, its other members and its mode kept, and the run names
 // the fields (the new values are in no file of the state directory and not in the
 // output); a file the host changed during the session is kept, with a warning naming
-// it. The user config's [secrets] write_back_logins = true does what the flag does. A
+// it. A helper without Capabilities.LoginWriteBack is not sent WriteBack and the run
+// warns. The user config's [secrets] write_back_logins = true does what the flag does. A
 // system policy with forbid_login_write_back refuses the flag before any session.
 func TestRunWriteBackLogins(t *testing.T) {
 	home := t.TempDir()
@@ -182,7 +183,7 @@ func TestRunWriteBackLogins(t *testing.T) {
 	setup := func() *fakehelper.Helper {
 		os.WriteFile(p, []byte(orig), 0o600)
 		f := newFakeHelper(t)
-		f.Caps.Secrets = true
+		f.Caps.Secrets, f.Caps.LoginWriteBack = true, true
 		f.SecretsCA = sessionCA(t)
 		f.Egress = &api.EgressSummary{Secrets: map[string]api.SecretCounts{"platform.claude.com": {Swaps: 1, Refreshes: 1}}}
 		f.Refreshed = &api.RefreshedLogins{Logins: []api.RefreshedLogin{{Login: "claude",
@@ -232,6 +233,16 @@ func TestRunWriteBackLogins(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A helper that swaps but does not keep refreshed logins is not sent WriteBack
+	// (it would refuse the field); the run warns and writes nothing.
+	f = setup()
+	f.Caps.LoginWriteBack = false
+	code, stdout, stderr, _ = fakeRun(t, "run", "--write-back-logins", "claude-code")
+	out = stdout + stderr
+	if b, _ := os.ReadFile(p); code != 0 || f.StartArgs().Secrets.WriteBack || string(b) != orig || !strings.Contains(out, "this helper does not keep refreshed logins") {
+		t.Fatalf("older helper: exit %d, write-back %v, file %s\n%s", code, f.StartArgs().Secrets.WriteBack, b, out)
+	}
 
 	f = setup()
 	hostRefresh := `{"claudeAiOauth":{"accessToken":"host","refreshToken":"host","expiresAt":2}}`

@@ -182,6 +182,10 @@ type Capabilities struct {
 	// daemon sets it when its sessions' networks run in the egress process; a client
 	// of a helper without it gives the guest real values, as before.
 	Secrets bool `json:"secrets,omitempty"`
+	// LoginWriteBack is true when the helper also takes SessionSecrets.WriteBack and
+	// answers CallRefreshedLogins; a client sends WriteBack only to such a helper (an
+	// older one would refuse the unknown field).
+	LoginWriteBack bool `json:"login_write_back,omitempty"`
 }
 
 // CreateSessionArgs creates a session. The workspace share is the single descriptor
