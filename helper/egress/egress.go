@@ -100,8 +100,8 @@ type Session struct {
 	logPath   string
 	logFile   *os.File
 	dlog      *decisionLog
-	secrets   secretCounts // the terminator's events, by host
-	refreshed refreshedLogins
+	secrets   secretCounts    // the terminator's events, by host
+	refreshed refreshedLogins // the logins its process reported refreshed (write-back only)
 
 	// nets: whether the session holds the watch of the host's networks and has its
 	// refused sets kept current (netwatch.go); refused is what those sets hold. Guarded by
