@@ -104,7 +104,7 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	if err != nil {
 		return fmt.Errorf("terminate TLS for %q: %w", sni, err)
 	}
-	up := t.upstream(sni, dst)
+	up := t.upstream(sni, dst, tc.ConnectionState().NegotiatedProtocol == "h2")
 	defer up.CloseIdleConnections()
 	h := &handler{t: t, sni: sni, port: dst.Port(), up: up}
 	serveConn(ctx, tc, h)
@@ -112,9 +112,16 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 }
 
 // upstream returns the transport of one guest connection: every connection it makes goes
-// to dst, with TLS for sni verified against RootCAs.
-func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
-	conf := &tls.Config{ServerName: sni, RootCAs: t.cfg.RootCAs, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+// to dst, with TLS for sni verified against RootCAs, in the guest's protocol: HTTP/2 when
+// the guest speaks it (and the real host does), else HTTP/1.1, so that the real host
+// sees the protocol the guest chose and a guest on HTTP/1.1 does not pay for HTTP/2's
+// framing on the way in.
+func (t *Terminator) upstream(sni string, dst netip.AddrPort, h2 bool) *http.Transport {
+	protos := []string{"http/1.1"}
+	if h2 {
+		protos = []string{"h2", "http/1.1"}
+	}
+	conf := &tls.Config{ServerName: sni, RootCAs: t.cfg.RootCAs, NextProtos: protos, MinVersion: tls.VersionTLS12}
 	return &http.Transport{
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := t.cfg.DialContext(ctx, "tcp", dst.String())
@@ -128,7 +135,7 @@ func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
 			}
 			return tc, nil
 		},
-		ForceAttemptHTTP2: true,
+		ForceAttemptHTTP2: h2,
 		// Larger frames from the real host: fewer reads, writes and TLS records per
 		// streamed response.
 		HTTP2:           &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
