@@ -185,7 +185,7 @@ func (q *request) body(r *http.Request, maxLen int) (string, string) {
 		}
 	}
 	if len(foreign) > 0 {
-		q.scan = newScanReader(r.Body, foreign, maxLen)
+		q.scan = newScanReader(r.Body, foreign, maxLen, r.ContentLength)
 		r.Body = q.scan
 	}
 	return "", ""

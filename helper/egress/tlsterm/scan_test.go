@@ -30,9 +30,9 @@ func (c *chunked) Read(p []byte) (int, error) {
 
 func (c *chunked) Close() error { return nil }
 
-// FuzzScanReader: whatever the data and however it is split into reads, the scanner
-// returns the data unchanged when no placeholder occurs in it, and refuses it, having
-// released no byte of the first occurrence, when one does.
+// FuzzScanReader: whatever the data, however it is split into reads and whatever size
+// the body claims, the scanner returns the data unchanged when no placeholder occurs in
+// it, and refuses it, having released no byte of the first occurrence, when one does.
 func FuzzScanReader(f *testing.F) {
 	f.Add([]byte("hello world"), uint8(3), uint16(0))
 	f.Add([]byte("xxPLACEHOLDER-ONE-0001yy"), uint8(1), uint16(2))
@@ -44,7 +44,7 @@ func FuzzScanReader(f *testing.F) {
 			at := int(insert) % len(data)
 			data = append(append(append([]byte{}, data[:at]...), list[int(insert)%2].placeholder...), data[at:]...)
 		}
-		s := newScanReader(&chunked{data: data, n: int(chunk%64) + 1}, list, maxLen)
+		s := newScanReader(&chunked{data: data, n: int(chunk%64) + 1}, list, maxLen, int64(insert%50)-1) // size hints right, wrong or none
 		out, err := io.ReadAll(s)
 		first := -1
 		for _, b := range list {
@@ -70,7 +70,7 @@ func FuzzScanReader(f *testing.F) {
 // TestScanReaderReadErrors: the underlying reader's error is returned as it is.
 func TestScanReaderReadErrors(t *testing.T) {
 	boom := errors.New("boom")
-	s := newScanReader(io.NopCloser(iotest.ErrReader(boom)), []binding{{placeholder: "PLACEHOLDER-ONE-0001"}}, 20)
+	s := newScanReader(io.NopCloser(iotest.ErrReader(boom)), []binding{{placeholder: "PLACEHOLDER-ONE-0001"}}, 20, -1)
 	if _, err := io.ReadAll(s); !errors.Is(err, boom) {
 		t.Fatalf("err %v, want boom", err)
 	}
