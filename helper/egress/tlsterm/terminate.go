@@ -1,6 +1,7 @@
 package tlsterm
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -87,7 +88,7 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	if !t.cfg.CA.Covers(sni) {
 		return fmt.Errorf("terminate TLS for %q: %w", sni, ErrName)
 	}
-	tc := tls.Server(guest, &tls.Config{
+	tc := tls.Server(newReadBuffered(guest), &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -128,7 +129,7 @@ func (t *Terminator) upstream(sni string, dst netip.AddrPort, h2 bool) *http.Tra
 			if err != nil {
 				return nil, fmt.Errorf("connect to %s for %q: %w", dst, sni, err)
 			}
-			tc := tls.Client(c, conf.Clone())
+			tc := tls.Client(newReadBuffered(c), conf.Clone())
 			if err := tc.HandshakeContext(ctx); err != nil {
 				c.Close()
 				return nil, fmt.Errorf("TLS to %s for %q: %w", dst, sni, err)
@@ -177,6 +178,23 @@ func serveConn(ctx context.Context, c net.Conn, h http.Handler) {
 	srv.Serve(l)
 	<-l.done
 }
+
+// readBufferSize is how much a terminated connection reads from its socket at once, in
+// bytes: crypto/tls asks for one record at a time, so without it every record (at most
+// 16 KiB and 22 bytes, RFC 8446 section 5.2) costs a read(2) even when many are waiting.
+const readBufferSize = 64 << 10
+
+// readBuffered is a net.Conn whose reads go through a buffer of readBufferSize bytes.
+type readBuffered struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func newReadBuffered(c net.Conn) *readBuffered {
+	return &readBuffered{Conn: c, r: bufio.NewReaderSize(c, readBufferSize)}
+}
+
+func (c *readBuffered) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // oneConn is a listener that accepts c once, then blocks until it is closed.
 type oneConn struct {
