@@ -22,7 +22,7 @@ import (
 const (
 	benchRequests = 2000 // small requests per path and protocol, after benchWarmup
 	benchWarmup   = 50
-	benchRounds   = 15// SSE rounds per protocol; each streams once directly, once through
+	benchRounds   = 15 // SSE rounds per protocol; each streams once directly, once through
 )
 
 // TestBenchReport prints the terminator's cost on loopback (scripts/bench-secrets.sh),
