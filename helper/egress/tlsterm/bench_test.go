@@ -36,10 +36,13 @@ const (
 //     terminator against direct: benchRounds rounds, each streaming once per path
 //     (which goes first alternates), the median of the rounds' ratios and their spread;
 //   - what each path costs: the process's CPU time per MiB streamed (the fake host, the
-//     client and, through, the terminator all run in this process) and TLS records per
-//     MiB (write calls on the sending side's TCP connection: the fake host's directly,
-//     the terminator's towards the guest through). cpu(direct)/cpu(through) is the
-//     ratio to expect when the CPU, not the pipeline, is the limit; against it, the
+//     client and, through, the terminator all run in this process) and socket writes
+//     per MiB (write calls on the sending side's TCP connection: the fake host's
+//     directly, the terminator's towards the guest through; crypto/tls writes each
+//     record by itself, so this is records per MiB unless the terminator gathers a
+//     response write's records into one, as it does for HTTP/1.1).
+//     cpu(direct)/cpu(through) is the ratio to expect when the CPU, not the pipeline,
+//     is the limit; against it, the
 //     ratio with a terminator that did nothing but open each record from the host and
 //     seal one for the guest (AES-128-GCM, TLS 1.3's suite here; aesFloor).
 //
@@ -93,14 +96,14 @@ func report(proto string, d, tr []streamRun, floor float64) {
 	}
 	rate := func(r streamRun) float64 { return r.mibs }
 	cpu := func(r streamRun) float64 { return r.cpuMs }
-	recs := func(r streamRun) float64 { return r.records }
+	writes := func(r streamRun) float64 { return r.writes }
 	fmt.Printf("bench-secrets: %s SSE 10 MiB ratio %.2f median of %d rounds (min %.2f, max %.2f; target >= 0.90); "+
 		"median %.0f MiB/s through, %.0f MiB/s direct\n",
 		proto, median(ratios), len(ratios), slices.Min(ratios), slices.Max(ratios), medianOf(tr, rate), medianOf(d, rate))
 	dc := medianOf(d, cpu)
 	fmt.Printf("bench-secrets: %s SSE cost per MiB: CPU %.1f ms through, %.1f ms direct (CPU-bound ratio %.2f; "+
-		"%.2f for a terminator that only re-encrypted); TLS records %.0f through, %.0f direct\n",
-		proto, medianOf(tr, cpu), dc, dc/medianOf(tr, cpu), dc/(dc+floor), medianOf(tr, recs), medianOf(d, recs))
+		"%.2f for a terminator that only re-encrypted); socket writes %.0f through, %.0f direct\n",
+		proto, medianOf(tr, cpu), dc, dc/medianOf(tr, cpu), dc/(dc+floor), medianOf(tr, writes), medianOf(d, writes))
 }
 
 // aesFloor returns the least CPU time, in ms, of opening and sealing 1 MiB as TLS 1.3
@@ -123,8 +126,8 @@ func aesFloor() float64 {
 }
 
 // streamRun is one read of the 10 MiB stream: its rate in MiB/s, the process's CPU time
-// per MiB in ms, and TLS records per MiB from its sender.
-type streamRun struct{ mibs, cpuMs, records float64 }
+// per MiB in ms, and its sender's socket writes per MiB.
+type streamRun struct{ mibs, cpuMs, writes float64 }
 
 func median(v []float64) float64 {
 	v = slices.Clone(v)
@@ -187,7 +190,7 @@ func once(t *testing.T, c *http.Client, key string) time.Duration {
 }
 
 // stream reads the 10 MiB stream once through c (checking the protocol is h2's when h2
-// is set, HTTP/1.1's otherwise); writes counts the sender's TLS records.
+// is set, HTTP/1.1's otherwise); writes counts the sender's socket writes.
 func stream(t *testing.T, c *http.Client, writes *atomic.Int64, h2 bool) streamRun {
 	writes.Store(0)
 	cpu0, start := cpuTime(), time.Now()
@@ -205,7 +208,7 @@ func stream(t *testing.T, c *http.Client, writes *atomic.Int64, h2 bool) streamR
 		t.Fatalf("streamed over %s", resp.Proto)
 	}
 	mib := float64(n) / (1 << 20)
-	return streamRun{mibs: mib / elapsed.Seconds(), cpuMs: ms(cpu) / mib, records: float64(writes.Load()) / mib}
+	return streamRun{mibs: mib / elapsed.Seconds(), cpuMs: ms(cpu) / mib, writes: float64(writes.Load()) / mib}
 }
 
 // cpuTime returns the user and system CPU time of the process (getrusage(2),
@@ -218,8 +221,7 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// countWrites returns a wrap that counts the Write calls on a connection into n: one per
-// TLS record once the handshake is done (crypto/tls writes each record by itself).
+// countWrites returns a wrap that counts the Write calls on a connection into n.
 func countWrites(n *atomic.Int64) func(net.Conn) net.Conn {
 	return func(c net.Conn) net.Conn { return writeCounter{c, n} }
 }

@@ -22,6 +22,8 @@ type handler struct {
 	sni  string
 	port uint16
 	up   *http.Transport
+	// batch gathers the guest connection's writes during an HTTP/1.1 body write.
+	batch *batchConn
 }
 
 // request is the state of one request between the checks and the response.
@@ -70,6 +72,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.ProtoMajor == 2 {
 		w = recordWriter{w}
+	} else {
+		w = batchWriter{w, h.batch}
 	}
 	rp.ServeHTTP(w, r)
 }

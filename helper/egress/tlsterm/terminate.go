@@ -88,7 +88,8 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	if !t.cfg.CA.Covers(sni) {
 		return fmt.Errorf("terminate TLS for %q: %w", sni, ErrName)
 	}
-	tc := tls.Server(newReadBuffered(guest), &tls.Config{
+	raw := &batchConn{Conn: newReadBuffered(guest)}
+	tc := tls.Server(raw, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -107,7 +108,7 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	}
 	up := t.upstream(sni, dst, tc.ConnectionState().NegotiatedProtocol == "h2")
 	defer up.CloseIdleConnections()
-	h := &handler{t: t, sni: sni, port: dst.Port(), up: up}
+	h := &handler{t: t, sni: sni, port: dst.Port(), up: up, batch: raw}
 	serveConn(ctx, tc, h)
 	return nil
 }
@@ -180,8 +181,9 @@ func serveConn(ctx context.Context, c net.Conn, h http.Handler) {
 }
 
 // readBufferSize is how much a terminated connection reads from its socket at once, in
-// bytes: crypto/tls asks for one record at a time, so without it every record (at most
-// 16 KiB and 22 bytes, RFC 8446 section 5.2) costs a read(2) even when many are waiting.
+// bytes: crypto/tls reads little more than the record it needs (a record is at most
+// 2^14 + 256 bytes, RFC 8446 section 5.2), so without it records cost about a read(2)
+// each even when many are waiting.
 const readBufferSize = 64 << 10
 
 // readBuffered is a net.Conn whose reads go through a buffer of readBufferSize bytes.
