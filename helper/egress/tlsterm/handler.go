@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // handler checks, rewrites and forwards the requests of one guest connection.
@@ -21,6 +22,8 @@ type handler struct {
 	sni  string
 	port uint16
 	up   *http.Transport
+	// batch gathers the guest connection's writes during an HTTP/1.1 body write.
+	batch *batchConn
 }
 
 // request is the state of one request between the checks and the response.
@@ -65,6 +68,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ErrorLog:       discardLog,
 		ErrorHandler:   q.proxyError,
 		ModifyResponse: q.modifyResponse,
+		BufferPool:     copyBuffers,
+	}
+	if r.ProtoMajor == 2 {
+		w = recordWriter{w}
+	} else {
+		w = batchWriter{w, h.batch}
 	}
 	rp.ServeHTTP(w, r)
 }
@@ -180,7 +189,7 @@ func (q *request) body(r *http.Request, maxLen int) (string, string) {
 		}
 	}
 	if len(foreign) > 0 {
-		q.scan = newScanReader(r.Body, foreign, maxLen)
+		q.scan = newScanReader(r.Body, foreign, maxLen, r.ContentLength)
 		r.Body = q.scan
 	}
 	return "", ""
@@ -309,3 +318,39 @@ func findFold(s string, list []binding) *binding {
 	}
 	return nil
 }
+
+// maxDataPerRecord is the most response bytes handed at once to the HTTP/2 server: a DATA
+// frame of that many bytes and its 9-byte header (RFC 9113 section 4.1) fill one TLS
+// record (2^14 bytes of plaintext, RFC 8446 section 5.1), where a frame of 2^14 bytes
+// would cost a second record, AEAD seal and write for its last 9 bytes.
+const maxDataPerRecord = 1<<14 - 9
+
+// recordWriter hands the response body of an HTTP/2 stream to its ResponseWriter in
+// pieces of at most maxDataPerRecord bytes.
+type recordWriter struct{ http.ResponseWriter }
+
+func (w recordWriter) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		m, err := w.ResponseWriter.Write(p[:min(len(p), maxDataPerRecord)])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[m:]
+	}
+	return n, nil
+}
+
+// Unwrap lets http.ResponseController reach the ResponseWriter (to flush).
+func (w recordWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// copyBuffers are the buffers a response body is copied through: 4 maxDataPerRecord
+// pieces, so that a full buffer splits into whole records.
+var copyBuffers = &bufferPool{p: sync.Pool{New: func() any { b := make([]byte, 4*maxDataPerRecord); return &b }}}
+
+// bufferPool is an httputil.BufferPool over a sync.Pool of *[]byte.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(p []byte) { b.p.Put(&p) }

@@ -74,6 +74,13 @@ func (u *upstream) requests() ([]*http.Request, [][]byte) {
 // startUpstream serves h (after recording each request) on loopback for the names given.
 func startUpstream(t *testing.T, h http.HandlerFunc, names ...string) *upstream {
 	t.Helper()
+	return startUpstreamOn(t, h, nil, names...)
+}
+
+// startUpstreamOn is startUpstream with each accepted connection passed through wrap
+// (nil: none) before TLS.
+func startUpstreamOn(t *testing.T, h http.HandlerFunc, wrap func(net.Conn) net.Conn, names ...string) *upstream {
+	t.Helper()
 	ca, err := NewCA(names, time.Now())
 	if err != nil {
 		t.Fatal(err)
@@ -85,6 +92,9 @@ func startUpstream(t *testing.T, h http.HandlerFunc, names ...string) *upstream 
 		t.Fatal(err)
 	}
 	u.addr = l.Addr().(*net.TCPAddr).AddrPort()
+	if wrap != nil {
+		l = wrapListener{l, wrap}
+	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var b []byte
 		if r.Body != nil && !isStream(r) {
@@ -103,6 +113,20 @@ func startUpstream(t *testing.T, h http.HandlerFunc, names ...string) *upstream 
 	go srv.ServeTLS(l, "", "")
 	t.Cleanup(func() { srv.Close() })
 	return u
+}
+
+// wrapListener passes each accepted connection through wrap.
+type wrapListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn
+}
+
+func (l wrapListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return l.wrap(c), nil
 }
 
 func isStream(r *http.Request) bool { return r.Header.Get("X-Test-Stream") != "" }
@@ -132,6 +156,13 @@ func (s *session) eventsOf(kind EventKind) []Event {
 }
 
 func startSession(t *testing.T, up *upstream, sni string) *session {
+	t.Helper()
+	return startSessionOn(t, up, sni, nil)
+}
+
+// startSessionOn is startSession with each guest connection passed through wrap (nil:
+// none) before the terminator gets it.
+func startSessionOn(t *testing.T, up *upstream, sni string, wrap func(net.Conn) net.Conn) *session {
 	t.Helper()
 	ca, err := NewCA([]string{provider, other, authHost, "nobinding.test"}, time.Now())
 	if err != nil {
@@ -163,6 +194,9 @@ func startSession(t *testing.T, up *upstream, sni string) *session {
 			s.mu.Lock()
 			s.conns++
 			s.mu.Unlock()
+			if wrap != nil {
+				c = wrap(c)
+			}
 			go func() { s.errs <- s.term.Terminate(ctx, c, sni, up.addr) }()
 		}
 	}()

@@ -55,6 +55,7 @@ type scanReader struct {
 	r     io.ReadCloser
 	list  []binding
 	hold  int
+	room  int    // the least free space a read gets, in bytes
 	buf   []byte // read, scanned, not yet released
 	ready int    // how many leading bytes of buf may be released
 	eof   bool
@@ -63,8 +64,19 @@ type scanReader struct {
 	hit   atomic.Bool
 }
 
-func newScanReader(r io.ReadCloser, list []binding, maxLen int) *scanReader {
-	return &scanReader{r: r, list: list, hold: max(maxLen-1, 0)}
+// scanRoom is the free space of a scanReader's read when the body's size is unknown or
+// large, in bytes.
+const scanRoom = 32 << 10
+
+// newScanReader returns a scanReader over r for the placeholders of list, the longest
+// maxLen bytes long; size is the body's declared length (-1: unknown), which only sizes
+// the buffer (a small body gets a small one), so a wrong one costs reads, not checks.
+func newScanReader(r io.ReadCloser, list []binding, maxLen int, size int64) *scanReader {
+	room := scanRoom
+	if size >= 0 && size < scanRoom {
+		room = int(size) + 1 // room for the end of the body to show as EOF
+	}
+	return &scanReader{r: r, list: list, hold: max(maxLen-1, 0), room: room}
 }
 
 func (s *scanReader) Read(p []byte) (int, error) {
@@ -90,8 +102,8 @@ func (s *scanReader) Read(p []byte) (int, error) {
 // fill reads once more, scans what is held and sets what may be released.
 func (s *scanReader) fill() {
 	start := len(s.buf)
-	if cap(s.buf)-start < 32<<10 {
-		nb := make([]byte, start, start+64<<10)
+	if cap(s.buf)-start < s.room {
+		nb := make([]byte, start, start+2*s.room)
 		copy(nb, s.buf)
 		s.buf = nb
 	}

@@ -30,9 +30,9 @@ func (c *chunked) Read(p []byte) (int, error) {
 
 func (c *chunked) Close() error { return nil }
 
-// FuzzScanReader: whatever the data and however it is split into reads, the scanner
-// returns the data unchanged when no placeholder occurs in it, and refuses it, having
-// released no byte of the first occurrence, when one does.
+// FuzzScanReader: whatever the data, however it is split into reads and whatever size
+// the body claims, the scanner returns the data unchanged when no placeholder occurs in
+// it, and refuses it, having released no byte of the first occurrence, when one does.
 func FuzzScanReader(f *testing.F) {
 	f.Add([]byte("hello world"), uint8(3), uint16(0))
 	f.Add([]byte("xxPLACEHOLDER-ONE-0001yy"), uint8(1), uint16(2))
@@ -44,7 +44,7 @@ func FuzzScanReader(f *testing.F) {
 			at := int(insert) % len(data)
 			data = append(append(append([]byte{}, data[:at]...), list[int(insert)%2].placeholder...), data[at:]...)
 		}
-		s := newScanReader(&chunked{data: data, n: int(chunk%64) + 1}, list, maxLen)
+		s := newScanReader(&chunked{data: data, n: int(chunk%64) + 1}, list, maxLen, int64(insert%50)-1) // size hints right, wrong or none
 		out, err := io.ReadAll(s)
 		first := -1
 		for _, b := range list {
@@ -70,7 +70,7 @@ func FuzzScanReader(f *testing.F) {
 // TestScanReaderReadErrors: the underlying reader's error is returned as it is.
 func TestScanReaderReadErrors(t *testing.T) {
 	boom := errors.New("boom")
-	s := newScanReader(io.NopCloser(iotest.ErrReader(boom)), []binding{{placeholder: "PLACEHOLDER-ONE-0001"}}, 20)
+	s := newScanReader(io.NopCloser(iotest.ErrReader(boom)), []binding{{placeholder: "PLACEHOLDER-ONE-0001"}}, 20, -1)
 	if _, err := io.ReadAll(s); !errors.Is(err, boom) {
 		t.Fatalf("err %v, want boom", err)
 	}
@@ -107,18 +107,27 @@ func TestDecodeBody(t *testing.T) {
 	}
 }
 
-// FuzzScrubReader: however the body is split into reads, no real value survives, the
-// rest is unchanged, and nothing is held back at the end.
+// FuzzScrubReader: however the body is split into reads and whatever the size of the
+// reader's buffer (under and over scrubMinRead, so that both the scratch buffer and the
+// caller's are scanned), no real value survives, the rest is unchanged, and nothing is
+// held back at the end.
 func FuzzScrubReader(f *testing.F) {
-	f.Add([]byte("hello world"), uint8(3), uint16(0))
-	f.Add([]byte("xxREALVALUE-0001yyREALVAL"), uint8(1), uint16(2))
+	f.Add([]byte("hello world"), uint8(3), uint16(0), uint16(64))
+	f.Add([]byte("xxREALVALUE-0001yyREALVAL"), uint8(1), uint16(2), uint16(9000))
+	long := bytes.Repeat([]byte("data: zzzz\n\n"), 2000)
+	f.Add(long, uint8(63), uint16(4092), uint16(8191))
+	f.Add(long, uint8(40), uint16(9), uint16(5000))
 	list := []binding{{value: "REALVALUE-0001", placeholder: "PLACEHOLDR-0001"}, {value: "RRRRRR-second", placeholder: "ph-second-longer"}}
-	f.Fuzz(func(t *testing.T, data []byte, chunk uint8, insert uint16) {
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8, insert, bufSize uint16) {
 		if len(data) > 0 && insert%3 == 0 {
 			at := int(insert) % len(data)
 			data = append(append(append([]byte{}, data[:at]...), list[int(insert)%2].value...), data[at:]...)
 		}
-		out, err := io.ReadAll(newScrubReader(&chunked{data: data, n: int(chunk%64) + 1}, list))
+		n := int(chunk%64) + 1
+		if len(data) > 1000 {
+			n = n * 512 // reads of up to 32 KiB
+		}
+		out, err := readAllWith(newScrubReader(&chunked{data: data, n: n}, list), int(bufSize)%(20<<10)+1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,6 +144,22 @@ func FuzzScrubReader(f *testing.F) {
 			t.Fatalf("out %q, want %q", out, want)
 		}
 	})
+}
+
+// readAllWith reads r to its end through a buffer of size bytes.
+func readAllWith(r io.Reader, size int) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, size)
+	for {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
 }
 
 // TestScrubHoldsOnlyPartials: a chunk ending in a blank line is released whole; one

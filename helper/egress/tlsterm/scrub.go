@@ -5,63 +5,115 @@ import (
 	"io"
 )
 
+// Buffer sizes of a scrubReader, in bytes: a read whose buffer has less room than
+// scrubMinRead after the held bytes goes to the reader's own buffer of scrubScratch bytes
+// (more when a real value is longer) instead of the caller's.
+const (
+	scrubMinRead = 4 << 10
+	scrubScratch = 32 << 10
+)
+
 // scrubReader replaces, in a response body as it streams, every real value of list by
 // its placeholder, so a bound host that echoes a credential does not hand it to the
 // guest. Of what it has read it holds back only a tail that could begin a real value
 // (a proper prefix of one), so a stream whose chunks end otherwise (server-sent events
-// end in a blank line) is not delayed. It sees identity-coded bodies only: a compressed
-// response passes as it is (docs/secrets.md says what is not inspected).
+// end in a blank line) is not delayed. It reads straight into the caller's buffer and
+// scans it there; only a read that holds a real value is copied (to be rewritten). It
+// sees identity-coded bodies only: a compressed response passes as it is
+// (docs/secrets.md says what is not inspected).
 type scrubReader struct {
-	r     io.ReadCloser
-	list  []binding
-	buf   []byte // read and scrubbed, not yet released
-	ready int    // leading bytes of buf that may be released
-	eof   bool
-	err   error
-	chunk []byte // one read's buffer, reused
+	r       io.ReadCloser
+	list    []binding
+	longest int    // the longest real value of list, in bytes
+	held    []byte // scrubbed tail that could begin a real value: not yet released
+	out     []byte // scrubbed, released, not yet returned
+	scratch []byte // the buffer of reads too small to scan in place
+	eof     bool
+	err     error
 }
 
 func newScrubReader(r io.ReadCloser, list []binding) *scrubReader {
-	return &scrubReader{r: r, list: list, chunk: make([]byte, 32<<10)}
+	s := &scrubReader{r: r, list: list}
+	for _, b := range list {
+		s.longest = max(s.longest, len(b.value))
+	}
+	return s
 }
 
 func (s *scrubReader) Read(p []byte) (int, error) {
-	for s.ready == 0 {
+	for {
+		if len(s.out) > 0 {
+			n := copy(p, s.out)
+			s.out = s.out[n:]
+			return n, nil
+		}
 		if s.eof || s.err != nil {
-			if len(s.buf) > 0 {
-				s.ready = len(s.buf)
-				break
+			if len(s.held) > 0 {
+				s.out, s.held = s.held, nil
+				continue
 			}
 			if s.err != nil {
 				return 0, s.err
 			}
 			return 0, io.EOF
 		}
-		s.fill()
+		if len(p) == 0 {
+			return 0, nil
+		}
+		if n := s.fill(p); n > 0 {
+			return n, nil
+		}
 	}
-	n := copy(p, s.buf[:s.ready])
-	s.buf = s.buf[n:]
-	s.ready -= n
-	return n, nil
 }
 
-func (s *scrubReader) fill() {
-	n, err := s.r.Read(s.chunk)
-	s.buf = append(s.buf, s.chunk[:n]...)
+// fill reads once, after the held bytes, into p (or into scratch when p is too small to
+// hold them and a useful read), scrubs what it has, holds back its partial tail and
+// returns how many leading bytes of p are released; bytes released elsewhere wait in
+// out.
+func (s *scrubReader) fill(p []byte) int {
+	dst := p
+	if len(p) < len(s.held)+scrubMinRead {
+		if s.scratch == nil {
+			s.scratch = make([]byte, max(scrubScratch, s.longest+scrubMinRead))
+		}
+		dst = s.scratch
+	}
+	k := copy(dst, s.held)
+	n, err := s.r.Read(dst[k:])
 	if err == io.EOF {
 		s.eof = true
 	} else if err != nil {
 		s.err = err
 	}
+	data := dst[:k+n]
+	inPlace := &dst[0] == &p[0]
+	if s.holdsValue(data) {
+		for _, b := range s.list {
+			data = bytes.ReplaceAll(data, []byte(b.value), []byte(b.placeholder))
+		}
+		inPlace = false // the rewritten bytes are a new slice, maybe longer than p
+	}
+	tail := 0
+	if !s.eof && s.err == nil {
+		tail = partialTail(data, s.list)
+	}
+	s.held = append(s.held[:0], data[len(data)-tail:]...)
+	data = data[:len(data)-tail]
+	if inPlace {
+		return len(data)
+	}
+	s.out = data
+	return 0
+}
+
+// holdsValue reports whether data holds a real value of list.
+func (s *scrubReader) holdsValue(data []byte) bool {
 	for _, b := range s.list {
-		if bytes.Contains(s.buf, []byte(b.value)) {
-			s.buf = bytes.ReplaceAll(s.buf, []byte(b.value), []byte(b.placeholder))
+		if bytes.Contains(data, []byte(b.value)) {
+			return true
 		}
 	}
-	s.ready = len(s.buf)
-	if !s.eof && s.err == nil {
-		s.ready -= partialTail(s.buf, s.list)
-	}
+	return false
 }
 
 // partialTail returns the length of the longest tail of buf that is a proper prefix of a

@@ -1,6 +1,7 @@
 package tlsterm
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -87,7 +88,8 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	if !t.cfg.CA.Covers(sni) {
 		return fmt.Errorf("terminate TLS for %q: %w", sni, ErrName)
 	}
-	tc := tls.Server(guest, &tls.Config{
+	raw := &batchConn{Conn: newReadBuffered(guest)}
+	tc := tls.Server(raw, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -104,31 +106,38 @@ func (t *Terminator) Terminate(ctx context.Context, guest net.Conn, sni string, 
 	if err != nil {
 		return fmt.Errorf("terminate TLS for %q: %w", sni, err)
 	}
-	up := t.upstream(sni, dst)
+	up := t.upstream(sni, dst, tc.ConnectionState().NegotiatedProtocol == "h2")
 	defer up.CloseIdleConnections()
-	h := &handler{t: t, sni: sni, port: dst.Port(), up: up}
+	h := &handler{t: t, sni: sni, port: dst.Port(), up: up, batch: raw}
 	serveConn(ctx, tc, h)
 	return nil
 }
 
 // upstream returns the transport of one guest connection: every connection it makes goes
-// to dst, with TLS for sni verified against RootCAs.
-func (t *Terminator) upstream(sni string, dst netip.AddrPort) *http.Transport {
-	conf := &tls.Config{ServerName: sni, RootCAs: t.cfg.RootCAs, NextProtos: []string{"h2", "http/1.1"}, MinVersion: tls.VersionTLS12}
+// to dst, with TLS for sni verified against RootCAs, in the guest's protocol: HTTP/2 when
+// the guest speaks it (and the real host does), else HTTP/1.1, so that the real host
+// sees the protocol the guest chose and a guest on HTTP/1.1 does not pay for HTTP/2's
+// framing on the way in.
+func (t *Terminator) upstream(sni string, dst netip.AddrPort, h2 bool) *http.Transport {
+	protos := []string{"http/1.1"}
+	if h2 {
+		protos = []string{"h2", "http/1.1"}
+	}
+	conf := &tls.Config{ServerName: sni, RootCAs: t.cfg.RootCAs, NextProtos: protos, MinVersion: tls.VersionTLS12}
 	return &http.Transport{
 		DialTLSContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			c, err := t.cfg.DialContext(ctx, "tcp", dst.String())
 			if err != nil {
 				return nil, fmt.Errorf("connect to %s for %q: %w", dst, sni, err)
 			}
-			tc := tls.Client(c, conf.Clone())
+			tc := tls.Client(newReadBuffered(c), conf.Clone())
 			if err := tc.HandshakeContext(ctx); err != nil {
 				c.Close()
 				return nil, fmt.Errorf("TLS to %s for %q: %w", dst, sni, err)
 			}
 			return tc, nil
 		},
-		ForceAttemptHTTP2: true,
+		ForceAttemptHTTP2: h2,
 		// Larger frames from the real host: fewer reads, writes and TLS records per
 		// streamed response.
 		HTTP2:           &http.HTTP2Config{MaxReadFrameSize: 256 << 10},
@@ -170,6 +179,24 @@ func serveConn(ctx context.Context, c net.Conn, h http.Handler) {
 	srv.Serve(l)
 	<-l.done
 }
+
+// readBufferSize is how much a terminated connection reads from its socket at once, in
+// bytes: crypto/tls reads little more than the record it needs (a record is at most
+// 2^14 + 256 bytes, RFC 8446 section 5.2), so without it records cost about a read(2)
+// each even when many are waiting.
+const readBufferSize = 64 << 10
+
+// readBuffered is a net.Conn whose reads go through a buffer of readBufferSize bytes.
+type readBuffered struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func newReadBuffered(c net.Conn) *readBuffered {
+	return &readBuffered{Conn: c, r: bufio.NewReaderSize(c, readBufferSize)}
+}
+
+func (c *readBuffered) Read(p []byte) (int, error) { return c.r.Read(p) }
 
 // oneConn is a listener that accepts c once, then blocks until it is closed.
 type oneConn struct {

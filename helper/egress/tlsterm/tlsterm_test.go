@@ -60,8 +60,8 @@ func TestSwapHeaders(t *testing.T) {
 			if v := got.URL.Query().Get("key"); v != realKey {
 				t.Errorf("query key upstream = %q", v)
 			}
-			if h2 && got.ProtoMajor != 2 {
-				t.Errorf("upstream protocol %s, want HTTP/2 end to end", got.Proto)
+			if want := map[bool]int{false: 1, true: 2}[h2]; got.ProtoMajor != want {
+				t.Errorf("upstream protocol %s, want the guest's (HTTP/%d) end to end", got.Proto, want)
 			}
 			if n := len(s.eventsOf(EventSwap)); n != 5 {
 				t.Errorf("%d swap events, want 5 (four headers, the query)", n)
