@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/diff/difftest"
@@ -174,44 +172,9 @@ func TestUndoCommand(t *testing.T) {
 func TestApplyCommandConfirmsOnTTY(t *testing.T) {
 	sess := applySession(t, applyFiles, applyAgent)
 	for _, answer := range []string{"n\n", "y\n"} {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			t.Fatalf("open pty: %v", err)
-		}
-		var screen bytes.Buffer
-		done := make(chan struct{})
-		go func() { io.Copy(&screen, ptmx); close(done) }()
-		type result struct {
-			out  string
-			code int
-		}
-		res := make(chan result, 1)
-		go func() {
-			root := NewRootCommand()
-			var out bytes.Buffer
-			root.SetIn(tty)
-			root.SetOut(io.MultiWriter(&out, tty))
-			root.SetArgs([]string{"apply", sess.ID, "a.txt"})
-			err := root.Execute()
-			code := ExitOK
-			if err != nil {
-				code = ExitError
-			}
-			res <- result{out.String(), code}
-		}()
-		ptmx.Write([]byte(answer)) // the line discipline keeps it until brood reads
-
-		var r result
-		select {
-		case r = <-res:
-		case <-time.After(10 * time.Second):
-			t.Fatal("brood apply did not finish after the answer")
-		}
-		tty.Close()
-		ptmx.Close()
-		<-done
-		if !strings.Contains(r.out, "apply 1 change(s) to") || r.code != ExitOK {
-			t.Errorf("answer %q: exit %d, output %q", answer, r.code, r.out)
+		out, code := applyOnTTYCode(t, answer, sess.ID, "a.txt")
+		if !strings.Contains(out, "apply 1 change(s) to") || code != ExitOK {
+			t.Errorf("answer %q: exit %d, output %q", answer, code, out)
 		}
 		want := map[string]string{"n\n": "a\n", "y\n": "A\n"}[answer]
 		if got := wFile(t, sess, "a.txt"); got != want {

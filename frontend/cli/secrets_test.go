@@ -2,31 +2,16 @@ package cli
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"brood.dev/brood/internal/testenv"
 
 	"brood.dev/brood/helper/api"
 )
-
-func sessionCA(t *testing.T) string {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, NotBefore: time.Now(),
-		NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, IsCA: true}
-	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
 
 // TestRunPlaceholders: `brood run claude-code` against a helper that swaps placeholders:
 // the key variable, the generated ~/.claude.json and the host's OAuth login file reach
@@ -42,7 +27,7 @@ func TestRunPlaceholders(t *testing.T) {
 	os.WriteFile(filepath.Join(home, ".claude", ".credentials.json"), []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-OAUTHCANARY`+strings.Repeat("o", 60)+`"}}`), 0o600)
 	f := newFakeHelper(t)
 	f.Caps.Secrets = true
-	f.SecretsCA = sessionCA(t)
+	f.SecretsCA = testenv.CAPEM(t)
 	code, _, stderr, _ := fakeRun(t, "run", "claude-code")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -84,7 +69,7 @@ func TestRunLoginFilePlaceholders(t *testing.T) {
 	for _, swaps := range []bool{false, true} {
 		f := newFakeHelper(t)
 		f.Caps.Secrets = swaps
-		f.SecretsCA = sessionCA(t)
+		f.SecretsCA = testenv.CAPEM(t)
 		if code, _, stderr, _ := fakeRun(t, "run", "claude-code"); code != 0 {
 			t.Fatalf("exit %d\n%s", code, stderr)
 		}
@@ -112,7 +97,7 @@ func TestGitTokenNeedsSwappingHelper(t *testing.T) {
 		t.Fatalf("exit %d, calls %s\n%s", code, f.Calls(), stderr)
 	}
 	f.Caps.Secrets = true
-	f.SecretsCA = sessionCA(t)
+	f.SecretsCA = testenv.CAPEM(t)
 	if code, _, stderr, _ := fakeRun(t, "run", "--git-token", "codex"); code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -136,7 +121,7 @@ func TestSecretsSystemPolicy(t *testing.T) {
 	t.Setenv("GH_TOKEN", "ghp_CANARY"+strings.Repeat("g", 30))
 	f := newFakeHelper(t)
 	f.Caps.Secrets = true
-	f.SecretsCA = sessionCA(t)
+	f.SecretsCA = testenv.CAPEM(t)
 	f.Policy = &api.Policy{Profile: "standard", RawEnvForbidden: true, GitTokenForbidden: true}
 	run := func(args ...string) (int, string) {
 		t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
