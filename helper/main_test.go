@@ -189,42 +189,6 @@ func (ts *testServer) rawConn(t *testing.T) *net.UnixConn {
 
 // --- re-executed children ---------------------------------------------------------------
 
-var (
-	publicBinOnce sync.Once
-	publicBin     string
-	publicBinErr  error
-)
-
-// publicTestBinary copies the test binary where other uids can execute it (the go test
-// build dir is private to root).
-func publicTestBinary(t *testing.T) string {
-	t.Helper()
-	publicBinOnce.Do(func() {
-		self, err := os.Executable()
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "brood-helper-bin-")
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		os.Chmod(dir, 0o755)
-		data, err := os.ReadFile(self)
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		publicBin = filepath.Join(dir, "helper.test")
-		publicBinErr = os.WriteFile(publicBin, data, 0o755)
-	})
-	if publicBinErr != nil {
-		t.Fatal(publicBinErr)
-	}
-	return publicBin
-}
-
 // childOp is one step of a re-executed client.
 type childOp struct {
 	Op   string `json:"op"`             // hello, create, list, destroy, raw, build
@@ -425,4 +389,11 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// publicTestBinary is testenv.PublicTestBinary: a copy of this test binary that other uids
+// can execute.
+func publicTestBinary(t *testing.T) string {
+	t.Helper()
+	return testenv.PublicTestBinary(t)
 }

@@ -251,17 +251,7 @@ func fakeInternet(t *testing.T, ctPID int) *dnsproxy.FakeUpstream {
 			if err != nil {
 				return err
 			}
-			t.Cleanup(func() { l.Close() })
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					c.Write([]byte("hello from " + a + "\n"))
-					c.Close()
-				}
-			}()
+			testenv.Serve(t, l, func(c net.Conn) { c.Write([]byte("hello from " + a + "\n")) })
 		}
 		return nil
 	})

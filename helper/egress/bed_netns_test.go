@@ -163,7 +163,7 @@ func newBed(t *testing.T, o bedOpts) *bed {
 	}
 	if o.proxyProcess {
 		b.e.ProxyExe = publicTestBinary(t)
-		t.Cleanup(func() { os.RemoveAll(filepath.Dir(publicBin)) })
+		t.Cleanup(func() { os.RemoveAll(filepath.Dir(b.e.ProxyExe)) })
 	}
 	t.Cleanup(b.e.StopAll)
 	return b
@@ -192,16 +192,7 @@ func acceptAndClose(t *testing.T, ns string, addrs ...string) {
 		if err := testenv.InNetns(ns, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { l.Close() })
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
+		testenv.Serve(t, l, nil)
 	}
 }
 

@@ -213,25 +213,6 @@ func setLoUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-// publicCopy copies the test binary to a world-readable directory (the runner and the
-// fake VMM run as probeUID) and returns its path.
-func publicCopy(t *testing.T, dir string) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "runner.test")
-	if err := os.WriteFile(p, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // probeTargets makes the fake VMM's targets under pub and writes the spec into share:
 // a sibling process of probeUID, a listening pathname socket owned by probeUID in a
 // directory it owns (mode 0777: only seccomp stands in the way) and a listening abstract
@@ -354,7 +335,7 @@ func TestVMMConfinementProbe(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(pub) })
 	os.Chmod(pub, 0o755)
-	bin := publicCopy(t, pub)
+	bin := testenv.CopyTestBinary(t, pub) // the runner and the fake VMM run as probeUID
 	share := filepath.Join(pub, "share")
 	os.Mkdir(share, 0o755)
 	os.Chown(share, probeUID, probeUID)
@@ -532,16 +513,7 @@ func TestVMMScopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	testenv.Serve(t, l, nil)
 	other := startSleeper(t, os.Args[0], nil)
 	probe := func() [2]string {
 		return [2]string{errString(unixConnect(&unix.SockaddrUnix{Name: name})), errString(unix.Kill(other, 0))}

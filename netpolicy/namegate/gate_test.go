@@ -72,16 +72,7 @@ func tlsServer(t *testing.T, names ...string) (string, *tls.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
+	testenv.Serve(t, l, func(c net.Conn) { io.Copy(c, c) })
 	return l.Addr().String(), &tls.Config{RootCAs: pool}
 }
 
