@@ -14,7 +14,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,24 +83,16 @@ func newEgressBed(t *testing.T) []string {
 const unitCaps = "-all,+net_admin,+setuid,+setgid,+kill,+chown,+net_bind_service,+sys_admin"
 
 // runInHost re-executes test in the bed's host netns with env=names and fails t unless
-// it passed there. With caps, the scenario runs under setpriv with that bounding set,
-// no inheritable capability and no_new_privs, as the helper runs under its unit.
+// it passed there. With caps, the scenario runs under setpriv with that bounding
+// set, no inheritable capability and no_new_privs, as the helper runs under its unit.
 func runInHost(t *testing.T, test, env string, names []string, caps ...string) {
-	args := []string{"netns", "exec", names[0]}
+	t.Helper()
+	var prefix []string
 	if len(caps) > 0 {
 		testenv.RequireCommand(t, "setpriv")
-		args = append(args, "setpriv", "--bounding-set", caps[0], "--inh-caps=-all", "--no-new-privs")
+		prefix = []string{"setpriv", "--bounding-set", caps[0], "--inh-caps=-all", "--no-new-privs"}
 	}
-	cmd := exec.Command("ip", append(args, os.Args[0], "-test.run", "^"+test+"$", "-test.v")...)
-	cmd.Env = append(os.Environ(), env+"="+strings.Join(names, ","))
-	out, err := cmd.CombinedOutput()
-	t.Logf("helper in netns %s:\n%s", names[0], out)
-	if err != nil {
-		t.Fatalf("scenario in netns %s: %v", names[0], err)
-	}
-	if !strings.Contains(string(out), "--- PASS: "+test) {
-		t.Fatal("the scenario did not run")
-	}
+	testenv.RerunInNetns(t, names[0], test, []string{env + "=" + strings.Join(names, ",")}, prefix...)
 }
 
 // bedOpts says how newBed makes the scenario's Manager.

@@ -3,6 +3,7 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -30,6 +31,26 @@ func IP(t testing.TB, args ...string) {
 	t.Helper()
 	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// RerunInNetns re-executes the test binary in the named network namespace (ip netns exec)
+// to run only the top-level test named test (-test.run ^test$ -test.v), with env
+// ("NAME=value") added to this process's environment and prefix (a command and its
+// arguments, e.g. setpriv's) run before the binary. It logs the child's output and fails
+// t unless the child passed that test.
+func RerunInNetns(t testing.TB, name, test string, env []string, prefix ...string) {
+	t.Helper()
+	args := append([]string{"netns", "exec", name}, prefix...)
+	cmd := exec.Command("ip", append(args, os.Args[0], "-test.run", "^"+test+"$", "-test.v")...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("in netns %s:\n%s", name, out)
+	if err != nil {
+		t.Fatalf("scenario in netns %s: %v", name, err)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatal("the scenario did not run")
 	}
 }
 
