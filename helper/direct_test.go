@@ -14,10 +14,8 @@ import (
 // TestCheckDirect: a direct-mode StartVM is refused under forbid_direct = true (and when
 // the policy cannot be read), allowed without it; other StartVMs never read the policy.
 func TestCheckDirect(t *testing.T) {
-	testenv.RequireRoot(t) // the system policy must be root-owned
-	dir := filepath.Join(t.TempDir(), "brood")
-	os.Mkdir(dir, 0o755)
-	p := filepath.Join(dir, "policy.toml")
+	testenv.RequireRoot(t)                         // the system policy must be root-owned
+	p := filepath.Join(t.TempDir(), "policy.toml") // none yet
 	cfg := DefaultConfig()
 	cfg.Egress.PolicyPath = p
 	srv := NewServer(&cfg, discardLog(), api.Capabilities{}, nil)
@@ -49,10 +47,7 @@ func TestCheckDirect(t *testing.T) {
 // destroyed by the refusal.
 func TestDirectRefusedDestroysSession(t *testing.T) {
 	testenv.RequireRoot(t) // the system policy must be root-owned
-	dir := filepath.Join(t.TempDir(), "brood")
-	os.Mkdir(dir, 0o755)
-	p := filepath.Join(dir, "policy.toml")
-	os.WriteFile(p, []byte("forbid_direct = true\n"), 0o644)
+	p := writeRootPolicy(t, "forbid_direct = true\n")
 	ts := startServer(t, func(c *Config) { c.Egress.PolicyPath = p })
 	c := ts.dial(t)
 	ctx := t.Context()
@@ -87,10 +82,8 @@ func TestDirectRefusedDestroysSession(t *testing.T) {
 // allow_ssh_agent = false (and when the policy cannot be read), allowed without the key
 // or with allow_ssh_agent = true; other StartVMs are never refused for it.
 func TestCheckSSHAgent(t *testing.T) {
-	testenv.RequireRoot(t) // the system policy must be root-owned
-	dir := filepath.Join(t.TempDir(), "brood")
-	os.Mkdir(dir, 0o755)
-	p := filepath.Join(dir, "policy.toml")
+	testenv.RequireRoot(t)                         // the system policy must be root-owned
+	p := filepath.Join(t.TempDir(), "policy.toml") // written by each case
 	cfg := DefaultConfig()
 	cfg.Egress.PolicyPath = p
 	srv := NewServer(&cfg, discardLog(), api.Capabilities{}, nil)

@@ -27,8 +27,22 @@ func applySession(t *testing.T, files, agent map[string]string) *session.Session
 	return sess
 }
 
-// applyCLI runs the brood command line with stdin in and returns the output and exit code.
+// applyCLI runs the brood command line with stdin in and returns the output (an error's
+// text last, after "error: ") and exit code.
 func applyCLI(t *testing.T, in io.Reader, args ...string) (string, int) {
+	t.Helper()
+	out, msg, code := brood(t, in, args...)
+	if code != ExitOK {
+		out += "error: " + msg + "\n"
+	}
+	return out, code
+}
+
+// brood runs brood's root command with args and stdin in (nil: empty input), stdout and
+// stderr into one buffer. It returns that output, the error's text ("" on success) and
+// the exit code Main would return (ExitOK, an exitError's code, ExitUsage for a cobra
+// usage error, else ExitError).
+func brood(t *testing.T, in io.Reader, args ...string) (string, string, int) {
 	t.Helper()
 	root := NewRootCommand()
 	var out bytes.Buffer
@@ -41,17 +55,16 @@ func applyCLI(t *testing.T, in io.Reader, args ...string) (string, int) {
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
-		return out.String(), ExitOK
+		return out.String(), "", ExitOK
 	}
-	out.WriteString("error: " + err.Error() + "\n")
 	var ee *exitError
 	if errors.As(err, &ee) {
-		return out.String(), ee.code
+		return out.String(), err.Error(), ee.code
 	}
 	if isCobraUsageError(err) {
-		return out.String(), ExitUsage
+		return out.String(), err.Error(), ExitUsage
 	}
-	return out.String(), ExitError
+	return out.String(), err.Error(), ExitError
 }
 
 func wFile(t *testing.T, sess *session.Session, p string) string {

@@ -39,21 +39,7 @@ func reviewSession(t *testing.T, files map[string]string, agent map[string]strin
 // the error text and the exit code Main would return.
 func reviewCmd(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	root := NewRootCommand()
-	var out bytes.Buffer
-	root.SetIn(strings.NewReader(""))
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(append([]string{"review"}, args...))
-	err := root.Execute()
-	if err == nil {
-		return out.String(), "", ExitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return out.String(), err.Error(), ee.code
-	}
-	return out.String(), err.Error(), ExitError
+	return brood(t, nil, append([]string{"review"}, args...)...) // cmd_apply_test.go
 }
 
 func readW(t *testing.T, sess *session.Session, path string) string {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,17 +22,7 @@ import (
 // $BROOD_HELPER_SOCKET at it for the test.
 func newFakeHelper(t *testing.T) *fakehelper.Helper {
 	t.Helper()
-	f, err := fakehelper.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "helper.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go f.Serve(ln)
+	f, sock := fakehelper.Start(t)
 	t.Setenv(api.SocketEnv, sock)
 	return f
 }
