@@ -4,10 +4,11 @@ package helper
 
 import (
 	"errors"
-	"net"
 	"os"
 	"slices"
 	"testing"
+
+	"brood.dev/brood/internal/testenv"
 
 	"golang.org/x/sys/unix"
 )
@@ -15,21 +16,7 @@ import (
 // TestPeerCred: on a socketpair the peer is this process (its uid, gid, pid and
 // supplementary groups); a closed connection's credentials are ErrNoCredentials.
 func TestPeerCred(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn := func(fd int) *net.UnixConn {
-		f := os.NewFile(uintptr(fd), "peer")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c.(*net.UnixConn)
-	}
-	a, b := conn(fds[0]), conn(fds[1])
-	defer b.Close()
+	a, _ := testenv.UnixPair(t, unix.SOCK_STREAM)
 	c, err := PeerCred(a)
 	if err != nil {
 		t.Fatal(err)
