@@ -251,7 +251,17 @@ func fakeInternet(t *testing.T, ctPID int) *dnsproxy.FakeUpstream {
 			if err != nil {
 				return err
 			}
-			testenv.Serve(t, l, func(c net.Conn) { c.Write([]byte("hello from " + a + "\n")) })
+			t.Cleanup(func() { l.Close() })
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					c.Write([]byte("hello from " + a + "\n"))
+					c.Close()
+				}
+			}()
 		}
 		return nil
 	})

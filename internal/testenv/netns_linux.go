@@ -81,3 +81,38 @@ func InNetns(name string, fn func() error) error {
 	runtime.UnlockOSThread()
 	return ferr
 }
+
+// InNewNetns creates an unnamed network namespace and runs fn (when not nil) on a thread
+// switched into it, then switches the thread back: what fn creates there (devices,
+// sockets) stays there. It returns a handle of the namespace, closed when t ends (the
+// namespace lives while a handle, or a device or socket in it, does). Failing to create
+// or enter it, or fn's error, fails t; failing to switch back panics (the thread must not
+// run anything else in the wrong namespace).
+func InNewNetns(t testing.TB, fn func() error) netns.NsHandle {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := netns.New() // this thread now lives in the new namespace
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic("return to the test's netns: " + err.Error())
+		}
+		runtime.UnlockOSThread()
+	}()
+	if fn != nil {
+		if err := fn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns
+}
