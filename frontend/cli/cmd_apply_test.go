@@ -40,8 +40,7 @@ func applyCLI(t *testing.T, in io.Reader, args ...string) (string, int) {
 
 // brood runs brood's root command with args and stdin in (nil: empty input), stdout and
 // stderr into one buffer. It returns that output, the error's text ("" on success) and
-// the exit code Main would return (ExitOK, an exitError's code, ExitUsage for a cobra
-// usage error, else ExitError).
+// the exit code Main would return (exitCode).
 func brood(t *testing.T, in io.Reader, args ...string) (string, string, int) {
 	t.Helper()
 	root := NewRootCommand()
@@ -57,14 +56,7 @@ func brood(t *testing.T, in io.Reader, args ...string) (string, string, int) {
 	if err == nil {
 		return out.String(), "", ExitOK
 	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return out.String(), err.Error(), ee.code
-	}
-	if isCobraUsageError(err) {
-		return out.String(), err.Error(), ExitUsage
-	}
-	return out.String(), err.Error(), ExitError
+	return out.String(), err.Error(), exitCode(err)
 }
 
 func wFile(t *testing.T, sess *session.Session, p string) string {

@@ -42,23 +42,9 @@ func fakeRun(t *testing.T, args ...string) (code int, stdout, stderr string, ss 
 	t.Setenv("BROOD_STATE_DIR", t.TempDir())
 	w := t.TempDir()
 	os.WriteFile(filepath.Join(w, "README.md"), []byte("hello\n"), 0o644)
-	root := NewRootCommand()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetIn(strings.NewReader(""))
-	root.SetArgs(append([]string{args[0], "--workspace", w}, args[1:]...))
-	err := root.Execute()
-	code = ExitOK
-	if err != nil {
-		code = ExitError
-		if ee, ok := err.(*exitError); ok {
-			code = ee.code
-		}
-		errb.WriteString("error: " + err.Error() + "\n")
-	}
+	code, stdout, stderr = runCLI(t, append([]string{args[0], "--workspace", w}, args[1:]...)...) // run_lifecycle_test.go
 	ss, _ = session.List()
-	return code, out.String(), errb.String(), ss
+	return code, stdout, stderr, ss
 }
 
 func TestRunFakeHelperHappyPath(t *testing.T) {

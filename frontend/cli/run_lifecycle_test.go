@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -211,16 +210,10 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	root.SetIn(strings.NewReader(""))
 	root.SetArgs(args)
 	err := root.Execute()
-	code := ExitOK
 	if err != nil {
-		code = ExitError
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
 		errb.WriteString("error: " + err.Error() + "\n")
 	}
-	return code, out.String(), errb.String()
+	return exitCode(err), out.String(), errb.String()
 }
 
 // TestRunningSessionSettles: a session left "running" by a killed brood is
