@@ -149,16 +149,10 @@ func TestRunPrintsSnapshotReport(t *testing.T) {
 	os.WriteFile(filepath.Join(w, ".git", "config"), []byte("[credential]\n\thelper = store\n[core]\n\tfsmonitor = /bin/evil\n"), 0o644)
 	os.WriteFile(filepath.Join(w, ".env"), []byte("TOKEN=1\n"), 0o644)
 	os.WriteFile(filepath.Join(w, "a\x1b[31m.pem"), []byte("k"), 0o644)
-	var errb bytes.Buffer
-	root := NewRootCommand()
-	root.SetOut(&bytes.Buffer{})
-	root.SetErr(&errb)
-	root.SetIn(strings.NewReader(""))
-	root.SetArgs([]string{"run-image", "--workspace", w, "test", "--", "true"})
-	if err := root.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, errb.String())
+	code, _, out := runCLI(t, "run-image", "--workspace", w, "test", "--", "true")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, out)
 	}
-	out := errb.String()
 	for _, want := range []string{"excluded .env (", "sanitized .git/config: removed credential (credential section)", "excluded a\\x1b[31m.pem"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
