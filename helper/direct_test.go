@@ -51,16 +51,8 @@ func TestDirectRefusedDestroysSession(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.Egress.PolicyPath = p })
 	c := ts.dial(t)
 	ctx := t.Context()
-	share, err := api.OpenShare(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer share.Close()
-	s, err := c.CreateSession(ctx, share)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Direct: true})
+	s := createSession(t, c)
+	_, err := c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Direct: true})
 	if callCode(err) != string(api.CodePolicy) || !strings.Contains(err.Error(), "forbid_direct") {
 		t.Fatalf("direct StartVM: %v", err)
 	}

@@ -176,6 +176,22 @@ func (ts *testServer) dial(t *testing.T) *api.Client {
 	return c
 }
 
+// createSession creates a session through c on a share of a new temporary directory,
+// failing t on an error.
+func createSession(t *testing.T, c *api.Client) api.Session {
+	t.Helper()
+	share, err := api.OpenShare(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer share.Close()
+	s, err := c.CreateSession(t.Context(), share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // rawConn opens an unframed connection for malformed-input tests.
 func (ts *testServer) rawConn(t *testing.T) *net.UnixConn {
 	t.Helper()
