@@ -13,6 +13,13 @@ import (
 	"brood.dev/brood/helper/api"
 )
 
+// sessionCA returns a fresh test CA's certificate, PEM (testenv.CAPEM), as the helper's
+// session CA.
+func sessionCA(t *testing.T) string {
+	t.Helper()
+	return testenv.CAPEM(t)
+}
+
 // TestRunPlaceholders: `brood run claude-code` against a helper that swaps placeholders:
 // the key variable, the generated ~/.claude.json and the host's OAuth login file reach
 // the guest as placeholders only; StartVM carries the real values; the run output says
@@ -27,7 +34,7 @@ func TestRunPlaceholders(t *testing.T) {
 	os.WriteFile(filepath.Join(home, ".claude", ".credentials.json"), []byte(`{"claudeAiOauth":{"accessToken":"sk-ant-oat01-OAUTHCANARY`+strings.Repeat("o", 60)+`"}}`), 0o600)
 	f := newFakeHelper(t)
 	f.Caps.Secrets = true
-	f.SecretsCA = testenv.CAPEM(t)
+	f.SecretsCA = sessionCA(t)
 	code, _, stderr, _ := fakeRun(t, "run", "claude-code")
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
@@ -69,7 +76,7 @@ func TestRunLoginFilePlaceholders(t *testing.T) {
 	for _, swaps := range []bool{false, true} {
 		f := newFakeHelper(t)
 		f.Caps.Secrets = swaps
-		f.SecretsCA = testenv.CAPEM(t)
+		f.SecretsCA = sessionCA(t)
 		if code, _, stderr, _ := fakeRun(t, "run", "claude-code"); code != 0 {
 			t.Fatalf("exit %d\n%s", code, stderr)
 		}
@@ -97,7 +104,7 @@ func TestGitTokenNeedsSwappingHelper(t *testing.T) {
 		t.Fatalf("exit %d, calls %s\n%s", code, f.Calls(), stderr)
 	}
 	f.Caps.Secrets = true
-	f.SecretsCA = testenv.CAPEM(t)
+	f.SecretsCA = sessionCA(t)
 	if code, _, stderr, _ := fakeRun(t, "run", "--git-token", "codex"); code != 0 {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -121,7 +128,7 @@ func TestSecretsSystemPolicy(t *testing.T) {
 	t.Setenv("GH_TOKEN", "ghp_CANARY"+strings.Repeat("g", 30))
 	f := newFakeHelper(t)
 	f.Caps.Secrets = true
-	f.SecretsCA = testenv.CAPEM(t)
+	f.SecretsCA = sessionCA(t)
 	f.Policy = &api.Policy{Profile: "standard", RawEnvForbidden: true, GitTokenForbidden: true}
 	run := func(args ...string) (int, string) {
 		t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
