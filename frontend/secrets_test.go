@@ -2,21 +2,15 @@ package frontend
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"io/fs"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
+
+	"brood.dev/brood/internal/testenv"
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/sandbox/guestcfg"
@@ -26,15 +20,6 @@ const (
 	canaryReal = "sk-proj-CANARYREAL" + "0123456789abcdefghijklmnopqrstuvwxyz"
 	canaryPH   = "sk-proj-placeholder" + "0123456789abcdefghijklmnopqrstuvwxy"
 )
-
-func testCA(t *testing.T) string {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, NotBefore: time.Now(),
-		NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, IsCA: true}
-	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
-}
 
 func placeholderSpec(ws string) RunSpec {
 	return RunSpec{Agent: "codex", Describe: "agent codex", Workspace: ws,
@@ -55,7 +40,7 @@ func placeholderSpec(ws string) RunSpec {
 func TestRunWithPlaceholders(t *testing.T) {
 	r := newRig(t)
 	r.fake.Caps.Secrets = true
-	r.fake.SecretsCA = testCA(t)
+	r.fake.SecretsCA = testenv.CAPEM(t)
 	var out, errb bytes.Buffer
 	res, err := r.wf.Run(t.Context(), placeholderSpec(r.ws), Stdio{In: strings.NewReader(""), Out: &out, Err: &errb})
 	if err != nil {

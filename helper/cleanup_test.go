@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,10 +16,10 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"brood.dev/brood/helper/egress"
 	"brood.dev/brood/helper/spawner"
+	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
@@ -53,19 +52,7 @@ func TestCleanupFakes(t *testing.T) {
 // netlink/nftables cleanup there twice.
 func TestCleanupNetns(t *testing.T) {
 	requireRoot(t)
-	ns := newNetns(t)
-	func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer orig.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Fatal(err)
-		}
-		defer netns.Set(orig)
+	ns := testenv.InNewNetns(t, func() error {
 		for _, name := range []string{"brd0a1b2c3d", "brd11111111", "tapkeep"} {
 			if err := netlink.LinkAdd(&netlink.Tuntap{LinkAttrs: netlink.LinkAttrs{Name: name}, Mode: netlink.TUNTAP_MODE_TAP}); err != nil {
 				t.Fatalf("create tap %s: %v", name, err)
@@ -74,7 +61,8 @@ func TestCleanupNetns(t *testing.T) {
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "brdveth"}, PeerName: "vethpeer"}); err != nil {
 			t.Fatal(err)
 		}
-	}()
+		return nil
+	})
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns)))
 	if err != nil {
 		t.Fatal(err)
@@ -135,26 +123,6 @@ func TestCleanupNetns(t *testing.T) {
 	if err != nil || len(rep.Taps) != 0 {
 		t.Errorf("second cleanup: %+v, %v", rep, err)
 	}
-}
-
-func newNetns(t *testing.T) netns.NsHandle {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := netns.Set(orig); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
-	return ns
 }
 
 // TestProcRunnersOrphans: an orphaned runner (this executable or its execute-only copy

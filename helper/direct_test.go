@@ -14,10 +14,8 @@ import (
 // TestCheckDirect: a direct-mode StartVM is refused under forbid_direct = true (and when
 // the policy cannot be read), allowed without it; other StartVMs never read the policy.
 func TestCheckDirect(t *testing.T) {
-	testenv.RequireRoot(t) // the system policy must be root-owned
-	dir := filepath.Join(t.TempDir(), "brood")
-	os.Mkdir(dir, 0o755)
-	p := filepath.Join(dir, "policy.toml")
+	testenv.RequireRoot(t)                         // the system policy must be root-owned
+	p := filepath.Join(t.TempDir(), "policy.toml") // none yet
 	cfg := DefaultConfig()
 	cfg.Egress.PolicyPath = p
 	srv := NewServer(&cfg, discardLog(), api.Capabilities{}, nil)
@@ -49,23 +47,12 @@ func TestCheckDirect(t *testing.T) {
 // destroyed by the refusal.
 func TestDirectRefusedDestroysSession(t *testing.T) {
 	testenv.RequireRoot(t) // the system policy must be root-owned
-	dir := filepath.Join(t.TempDir(), "brood")
-	os.Mkdir(dir, 0o755)
-	p := filepath.Join(dir, "policy.toml")
-	os.WriteFile(p, []byte("forbid_direct = true\n"), 0o644)
+	p := writeRootPolicy(t, "forbid_direct = true\n")
 	ts := startServer(t, func(c *Config) { c.Egress.PolicyPath = p })
 	c := ts.dial(t)
 	ctx := t.Context()
-	share, err := api.OpenShare(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer share.Close()
-	s, err := c.CreateSession(ctx, share)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Direct: true})
+	s := createSession(t, c)
+	_, err := c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Direct: true})
 	if callCode(err) != string(api.CodePolicy) || !strings.Contains(err.Error(), "forbid_direct") {
 		t.Fatalf("direct StartVM: %v", err)
 	}
@@ -87,10 +74,8 @@ func TestDirectRefusedDestroysSession(t *testing.T) {
 // allow_ssh_agent = false (and when the policy cannot be read), allowed without the key
 // or with allow_ssh_agent = true; other StartVMs are never refused for it.
 func TestCheckSSHAgent(t *testing.T) {
-	testenv.RequireRoot(t) // the system policy must be root-owned
-	dir := filepath.Join(t.TempDir(), "brood")
-	os.Mkdir(dir, 0o755)
-	p := filepath.Join(dir, "policy.toml")
+	testenv.RequireRoot(t)                         // the system policy must be root-owned
+	p := filepath.Join(t.TempDir(), "policy.toml") // written by each case
 	cfg := DefaultConfig()
 	cfg.Egress.PolicyPath = p
 	srv := NewServer(&cfg, discardLog(), api.Capabilities{}, nil)

@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -309,22 +308,7 @@ func runnerFiles(t *testing.T) ([]*os.File, *os.File) {
 	}
 	files := []*os.File{devnull, os.NewFile(uintptr(fds[1]), "ctl-runner")}
 	dir := t.TempDir()
-	for _, p := range []string{dir, dir} {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	for _, n := range []string{"vmlinux", "initrd", "image"} {
-		p := filepath.Join(dir, n)
-		os.WriteFile(p, []byte(n), 0o644)
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	files = append(files, testenv.RunnerFiles(t, dir, dir, dir)...)
 	return files, ctl
 }
 

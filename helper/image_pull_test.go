@@ -12,18 +12,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"brood.dev/brood/helper/landlockabi"
 	"brood.dev/brood/internal/testenv"
@@ -61,43 +54,16 @@ func newPullFixture(t *testing.T, policy string) *pullFixture {
 		}
 	}
 	tw.Close()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, l)
-	var cf *v1.ConfigFile
-	if err == nil {
-		cf, err = img.ConfigFile()
-	}
-	if err == nil {
-		cf = cf.DeepCopy()
-		cf.OS, cf.Architecture = "linux", runtime.GOARCH
-		img, err = mutate.ConfigFile(img, cf)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref, err := name.ParseReference(host + "/test:v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(ref, img); err != nil {
-		t.Fatal(err)
-	}
-	d, err := img.Digest()
-	if err != nil {
-		t.Fatal(err)
-	}
+	digest := pushImage(t, host, "test", buf.Bytes())
 	cfg := artifactCfg(filepath.Join(t.TempDir(), "state"))
 	cfg.Egress.PolicyPath = filepath.Join(t.TempDir(), "policy.toml")
-	policy = strings.ReplaceAll(policy, "DIGEST", d.String())
+	policy = strings.ReplaceAll(policy, "DIGEST", digest)
 	if err := os.WriteFile(cfg.Egress.PolicyPath, []byte(policy), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	unpackTestEnv, unpackTestExe = []string{childEnv + "=helper-main"}, publicTestBinary(t)
 	t.Cleanup(func() { unpackTestEnv, unpackTestExe = nil, "" })
-	return &pullFixture{cfg: cfg, host: host, digest: d.String()}
+	return &pullFixture{cfg: cfg, host: host, digest: digest}
 }
 
 // TestImagePull: a tag is pulled by the unprivileged, confined unpacker (it reports

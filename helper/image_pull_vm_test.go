@@ -8,24 +8,16 @@ import (
 	"io"
 	"log"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
-	"github.com/google/go-containerregistry/pkg/v1/empty"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
-	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/sandbox/ociref"
-	"brood.dev/brood/sandbox/store"
 	"brood.dev/brood/sandbox/vmtest"
 )
 
@@ -39,13 +31,7 @@ func TestVMPulledImage(t *testing.T) {
 	fsck := testenv.RequireCommand(t, "fsck.erofs")
 	tarBin := testenv.RequireCommand(t, "tar")
 	base := publicTempDir(t)
-	l := store.New(filepath.Join(base, "state"))
-	if err := os.MkdirAll(l.Kernels(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := exec.Command("cp", "-al", a.Kernel.Dir, l.Kernels()).CombinedOutput(); err != nil {
-		t.Fatalf("link kernel and initramfs: %v: %s", err, o)
-	}
+	l := linkedStore(t, a, base) // the kernel and initramfs
 	// The test image's tree as one layer.
 	tree := filepath.Join(base, "tree")
 	if o, err := exec.Command(fsck, "--extract="+tree, a.Image).CombinedOutput(); err != nil {
@@ -58,32 +44,7 @@ func TestVMPulledImage(t *testing.T) {
 	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
-	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layerTar)), nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cf = cf.DeepCopy()
-	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	if img, err = mutate.ConfigFile(img, cf); err != nil {
-		t.Fatal(err)
-	}
-	tagRef, err := name.ParseReference(host + "/test:v1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := remote.Write(tagRef, img); err != nil {
-		t.Fatal(err)
-	}
-	d, _ := img.Digest()
-	ref := host + "/test@" + d.String()
+	ref := host + "/test@" + pushImage(t, host, "test", layerTar)
 	pulledName, err := ociref.RefImageName(ref)
 	if err != nil {
 		t.Fatal(err)
@@ -107,23 +68,7 @@ func TestVMPulledImage(t *testing.T) {
 	t.Logf("pull of the test tree (%d MiB of tar): %s", len(layerTar)>>20, time.Since(t0).Round(time.Millisecond))
 
 	// 2. A helper with that state_dir boots it by its store name.
-	runDir := filepath.Join(base, "run")
-	sock := filepath.Join(base, "helper.sock")
-	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", runDir, "--listen", sock, "--idle-timeout", "0")
-	waitDial(t, hc, sock, 20*time.Second).Close()
-	chmod(t, sock, 0o666)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("helper log:\n%s", hc.stderr.String())
-		}
-	})
-	share := ownedDir(t, ownedDir(t, base, "w", 4242, 4242), "snapshot", 4242, 4242)
-	c := startVMClient(t, sock, 4242)
-	id := c.must(vmCmd{Op: "create", Dir: share}).Session.ID
-	c.must(vmCmd{Op: "start", ID: id, Image: pulledName, Timeout: 180})
-	if run := c.must(vmCmd{Op: "run", ID: id, Cmd: "id -u && test -x /bin/busybox && echo booted"}); run.Stdout != "4242\nbooted\n" {
-		t.Errorf("guest output %q, want uid 4242 and busybox from the pulled image", run.Stdout)
-	}
+	c, id := bootImage(t, startStoreHelper(t, cfg, base), base, pulledName, "pulled image")
 	c.must(vmCmd{Op: "close"})
 	c.must(vmCmd{Op: "wait", ID: id})
 	c.must(vmCmd{Op: "destroy", ID: id})

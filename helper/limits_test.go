@@ -1,7 +1,6 @@
 package helper
 
 import (
-	"context"
 	"errors"
 	"os"
 	"slices"
@@ -137,15 +136,7 @@ func TestReapUnstarted(t *testing.T) {
 func TestDaemonReapsUnstarted(t *testing.T) {
 	ts := startServer(t, func(c *Config) { c.UnstartedTTLSeconds = 1 })
 	c := ts.dial(t)
-	f, err := api.OpenShare(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	s, err := c.CreateSession(context.Background(), f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, c)
 	// Reaped at the first tick (each second) at least 1 s after creation; the deadline
 	// only bounds a broken reaper on a loaded machine.
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {

@@ -176,6 +176,22 @@ func (ts *testServer) dial(t *testing.T) *api.Client {
 	return c
 }
 
+// createSession creates a session through c on a share of a new temporary directory,
+// failing t on an error.
+func createSession(t *testing.T, c *api.Client) api.Session {
+	t.Helper()
+	share, err := api.OpenShare(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer share.Close()
+	s, err := c.CreateSession(t.Context(), share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // rawConn opens an unframed connection for malformed-input tests.
 func (ts *testServer) rawConn(t *testing.T) *net.UnixConn {
 	t.Helper()
@@ -188,42 +204,6 @@ func (ts *testServer) rawConn(t *testing.T) *net.UnixConn {
 }
 
 // --- re-executed children ---------------------------------------------------------------
-
-var (
-	publicBinOnce sync.Once
-	publicBin     string
-	publicBinErr  error
-)
-
-// publicTestBinary copies the test binary where other uids can execute it (the go test
-// build dir is private to root).
-func publicTestBinary(t *testing.T) string {
-	t.Helper()
-	publicBinOnce.Do(func() {
-		self, err := os.Executable()
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "brood-helper-bin-")
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		os.Chmod(dir, 0o755)
-		data, err := os.ReadFile(self)
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		publicBin = filepath.Join(dir, "helper.test")
-		publicBinErr = os.WriteFile(publicBin, data, 0o755)
-	})
-	if publicBinErr != nil {
-		t.Fatal(publicBinErr)
-	}
-	return publicBin
-}
 
 // childOp is one step of a re-executed client.
 type childOp struct {
@@ -425,4 +405,11 @@ func waitFor(t *testing.T, cond func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// publicTestBinary is testenv.PublicTestBinary: a copy of this test binary that other uids
+// can execute.
+func publicTestBinary(t *testing.T) string {
+	t.Helper()
+	return testenv.PublicTestBinary(t)
 }

@@ -1,7 +1,6 @@
 package helper
 
 import (
-	"fmt"
 	"net"
 	"os"
 	"unsafe"
@@ -15,28 +14,14 @@ import (
 // gid, pid at connect time) and SO_PEERGROUPS (supplementary groups, Linux >= 4.13).
 // Any failure wraps ErrNoCredentials; the caller then closes the connection.
 func PeerCred(uc *net.UnixConn) (Cred, error) {
-	rc, err := uc.SyscallConn()
-	if err != nil {
-		return Cred{}, fmt.Errorf("%w: %w", ErrNoCredentials, err)
-	}
-	var c Cred
-	var opErr error
-	err = rc.Control(func(fd uintptr) {
-		u, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	return peerCredOf(uc, func(fd int) (Cred, error) {
+		u, err := unix.GetsockoptUcred(fd, unix.SOL_SOCKET, unix.SO_PEERCRED)
 		if err != nil {
-			opErr = os.NewSyscallError("getsockopt SO_PEERCRED", err)
-			return
+			return Cred{}, os.NewSyscallError("getsockopt SO_PEERCRED", err)
 		}
-		c.Peer = api.Peer{UID: u.Uid, GID: u.Gid, PID: u.Pid}
-		c.Groups, opErr = peerGroups(int(fd))
+		groups, err := peerGroups(fd)
+		return Cred{Peer: api.Peer{UID: u.Uid, GID: u.Gid, PID: u.Pid}, Groups: groups}, err
 	})
-	if err == nil {
-		err = opErr
-	}
-	if err != nil {
-		return Cred{}, fmt.Errorf("%w: %w", ErrNoCredentials, err)
-	}
-	return c, nil
 }
 
 // peerGroups reads SO_PEERGROUPS, growing the buffer when the kernel answers ERANGE

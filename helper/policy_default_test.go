@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"os"
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -31,14 +30,7 @@ func TestDefaultProfileIsEnforced(t *testing.T) {
 	if os.Getenv(policyNetnsEnv) == "" {
 		testenv.RequireRoot(t)
 		testenv.RequireCommand(t, "ip")
-		ns := testenv.NewNetns(t, "d")
-		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestDefaultProfileIsEnforced$", "-test.v")
-		cmd.Env = append(os.Environ(), policyNetnsEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in netns %s:\n%s", ns, out)
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestDefaultProfileIsEnforced") {
-			t.Fatalf("scenario in netns %s: %v", ns, err)
-		}
+		testenv.RerunInNetns(t, testenv.NewNetns(t, "d"), "TestDefaultProfileIsEnforced", []string{policyNetnsEnv + "=1"})
 		return
 	}
 	policy := writeRootPolicy(t, "")

@@ -40,14 +40,7 @@ func TestResolvePolicyIsEnforced(t *testing.T) {
 	if os.Getenv(policyNetnsEnv) == "" {
 		testenv.RequireRoot(t)
 		testenv.RequireCommand(t, "ip")
-		ns := testenv.NewNetns(t, "p")
-		cmd := exec.Command("ip", "netns", "exec", ns, os.Args[0], "-test.run", "^TestResolvePolicyIsEnforced$", "-test.v")
-		cmd.Env = append(os.Environ(), policyNetnsEnv+"=1")
-		out, err := cmd.CombinedOutput()
-		t.Logf("in netns %s:\n%s", ns, out)
-		if err != nil || !strings.Contains(string(out), "--- PASS: TestResolvePolicyIsEnforced") {
-			t.Fatalf("scenario in netns %s: %v", ns, err)
-		}
+		testenv.RerunInNetns(t, testenv.NewNetns(t, "p"), "TestResolvePolicyIsEnforced", []string{policyNetnsEnv + "=1"})
 		return
 	}
 	policy := writeRootPolicy(t, "deny_hosts = [\"*.bad.test\"]\n[[host]]\nname = \"sys.corp.test\"\nports = [\"443\", \"8443\"]\n")

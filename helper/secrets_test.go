@@ -19,19 +19,11 @@ func TestStartVMSecrets(t *testing.T) {
 	if !c.Caps.Secrets || !c.Caps.LoginWriteBack {
 		t.Fatalf("the helper does not say it takes secret bindings and write-back: %+v", c.Caps)
 	}
-	share, err := api.OpenShare(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer share.Close()
-	s, err := c.CreateSession(ctx, share)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := createSession(t, c)
 	real := "sk-proj-REAL" + strings.Repeat("r", 40)
 	bad := &api.SessionSecrets{Bindings: []api.SecretBinding{{Name: "$OPENAI_API_KEY",
 		Placeholder: "short", Value: real, Hosts: []string{"api.openai.com"}}}}
-	_, err = c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Secrets: bad})
+	_, err := c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Secrets: bad})
 	if callCode(err) != string(api.CodeBadRequest) || !strings.Contains(err.Error(), "$OPENAI_API_KEY") || strings.Contains(err.Error(), real) {
 		t.Fatalf("StartVM with invalid secrets: %v", err)
 	}

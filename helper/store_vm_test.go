@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
-	"brood.dev/brood/sandbox/store"
 	"brood.dev/brood/sandbox/vmtest"
 )
 
@@ -30,13 +29,7 @@ import (
 func TestVMStoreStateDir(t *testing.T) {
 	a := vmtest.Get(t)
 	base := publicTempDir(t)
-	l := store.New(filepath.Join(base, "state"))
-	if err := os.MkdirAll(l.Kernels(), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if o, err := exec.Command("cp", "-al", a.Kernel.Dir, l.Kernels()).CombinedOutput(); err != nil {
-		t.Fatalf("link kernel: %v: %s", err, o)
-	}
+	l := linkedStore(t, a, base)
 	if err := os.RemoveAll(l.Initramfs(a.Kernel.Release)); err != nil {
 		t.Fatal(err)
 	}
@@ -67,25 +60,10 @@ func TestVMStoreStateDir(t *testing.T) {
 	t.Logf("image build into %s: %s", l.Root, time.Since(t0).Round(time.Second))
 
 	// 2. A helper with that state_dir (and nothing pinned) boots it.
-	runDir := filepath.Join(base, "run")
-	sock := filepath.Join(base, "helper.sock")
-	hc := startHelperChild(t, nil, nil, "--config", cfg, "--runtime-dir", runDir, "--listen", sock, "--idle-timeout", "0")
-	waitDial(t, hc, sock, 20*time.Second).Close()
-	chmod(t, sock, 0o666)
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("helper log:\n%s", hc.stderr.String())
-		}
-	})
-	share := ownedDir(t, ownedDir(t, base, "w", 4242, 4242), "snapshot", 4242, 4242)
-	c := startVMClient(t, sock, 4242)
-	id := c.must(vmCmd{Op: "create", Dir: share}).Session.ID
-	c.must(vmCmd{Op: "start", ID: id, Image: "test", Timeout: 180})
-	if run := c.must(vmCmd{Op: "run", ID: id, Cmd: "id -u && test -x /bin/busybox && echo booted"}); run.Stdout != "4242\nbooted\n" {
-		t.Errorf("guest output %q, want uid 4242 and busybox from the test image", run.Stdout)
-	}
+	h := startStoreHelper(t, cfg, base)
+	c, id := bootImage(t, h, base, "test", "test image")
 	// The VMM holds the image of the temporary store, not one of the default store.
-	_, vmm := findVMM(t, runDir, id)
+	_, vmm := findVMM(t, h.runtime, id)
 	img := filepath.Join(l.Images(), imgs[0].File)
 	if !slices.Contains(slices.Collect(maps.Values(readProc(t, vmm).fds)), img) {
 		t.Errorf("the VMM has no descriptor of %s: %v", img, readProc(t, vmm).fds)
@@ -105,7 +83,7 @@ func TestVMStoreStateDir(t *testing.T) {
 		t.Fatalf("go build ./cmd/brood: %v: %s", err, o)
 	}
 	list := exec.CommandContext(ctx, brood, "image", "list")
-	list.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "BROOD_HELPER_SOCKET=" + sock}
+	list.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + base, "BROOD_HELPER_SOCKET=" + h.sock}
 	list.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 4242, Gid: 4242, Groups: []uint32{}}}
 	var lout, lerr bytes.Buffer
 	list.Stdout, list.Stderr = &lout, &lerr

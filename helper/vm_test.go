@@ -292,14 +292,7 @@ func startVMHelperEnv(t *testing.T, extraConfig string, env []string) *vmHelper 
 	stateDir := filepath.Dir(filepath.Dir(a.Image)) // /var/lib/brood: kernels/ and images/
 	hc := startHelperChild(t, env, nil, "--config", cfg, "--runtime-dir", runtime, "--state-dir", stateDir,
 		"--listen", sock, "--idle-timeout", "0")
-	c := waitDial(t, hc, sock, 20*time.Second)
-	c.Close()
-	chmod(t, sock, 0o666) // authorization is the helper's job here, not the socket mode's
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("helper log:\n%s", hc.stderr.String())
-		}
-	})
+	serveHelper(t, hc, sock)
 	return &vmHelper{hc: hc, sock: sock, runtime: runtime}
 }
 

@@ -211,24 +211,8 @@ func TestRunUsageErrors(t *testing.T) {
 // error text.
 func broodCode(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	root := NewRootCommand()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetIn(strings.NewReader(""))
-	root.SetArgs(args)
-	err := root.Execute()
-	if err == nil {
-		return ExitOK, out.String(), ""
-	}
-	var ee *exitError
-	switch {
-	case errors.As(err, &ee):
-		return ee.code, out.String(), err.Error()
-	case isCobraUsageError(err):
-		return ExitUsage, out.String(), err.Error()
-	}
-	return ExitError, out.String(), err.Error()
+	out, msg, code := brood(t, nil, args...) // cmd_apply_test.go
+	return code, out, msg
 }
 
 // TestRunWithoutHelperCreatesNothing: brood run checks the helper before it snapshots,

@@ -130,6 +130,15 @@ func Main(args []string) int {
 		return ExitOK
 	}
 	fmt.Fprintf(os.Stderr, "brood: %v\n", err)
+	return exitCode(err)
+}
+
+// exitCode is the process exit code for a command's error: ExitOK for nil, an
+// exitError's own code, ExitUsage for cobra's usage errors, else ExitError.
+func exitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
 	var ee *exitError
 	if errors.As(err, &ee) {
 		return ee.code

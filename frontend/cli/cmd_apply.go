@@ -92,10 +92,7 @@ func (f applyFlags) check(paths []string, tty bool) error {
 }
 
 func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx := cmdContext(cmd)
 	out := cmd.OutOrStdout()
 	in, inFile := cmd.InOrStdin().(*os.File)
 	tty := inFile && term.IsTerminal(int(in.Fd()))
@@ -154,7 +151,18 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 		}
 	}
 	res, err := wf.Apply(ctx, op, g, items, flush.Options{DropMetadata: f.dropMetadata})
-	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(sess.Workspace))
+	printFlushResult(out, res, sess.Workspace, id)
+	if err != nil {
+		return cliErr(err)
+	}
+	return leftErr()
+}
+
+// printFlushResult reports the flush of session id into workspace: how many changes were
+// applied and the journal that undoes them, then each path left alone with its reason
+// (paths and reasons escaped with diff.Escape: nothing in them can drive the terminal).
+func printFlushResult(out io.Writer, res flush.Result, workspace, id string) {
+	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Applied), diff.Escape(workspace))
 	if res.Tx != "" {
 		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Tx, id)
 	}
@@ -162,10 +170,15 @@ func runApply(cmd *cobra.Command, id string, paths []string, f applyFlags) error
 	for _, p := range res.Problems {
 		fmt.Fprintf(out, "not applied %s: %s\n", diff.Escape(p.Path), diff.Escape(p.Err.Error()))
 	}
-	if err != nil {
-		return cliErr(err)
+}
+
+// cmdContext returns cmd's context, or the background context when cmd runs without one
+// (Execute, not ExecuteContext).
+func cmdContext(cmd *cobra.Command) context.Context {
+	if ctx := cmd.Context(); ctx != nil {
+		return ctx
 	}
-	return leftErr()
+	return context.Background()
 }
 
 // confirmApply asks on the terminal whether to apply changes to workspace, and a second

@@ -8,9 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/frontend/diff/difftest"
@@ -29,8 +27,21 @@ func applySession(t *testing.T, files, agent map[string]string) *session.Session
 	return sess
 }
 
-// applyCLI runs the brood command line with stdin in and returns the output and exit code.
+// applyCLI runs the brood command line with stdin in and returns the output (an error's
+// text last, after "error: ") and exit code.
 func applyCLI(t *testing.T, in io.Reader, args ...string) (string, int) {
+	t.Helper()
+	out, msg, code := brood(t, in, args...)
+	if code != ExitOK {
+		out += "error: " + msg + "\n"
+	}
+	return out, code
+}
+
+// brood runs brood's root command with args and stdin in (nil: empty input), stdout and
+// stderr into one buffer. It returns that output, the error's text ("" on success) and
+// the exit code Main would return (exitCode).
+func brood(t *testing.T, in io.Reader, args ...string) (string, string, int) {
 	t.Helper()
 	root := NewRootCommand()
 	var out bytes.Buffer
@@ -43,17 +54,9 @@ func applyCLI(t *testing.T, in io.Reader, args ...string) (string, int) {
 	root.SetArgs(args)
 	err := root.Execute()
 	if err == nil {
-		return out.String(), ExitOK
+		return out.String(), "", ExitOK
 	}
-	out.WriteString("error: " + err.Error() + "\n")
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return out.String(), ee.code
-	}
-	if isCobraUsageError(err) {
-		return out.String(), ExitUsage
-	}
-	return out.String(), ExitError
+	return out.String(), err.Error(), exitCode(err)
 }
 
 func wFile(t *testing.T, sess *session.Session, p string) string {
@@ -174,44 +177,9 @@ func TestUndoCommand(t *testing.T) {
 func TestApplyCommandConfirmsOnTTY(t *testing.T) {
 	sess := applySession(t, applyFiles, applyAgent)
 	for _, answer := range []string{"n\n", "y\n"} {
-		ptmx, tty, err := pty.Open()
-		if err != nil {
-			t.Fatalf("open pty: %v", err)
-		}
-		var screen bytes.Buffer
-		done := make(chan struct{})
-		go func() { io.Copy(&screen, ptmx); close(done) }()
-		type result struct {
-			out  string
-			code int
-		}
-		res := make(chan result, 1)
-		go func() {
-			root := NewRootCommand()
-			var out bytes.Buffer
-			root.SetIn(tty)
-			root.SetOut(io.MultiWriter(&out, tty))
-			root.SetArgs([]string{"apply", sess.ID, "a.txt"})
-			err := root.Execute()
-			code := ExitOK
-			if err != nil {
-				code = ExitError
-			}
-			res <- result{out.String(), code}
-		}()
-		ptmx.Write([]byte(answer)) // the line discipline keeps it until brood reads
-
-		var r result
-		select {
-		case r = <-res:
-		case <-time.After(10 * time.Second):
-			t.Fatal("brood apply did not finish after the answer")
-		}
-		tty.Close()
-		ptmx.Close()
-		<-done
-		if !strings.Contains(r.out, "apply 1 change(s) to") || r.code != ExitOK {
-			t.Errorf("answer %q: exit %d, output %q", answer, r.code, r.out)
+		out, code := applyOnTTYCode(t, answer, sess.ID, "a.txt")
+		if !strings.Contains(out, "apply 1 change(s) to") || code != ExitOK {
+			t.Errorf("answer %q: exit %d, output %q", answer, code, out)
 		}
 		want := map[string]string{"n\n": "a\n", "y\n": "A\n"}[answer]
 		if got := wFile(t, sess, "a.txt"); got != want {

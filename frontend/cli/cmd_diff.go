@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"brood.dev/brood/frontend"
 	"brood.dev/brood/frontend/diff"
 	"brood.dev/brood/frontend/session"
 )
@@ -56,17 +57,27 @@ commit with --commits.`,
 	return c
 }
 
-func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) error {
+// openDiff opens session id for brood diff (a context of nil is the background one) and
+// computes its changes.
+func openDiff(ctx context.Context, id string) (*session.Session, *frontend.Gate, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	sess, err := openReviewable("diff", id)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	g, err := newWorkflow(nil).Diff(ctx, sess)
 	if err != nil {
-		return cliErr(err)
+		return nil, nil, cliErr(err)
+	}
+	return sess, g, nil
+}
+
+func runDiff(ctx context.Context, out io.Writer, id string, asJSON, stat bool) error {
+	sess, g, err := openDiff(ctx, id)
+	if err != nil {
+		return err
 	}
 	m, changes := g.Manifest, g.Changes
 	gr := gitReviewOf(sess) // gitcli.go

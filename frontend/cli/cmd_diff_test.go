@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,21 +28,7 @@ func diffSession(t *testing.T, files map[string]string, agent func(s string)) (s
 // exit code Main would return.
 func runBrood(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	root := NewRootCommand()
-	var out bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(args)
-	err := root.Execute()
-	code, msg := ExitOK, ""
-	if err != nil {
-		code, msg = ExitError, err.Error()
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-	}
-	return out.String(), msg, code
+	return brood(t, nil, args...) // cmd_apply_test.go
 }
 
 func TestDiffCommandText(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"brood.dev/brood/frontend/diff/difftest"
-	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 )
 
@@ -15,25 +14,18 @@ import (
 // files with modes (path -> mode, set before the snapshot), then lets agent change S.
 func modeSession(t *testing.T, files map[string]string, modes map[string]os.FileMode, agent func(s string)) *session.Session {
 	t.Helper()
-	t.Setenv("BROOD_STATE_DIR", t.TempDir())
-	w := filepath.Join(t.TempDir(), "w")
+	w := newWorkspace(t)
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	must(os.Mkdir(w, 0o755))
 	must(difftest.WriteFiles(w, files))
 	for p, m := range modes {
 		must(os.Chmod(filepath.Join(w, p), m))
 	}
-	sess, err := session.Create(w)
-	must(err)
-	must(os.Mkdir(sess.SnapshotDir(), 0o700))
-	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
-	must(err)
-	must(manifest.Write(sess.ManifestPath(), m))
+	sess := snapshotSession(t, w)
 	must(difftest.WriteFiles(sess.BaseDir(), files))
 	must(sess.SetState(session.StateStopped))
 	agent(sess.SnapshotDir())
@@ -88,30 +80,22 @@ func TestDiffShowsModeWithContent(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("diff: exit %d (%s)\n%s", code, msg, out)
 	}
-	for _, want := range []string{
+	wantAll(t, "diff", out,
 		"modified  x.txt [mode 0640 -> 0644: readable by others] [risk: widens access: readable by others]\n",
 		"modified  n.txt [mode 0644 -> 0600]\n",
 		"mode      m.txt [mode 0644 -> 0600]\n",
 		"modified  suid [mode 4755 -> 0755; setuid dropped]\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("diff lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	out, msg, code = runBrood(t, "diff", "--stat", sess.ID)
 	if code != ExitOK {
 		t.Fatalf("diff --stat: exit %d (%s)\n%s", code, msg, out)
 	}
-	for _, want := range []string{
+	wantAll(t, "diff --stat", out,
 		" x.txt | +1 -1 [mode 0640 -> 0644: readable by others]\n",
 		" n.txt | +1 -1 [mode 0644 -> 0600]\n",
 		" m.txt | mode 0644 -> 0600\n",
 		" suid | +1 -0 [mode 4755 -> 0755; setuid dropped]\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("diff --stat lacks %q:\n%s", want, out)
-		}
-	}
+	)
 }
 
 // TestApplyModeWidening: --all holds a content change that widens access (W keeps its
@@ -123,16 +107,12 @@ func TestApplyModeWidening(t *testing.T) {
 	if code != ExitRefused {
 		t.Fatalf("--all: exit %d, want 3 (x.txt held)\n%s", code, out)
 	}
-	for _, want := range []string{
+	wantAll(t, "apply --all", out,
 		"skip     modified  x.txt: high risk (widens access: readable by others): name its path to apply it [mode 0640 -> 0644: readable by others]\n",
 		"apply    modified  n.txt [mode 0644 -> 0600]\n",
 		"apply    mode      m.txt [mode 0644 -> 0600]\n",
 		"apply    modified  suid [mode 4755 -> 0755; setuid dropped]\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("apply --all lacks %q:\n%s", want, out)
-		}
-	}
+	)
 	if wFile(t, sess, "x.txt") != "v\n" || wMode(t, sess, "x.txt") != 0o640 {
 		t.Errorf("x.txt after --all: %q %v, want the workspace's own v 0640", wFile(t, sess, "x.txt"), wMode(t, sess, "x.txt"))
 	}

@@ -62,10 +62,7 @@ name or exists (docs/git-review.md).`,
 }
 
 func runReview(cmd *cobra.Command, id string, paths []string, f reviewFlags) error {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
+	ctx := cmdContext(cmd)
 	out := cmd.OutOrStdout()
 	in, inFile := cmd.InOrStdin().(*os.File)
 	outFile, outIsFile := out.(*os.File)
@@ -194,12 +191,5 @@ func printApplied(out io.Writer, sess *session.Session, res *frontend.ApplyResul
 		return
 	}
 	printMetaLosses(out, res.Losses, false, "not applied by review (brood apply "+sess.ID+" PATH --drop-metadata applies it)")
-	fmt.Fprintf(out, "applied %d change(s) to %s", len(res.Flush.Applied), review.EscapeName(sess.Workspace))
-	if res.Flush.Tx != "" {
-		fmt.Fprintf(out, " (journal %s; brood undo %s reverts it)", res.Flush.Tx, sess.ID)
-	}
-	fmt.Fprintln(out)
-	for _, p := range res.Flush.Problems {
-		fmt.Fprintf(out, "not applied %s: %s\n", review.EscapeName(p.Path), review.EscapeLine(p.Err.Error()))
-	}
+	printFlushResult(out, res.Flush, sess.Workspace, sess.ID) // cmd_apply.go
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -38,21 +39,7 @@ func reviewSession(t *testing.T, files map[string]string, agent map[string]strin
 // the error text and the exit code Main would return.
 func reviewCmd(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	root := NewRootCommand()
-	var out bytes.Buffer
-	root.SetIn(strings.NewReader(""))
-	root.SetOut(&out)
-	root.SetErr(&out)
-	root.SetArgs(append([]string{"review"}, args...))
-	err := root.Execute()
-	if err == nil {
-		return out.String(), "", ExitOK
-	}
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return out.String(), err.Error(), ee.code
-	}
-	return out.String(), err.Error(), ExitError
+	return brood(t, nil, append([]string{"review"}, args...)...) // cmd_apply_test.go
 }
 
 func readW(t *testing.T, sess *session.Session, path string) string {
@@ -203,15 +190,21 @@ func (s *ptyScreen) String() string {
 // expect waits until the screen shows want (counted from the n-th occurrence) or fails.
 func (s *ptyScreen) expect(t *testing.T, want string, n int) {
 	t.Helper()
+	s.waitFor(t, fmt.Sprintf("%q", want), func(screen string) bool { return strings.Count(screen, want) >= n })
+}
+
+// waitFor waits (up to 20 s) until shown(the screen) holds, or fails t naming what.
+func (s *ptyScreen) waitFor(t *testing.T, what string, shown func(string) bool) {
+	t.Helper()
 	deadline := time.After(20 * time.Second)
-	for strings.Count(s.String(), want) < n {
+	for !shown(s.String()) {
 		select {
 		case _, ok := <-s.ch:
-			if !ok && strings.Count(s.String(), want) < n {
-				t.Fatalf("child exited before showing %q:\n%s", want, s.String())
+			if !ok && !shown(s.String()) {
+				t.Fatalf("child exited before showing %s:\n%s", what, s.String())
 			}
 		case <-deadline:
-			t.Fatalf("timed out waiting for %q:\n%s", want, s.String())
+			t.Fatalf("timed out waiting for %s:\n%s", what, s.String())
 		}
 	}
 }
@@ -226,17 +219,7 @@ func promptsShown(screen string) int {
 // discards what was typed before its prompt showed (review.Terminal.FlushInput).
 func (s *ptyScreen) answer(t *testing.T, ptmx *os.File, n int, keys string) {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for promptsShown(s.String()) < n {
-		select {
-		case _, ok := <-s.ch:
-			if !ok && promptsShown(s.String()) < n {
-				t.Fatalf("child exited before prompt %d:\n%s", n, s.String())
-			}
-		case <-deadline:
-			t.Fatalf("timed out waiting for prompt %d:\n%s", n, s.String())
-		}
-	}
+	s.waitFor(t, fmt.Sprintf("prompt %d", n), func(screen string) bool { return promptsShown(screen) >= n })
 	if _, err := ptmx.Write([]byte(keys)); err != nil {
 		t.Fatal(err)
 	}
@@ -315,40 +298,32 @@ func TestReviewTTY(t *testing.T) {
 	}
 
 	cmd, ptmx, scr := startReviewPTY(t, sess.ID)
-	n := 0
-	send := func(keys string) { // answers the next prompt once it shows
-		n++
-		scr.answer(t, ptmx, n, keys)
-	}
 	// Changes come sorted by path: .git/hooks/pre-commit, .github/workflows/ci.yml, a.txt,
-	// b.txt, c.txt, evil.txt.
-	scr.expect(t, "cannot be accepted", 1)
-	send("a") // refused: a is refused
-	scr.expect(t, "this change cannot be accepted", 1)
-	send("r")
-	scr.expect(t, "HIGH RISK: ", 1)
-	send("a")
-	scr.expect(t, "really accept? [y/N]", 1)
-	send("y")
-	scr.expect(t, "a.txt", 1)
-	send("h")
-	scr.expect(t, "Apply this hunk", 1)
-	send("y")
-	scr.expect(t, "Apply this hunk", 2)
-	send("n")
-	scr.expect(t, "b.txt", 1)
-	send("r")
-	scr.expect(t, "A three-way merge is available", 1)
-	send("m")
-	scr.expect(t, "Accept the merged result", 1)
-	send("y")
-	// The hostile name sorts before evil.txt ('\x1b' < '.'); the diff refuses it.
-	scr.expect(t, `evil\x1b]52;c;bmFtZQ==\a\r\x1b[2J`, 1)
-	send("r")
-	scr.expect(t, "evil.txt", 1)
-	send("a")
-	scr.expect(t, "to apply", 1)
-	send("y")
+	// b.txt, c.txt, evil.txt. Each step waits until the screen shows its text (the nth
+	// time), then answers the next prompt with its keys.
+	for i, st := range []struct {
+		shows string
+		nth   int
+		keys  string
+	}{
+		{"cannot be accepted", 1, "a"}, // refused: a is refused
+		{"this change cannot be accepted", 1, "r"},
+		{"HIGH RISK: ", 1, "a"},
+		{"really accept? [y/N]", 1, "y"},
+		{"a.txt", 1, "h"},
+		{"Apply this hunk", 1, "y"},
+		{"Apply this hunk", 2, "n"},
+		{"b.txt", 1, "r"},
+		{"A three-way merge is available", 1, "m"},
+		{"Accept the merged result", 1, "y"},
+		// The hostile name sorts before evil.txt ('\x1b' < '.'); the diff refuses it.
+		{`evil\x1b]52;c;bmFtZQ==\a\r\x1b[2J`, 1, "r"},
+		{"evil.txt", 1, "a"},
+		{"to apply", 1, "y"},
+	} {
+		scr.expect(t, st.shows, st.nth)
+		scr.answer(t, ptmx, i+1, st.keys)
+	}
 	scr.expect(t, "applied 4 change(s)", 1)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("brood review: %v\n%s", err, scr.String())

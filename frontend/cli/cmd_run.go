@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"brood.dev/brood/sandbox"
 	"context"
 	"fmt"
 	"io"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"brood.dev/brood/sandbox"
 
 	"github.com/spf13/cobra"
 

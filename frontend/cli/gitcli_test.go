@@ -13,7 +13,6 @@ import (
 
 	"brood.dev/brood/frontend/diff/difftest"
 	"brood.dev/brood/frontend/flush"
-	"brood.dev/brood/frontend/manifest"
 	"brood.dev/brood/frontend/session"
 	"brood.dev/brood/internal/testenv"
 )
@@ -40,29 +39,14 @@ func runGit(t *testing.T, dir string, args ...string) string {
 // taken just before the snapshot.
 func gitSession(t *testing.T) (*session.Session, map[string]string) {
 	t.Helper()
-	t.Setenv("BROOD_STATE_DIR", t.TempDir())
-	w := filepath.Join(t.TempDir(), "w")
-	os.Mkdir(w, 0o755)
+	w := newWorkspace(t)
 	runGit(t, w, "init", "-q", "-b", "master")
 	difftest.WriteFiles(w, map[string]string{"a.txt": "a\n"})
 	runGit(t, w, "add", "-A")
 	runGit(t, w, "commit", "-q", "-m", "init")
 	runGit(t, w, "status", "--porcelain")
 	before := gitFiles(t, w)
-	sess, err := session.Create(w)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Mkdir(sess.SnapshotDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	m, err := difftest.Snapshot(w, sess.SnapshotDir(), true)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := manifest.Write(sess.ManifestPath(), m); err != nil {
-		t.Fatal(err)
-	}
+	sess := snapshotSession(t, w)
 	if err := sess.SetState(session.StateStopped); err != nil {
 		t.Fatal(err)
 	}

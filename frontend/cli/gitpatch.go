@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"os"
@@ -25,17 +24,9 @@ import (
 // goes through $PAGER (less by default, with LESS=FRX unless LESS is set, as git does);
 // to a pipe or file it is plain.
 func runDiffPatch(cmd *cobra.Command, id string, commits bool) error {
-	ctx := cmd.Context()
-	if ctx == nil {
-		ctx = context.Background()
-	}
-	sess, err := openReviewable("diff", id)
+	sess, g, err := openDiff(cmdContext(cmd), id) // cmd_diff.go
 	if err != nil {
 		return err
-	}
-	g, err := newWorkflow(nil).Diff(ctx, sess)
-	if err != nil {
-		return cliErr(err)
 	}
 	changes := g.Changes
 	var b bytes.Buffer

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,17 +22,7 @@ import (
 // $BROOD_HELPER_SOCKET at it for the test.
 func newFakeHelper(t *testing.T) *fakehelper.Helper {
 	t.Helper()
-	f, err := fakehelper.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "helper.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go f.Serve(ln)
+	f, sock := fakehelper.Start(t)
 	t.Setenv(api.SocketEnv, sock)
 	return f
 }
@@ -53,23 +42,9 @@ func fakeRun(t *testing.T, args ...string) (code int, stdout, stderr string, ss 
 	t.Setenv("BROOD_STATE_DIR", t.TempDir())
 	w := t.TempDir()
 	os.WriteFile(filepath.Join(w, "README.md"), []byte("hello\n"), 0o644)
-	root := NewRootCommand()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetIn(strings.NewReader(""))
-	root.SetArgs(append([]string{args[0], "--workspace", w}, args[1:]...))
-	err := root.Execute()
-	code = ExitOK
-	if err != nil {
-		code = ExitError
-		if ee, ok := err.(*exitError); ok {
-			code = ee.code
-		}
-		errb.WriteString("error: " + err.Error() + "\n")
-	}
+	code, stdout, stderr = runCLI(t, append([]string{args[0], "--workspace", w}, args[1:]...)...) // run_lifecycle_test.go
 	ss, _ = session.List()
-	return code, out.String(), errb.String(), ss
+	return code, stdout, stderr, ss
 }
 
 func TestRunFakeHelperHappyPath(t *testing.T) {
@@ -220,19 +195,8 @@ func TestRunEgressLayers(t *testing.T) {
 	w := t.TempDir()
 	os.WriteFile(filepath.Join(w, ".brood.toml"), []byte("[egress]\ndeny_hosts = [\"tracker.example\"]\n"), 0o644)
 	run := func(args ...string) (int, string) {
-		root := NewRootCommand()
-		var out, errb bytes.Buffer
-		root.SetOut(&out)
-		root.SetErr(&errb)
-		root.SetIn(strings.NewReader(""))
-		root.SetArgs(append([]string{args[0], "--workspace", w}, args[1:]...))
-		if err := root.Execute(); err != nil {
-			if ee, ok := err.(*exitError); ok {
-				return ee.code, errb.String() + err.Error()
-			}
-			return ExitError, errb.String() + err.Error()
-		}
-		return ExitOK, errb.String()
+		code, _, stderr := runCLI(t, append([]string{args[0], "--workspace", w}, args[1:]...)...) // run_lifecycle_test.go
+		return code, stderr
 	}
 	code, stderr := run("run", "--egress", "standard", "mine")
 	a := f.StartArgs()
@@ -330,14 +294,9 @@ func TestRunSkipsStateDir(t *testing.T) {
 	os.MkdirAll(filepath.Join(state, "sessions", "0123456789ab", "snapshot"), 0o700)
 	os.WriteFile(filepath.Join(state, "sessions", "0123456789ab", "snapshot", "other.txt"), []byte("other session\n"), 0o600)
 	os.WriteFile(filepath.Join(w, "README.md"), []byte("hello\n"), 0o644)
-	root := NewRootCommand()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetIn(strings.NewReader(""))
-	root.SetArgs([]string{"run", "--workspace", w, "shell", "--", "true"})
-	if err := root.Execute(); err != nil {
-		t.Fatalf("run: %v\n%s", err, errb.String())
+	code, _, stderr := runCLI(t, "run", "--workspace", w, "shell", "--", "true") // run_lifecycle_test.go
+	if code != ExitOK {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
 	}
 	ss, _ := session.List()
 	var snap string
@@ -347,7 +306,7 @@ func TestRunSkipsStateDir(t *testing.T) {
 		}
 	}
 	if snap == "" {
-		t.Fatalf("no new session\n%s", errb.String())
+		t.Fatalf("no new session\n%s", stderr)
 	}
 	if _, err := os.Stat(filepath.Join(snap, "README.md")); err != nil {
 		t.Errorf("README.md not snapshotted: %v", err)

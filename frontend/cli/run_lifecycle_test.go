@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,16 +149,10 @@ func TestRunPrintsSnapshotReport(t *testing.T) {
 	os.WriteFile(filepath.Join(w, ".git", "config"), []byte("[credential]\n\thelper = store\n[core]\n\tfsmonitor = /bin/evil\n"), 0o644)
 	os.WriteFile(filepath.Join(w, ".env"), []byte("TOKEN=1\n"), 0o644)
 	os.WriteFile(filepath.Join(w, "a\x1b[31m.pem"), []byte("k"), 0o644)
-	var errb bytes.Buffer
-	root := NewRootCommand()
-	root.SetOut(&bytes.Buffer{})
-	root.SetErr(&errb)
-	root.SetIn(strings.NewReader(""))
-	root.SetArgs([]string{"run-image", "--workspace", w, "test", "--", "true"})
-	if err := root.Execute(); err != nil {
-		t.Fatalf("%v\n%s", err, errb.String())
+	code, _, out := runCLI(t, "run-image", "--workspace", w, "test", "--", "true")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s", code, out)
 	}
-	out := errb.String()
 	for _, want := range []string{"excluded .env (", "sanitized .git/config: removed credential (credential section)", "excluded a\\x1b[31m.pem"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
@@ -211,16 +204,10 @@ func runCLI(t *testing.T, args ...string) (int, string, string) {
 	root.SetIn(strings.NewReader(""))
 	root.SetArgs(args)
 	err := root.Execute()
-	code := ExitOK
 	if err != nil {
-		code = ExitError
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
 		errb.WriteString("error: " + err.Error() + "\n")
 	}
-	return code, out.String(), errb.String()
+	return exitCode(err), out.String(), errb.String()
 }
 
 // TestRunningSessionSettles: a session left "running" by a killed brood is

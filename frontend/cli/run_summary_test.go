@@ -60,26 +60,13 @@ func gitRun(t *testing.T, steps ...[]string) (code int, stderr string) {
 			}
 		}
 	}
-	root := NewRootCommand()
-	var out, errb bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errb)
-	root.SetIn(strings.NewReader(""))
-	root.SetArgs([]string{"run-image", "--workspace", w, "test", "--", "true"})
-	code = ExitOK
-	if err := root.Execute(); err != nil {
-		code = ExitError
-		if ee, ok := err.(*exitError); ok {
-			code = ee.code
-		}
-		errb.WriteString("error: " + err.Error() + "\n")
-	}
+	code, _, stderr = runCLI(t, "run-image", "--workspace", w, "test", "--", "true") // run_lifecycle_test.go
 	mu.Lock()
 	defer mu.Unlock()
 	if agentErr != nil {
 		t.Fatal(agentErr)
 	}
-	return code, errb.String()
+	return code, stderr
 }
 
 // TestRunSummaryShowsCommits: the end-of-run summary counts and shows the commits

@@ -2,15 +2,8 @@ package cli
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"io/fs"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,17 +11,17 @@ import (
 	"testing"
 	"time"
 
+	"brood.dev/brood/internal/testenv"
+
 	"brood.dev/brood/frontend/fakehelper"
 	"brood.dev/brood/helper/api"
 )
 
+// sessionCA returns a fresh test CA's certificate, PEM (testenv.CAPEM), as the helper's
+// session CA.
 func sessionCA(t *testing.T) string {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "ca"}, NotBefore: time.Now(),
-		NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, IsCA: true}
-	der, _ := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
+	return testenv.CAPEM(t)
 }
 
 // TestRunPlaceholders: `brood run claude-code` against a helper that swaps placeholders:

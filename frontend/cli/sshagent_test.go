@@ -17,19 +17,8 @@ import (
 	"brood.dev/brood/frontend"
 	"brood.dev/brood/frontend/sshagent"
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
 )
-
-func edSigner(t *testing.T) (ssh.Signer, ed25519.PrivateKey) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, priv
-}
 
 // devAgent serves an in-memory keyring holding keys (comment → key) on a unix socket,
 // sets SSH_AUTH_SOCK to it and returns it.
@@ -43,16 +32,7 @@ func devAgent(t *testing.T, keys map[string]ed25519.PrivateKey) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); agent.ServeAgent(ring, c) }()
-		}
-	}()
+	testenv.Serve(t, l, func(c net.Conn) { agent.ServeAgent(ring, c) })
 	t.Setenv("SSH_AUTH_SOCK", sock)
 	return sock
 }
@@ -64,9 +44,9 @@ func devAgent(t *testing.T, keys map[string]ed25519.PrivateKey) string {
 // and the helper was told (StartVMArgs.SSHAgent).
 func TestRunSSHAgent(t *testing.T) {
 	f := newFakeHelper(t)
-	dev, devKey := edSigner(t)
-	_, otherKey := edSigner(t)
-	host, _ := edSigner(t)
+	dev, devKey := testenv.SSHSigner(t)
+	_, otherKey := testenv.SSHSigner(t)
+	host, _ := testenv.SSHSigner(t)
 	devAgent(t, map[string]ed25519.PrivateKey{"dev-key": devKey, "other-key": otherKey})
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -124,7 +104,7 @@ func TestRunSSHAgent(t *testing.T) {
 // key of the agent is a usage error before anything starts.
 func TestRunSSHAgentUsage(t *testing.T) {
 	newFakeHelper(t)
-	_, k := edSigner(t)
+	_, k := testenv.SSHSigner(t)
 	sock := devAgent(t, map[string]ed25519.PrivateKey{"dev-key": k})
 	for _, c := range []struct {
 		sock string
@@ -147,7 +127,7 @@ func TestRunSSHAgentUsage(t *testing.T) {
 // after the boot, before the agent's command starts.
 func TestRunSSHAgentNoKnownHost(t *testing.T) {
 	f := newFakeHelper(t)
-	_, k := edSigner(t)
+	_, k := testenv.SSHSigner(t)
 	devAgent(t, map[string]ed25519.PrivateKey{"dev-key": k})
 	t.Setenv("HOME", t.TempDir())
 	f.VMEgress = &api.EgressInfo{Profile: "locked", Hosts: []string{"github.com (22/tcp, 443/tcp)"}}

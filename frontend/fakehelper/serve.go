@@ -6,6 +6,8 @@ import (
 	"errors"
 	"net"
 	"os"
+	"path/filepath"
+	"testing"
 
 	"brood.dev/brood/helper/api"
 )
@@ -149,4 +151,22 @@ func closeAll(files []*os.File) {
 	for _, f := range files {
 		f.Close()
 	}
+}
+
+// Start returns a new fake helper (New) serving a unix socket in a temporary directory of
+// t until t ends, and the socket's path.
+func Start(t testing.TB) (*Helper, string) {
+	t.Helper()
+	h, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "helper.sock")
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go h.Serve(ln)
+	return h, sock
 }

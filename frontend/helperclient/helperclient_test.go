@@ -2,7 +2,6 @@ package helperclient_test
 
 import (
 	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,17 +13,7 @@ import (
 // serve starts the fake helper on a socket of the test's own.
 func serve(t *testing.T) (*fakehelper.Helper, helperclient.Socket) {
 	t.Helper()
-	f, err := fakehelper.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sock := filepath.Join(t.TempDir(), "helper.sock")
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go f.Serve(ln)
+	f, sock := fakehelper.Start(t)
 	return f, helperclient.Socket{Path: sock}
 }
 

@@ -485,20 +485,8 @@ func (s *Interactive) merge(p *printer, k *keys, e *entry) (Decision, bool, erro
 		p.text(merged, 0)
 		p.printf("  A conflicted merge is never taken by itself. Pick w (keep yours) or t (take the\n" +
 			"  agent's), or write this result with its markers into W and resolve it by hand.\n")
-		key, err := k.read(p.paint(sgrBold, "Write the result WITH CONFLICT MARKERS into W? [y/N] "))
-		if err != nil {
-			return Decision{}, false, err
-		}
-		if key != 'y' && key != 'Y' {
-			p.printf("  merge not taken.\n")
-			return Decision{}, false, nil
-		}
-		ok, err := s.confirmRisk(p, k, e.c)
-		if err != nil || !ok {
-			return Decision{}, false, err
-		}
-		note := fmt.Sprintf("three-way merge with %d conflict(s): markers written", n)
-		return Decision{Change: e.c, Verdict: Accept, Content: []byte(merged), Note: note, WHash: sha(e.old)}, true, nil
+		return s.takeMerge(p, k, e, "Write the result WITH CONFLICT MARKERS into W? [y/N] ", merged,
+			fmt.Sprintf("three-way merge with %d conflict(s): markers written", n))
 	}
 	hs, err := Hunks(e.old, merged)
 	if err != nil {
@@ -506,7 +494,14 @@ func (s *Interactive) merge(p *printer, k *keys, e *entry) (Decision, bool, erro
 	}
 	p.printf("%s\n", p.paint(sgrGreen, "three-way merge is clean; it changes your current file as follows:"))
 	p.hunks("W (yours, now) "+EscapeName(e.c.Path), "merged "+EscapeName(e.c.Path), hs, 0)
-	key, err := k.read(p.paint(sgrBold, "Accept the merged result [y/N]? "))
+	return s.takeMerge(p, k, e, "Accept the merged result [y/N]? ", merged, "three-way merge")
+}
+
+// takeMerge asks prompt and, on y and the high-risk confirmation, accepts the merged
+// content for e's change with note (the WHash is W's content the merge was made from);
+// any other answer takes nothing ("merge not taken").
+func (s *Interactive) takeMerge(p *printer, k *keys, e *entry, prompt, merged, note string) (Decision, bool, error) {
+	key, err := k.read(p.paint(sgrBold, prompt))
 	if err != nil {
 		return Decision{}, false, err
 	}
@@ -518,7 +513,7 @@ func (s *Interactive) merge(p *printer, k *keys, e *entry) (Decision, bool, erro
 	if err != nil || !ok {
 		return Decision{}, false, err
 	}
-	return Decision{Change: e.c, Verdict: Accept, Content: []byte(merged), Note: "three-way merge", WHash: sha(e.old)}, true, nil
+	return Decision{Change: e.c, Verdict: Accept, Content: []byte(merged), Note: note, WHash: sha(e.old)}, true, nil
 }
 
 // takeable says why S's side of a conflict cannot be taken ("" when it can): the flush

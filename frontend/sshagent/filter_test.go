@@ -10,23 +10,12 @@ import (
 	"strings"
 	"testing"
 
+	"brood.dev/brood/internal/testenv"
+
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
-
-func newSigner(t *testing.T) (ssh.Signer, ed25519.PrivateKey) {
-	t.Helper()
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s, priv
-}
 
 // bed is a filter in front of an in-memory keyring holding a listed key and an unlisted
 // one, with one allowed code host.
@@ -40,10 +29,10 @@ type bed struct {
 func newBed(t *testing.T) *bed {
 	b := &bed{log: &Log{}}
 	var lp, up ed25519.PrivateKey
-	b.listed, lp = newSigner(t)
-	b.unlisted, up = newSigner(t)
-	b.host, _ = newSigner(t)
-	b.other, _ = newSigner(t)
+	b.listed, lp = testenv.SSHSigner(t)
+	b.unlisted, up = testenv.SSHSigner(t)
+	b.host, _ = testenv.SSHSigner(t)
+	b.other, _ = testenv.SSHSigner(t)
 	ring := agent.NewKeyring()
 	for _, k := range []ed25519.PrivateKey{lp, up} {
 		if err := ring.Add(agent.AddedKey{PrivateKey: k, Comment: "k"}); err != nil {
@@ -157,7 +146,7 @@ func TestFilterRefuses(t *testing.T) {
 			return err
 		}},
 		{"add", func(c agent.ExtendedAgent) error {
-			_, k := newSigner(t)
+			_, k := testenv.SSHSigner(t)
 			return c.Add(agent.AddedKey{PrivateKey: k})
 		}},
 		{"remove", func(c agent.ExtendedAgent) error { return c.Remove(listed) }},
@@ -187,9 +176,9 @@ func TestFilterRefuses(t *testing.T) {
 // (HashKnownHosts), every one of them; a host it does not know is left out, a missing
 // file is no error.
 func TestHostKeys(t *testing.T) {
-	a, _ := newSigner(t)
-	b, _ := newSigner(t)
-	c, _ := newSigner(t)
+	a, _ := testenv.SSHSigner(t)
+	b, _ := testenv.SSHSigner(t)
+	c, _ := testenv.SSHSigner(t)
 	kh := filepath.Join(t.TempDir(), "known_hosts")
 	line := func(host string, k ssh.Signer) string {
 		return knownhosts.Line([]string{host}, k.PublicKey()) + "\n"
@@ -207,8 +196,8 @@ func TestHostKeys(t *testing.T) {
 // TestResolve: a KEY is a fingerprint, a public key file or a comment of the agent's keys;
 // one that names no key is an error.
 func TestResolve(t *testing.T) {
-	a, _ := newSigner(t)
-	b, _ := newSigner(t)
+	a, _ := testenv.SSHSigner(t)
+	b, _ := testenv.SSHSigner(t)
 	keys := []*agent.Key{{Format: a.PublicKey().Type(), Blob: a.PublicKey().Marshal(), Comment: "work"},
 		{Format: b.PublicKey().Type(), Blob: b.PublicKey().Marshal(), Comment: "home"}}
 	pub := filepath.Join(t.TempDir(), "id.pub")

@@ -96,16 +96,7 @@ func serveFilter(t *testing.T, dir string, p *Policy) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); p.Serve(c) }()
-		}
-	}()
+	testenv.Serve(t, l, func(c net.Conn) { p.Serve(c) })
 	return sock
 }
 

@@ -3,8 +3,6 @@ package sshclient
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -12,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"brood.dev/brood/internal/testenv"
 
 	"golang.org/x/crypto/ssh"
 
@@ -28,14 +28,7 @@ type fakeGuest struct {
 }
 
 func newFakeGuest(t *testing.T, client ssh.Signer) *fakeGuest {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs, err := ssh.NewSignerFromKey(priv)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hs, _ := testenv.SSHSigner(t)
 	return &fakeGuest{hostSigner: hs, clientKey: client.PublicKey(), homeFiles: make(chan guestcfg.HomeFile, 8), trusted: make(chan []byte, 4)}
 }
 

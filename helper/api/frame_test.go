@@ -5,11 +5,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"brood.dev/brood/internal/testenv"
 
 	"golang.org/x/sys/unix"
 )
@@ -137,21 +138,8 @@ func TestConnPassesDescriptors(t *testing.T) {
 
 func socketPair(t *testing.T) (*Conn, *Conn) {
 	t.Helper()
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mk := func(fd int) *Conn {
-		f := os.NewFile(uintptr(fd), "sp")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Close() })
-		return NewConn(c.(*net.UnixConn))
-	}
-	return mk(fds[0]), mk(fds[1])
+	a, b := testenv.UnixPair(t, unix.SOCK_STREAM)
+	return NewConn(a), NewConn(b)
 }
 
 func TestValidSessionID(t *testing.T) {

@@ -2,14 +2,9 @@ package egress
 
 import (
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -18,15 +13,9 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/miekg/dns"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-	"golang.org/x/sys/unix"
 
 	"brood.dev/brood/helper/api"
-	"brood.dev/brood/internal/testenv"
-	"brood.dev/brood/netpolicy/dnsproxy"
 	"brood.dev/brood/netpolicy/nftrules"
-	"brood.dev/brood/sandbox"
 )
 
 // egressNetnsEnv carries "host,internet,guest1,guest2" netns names to the re-executed
@@ -49,199 +38,27 @@ func TestEgressNetns(t *testing.T) {
 		egressScenario(t, strings.Split(v, ","))
 		return
 	}
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	host, inet := testenv.NewNetns(t, "h"), testenv.NewNetns(t, "i")
-	g1, g2 := testenv.NewNetns(t, "g"), testenv.NewNetns(t, "g")
-	testenv.IP(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", inet)
-	testenv.IP(t, "-n", host, "addr", "add", "172.31.255.1/30", "dev", "up0")
-	testenv.IP(t, "-n", host, "link", "set", "up0", "up")
-	testenv.IP(t, "-n", host, "route", "add", "default", "via", "172.31.255.2")
-	testenv.IP(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
-	testenv.IP(t, "-n", inet, "link", "set", "up0", "up")
-	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.53/32"} {
-		testenv.IP(t, "-n", inet, "addr", "add", a, "dev", "lo")
-	}
-	cmd := exec.Command("ip", "netns", "exec", host, os.Args[0], "-test.run", "^TestEgressNetns$", "-test.v")
-	cmd.Env = append(os.Environ(), egressNetnsEnv+"="+strings.Join([]string{host, inet, g1, g2}, ","))
-	out, err := cmd.CombinedOutput()
-	t.Logf("helper in netns %s:\n%s", host, out)
-	if err != nil {
-		t.Fatalf("egress scenario in netns %s: %v", host, err)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestEgressNetns") {
-		t.Fatal("the scenario did not run")
-	}
-}
-
-func dialIn(ns, network, addr string, timeout time.Duration) (net.Conn, error) {
-	var c net.Conn
-	err := testenv.InNetns(ns, func() (err error) {
-		c, err = net.DialTimeout(network, addr, timeout)
-		return err
+	names := newEgressBed(t)
+	ipAll(t, [][]string{
+		{"-n", names[1], "addr", "add", "192.0.2.10/32", "dev", "lo"},
+		{"-n", names[1], "addr", "add", "192.0.2.20/32", "dev", "lo"},
 	})
-	return c, err
-}
-
-func connectIn(ns, addr string, timeout time.Duration) error {
-	c, err := dialIn(ns, "tcp", addr, timeout)
-	if err == nil {
-		c.Close()
-	}
-	return err
-}
-
-func queryIn(ns, network, server, name string, qtype uint16) (*dns.Msg, error) {
-	c, err := dialIn(ns, network, server, time.Second)
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	m := new(dns.Msg)
-	m.SetQuestion(name, qtype)
-	r, _, err := (&dns.Client{Net: network, Timeout: 2 * time.Second}).ExchangeWithConn(m, &dns.Conn{Conn: c})
-	return r, err
-}
-
-// vethTaps stands in for taps: CreateTap makes a veth whose peer is eth0 of the next
-// guest netns, configured as the guest would be (address .2, default route via .1).
-// DeleteLink counts the deletes of each name.
-type vethTaps struct {
-	*NetlinkLinks
-	guests  []string
-	next    int
-	deletes map[string]int
-}
-
-func (v *vethTaps) DeleteLink(name string) error {
-	if v.deletes == nil {
-		v.deletes = map[string]int{}
-	}
-	v.deletes[name]++
-	return v.NetlinkLinks.DeleteLink(name)
-}
-
-func (v *vethTaps) CreateTap(name string, uid, gid uint32, addrs []netip.Prefix) (*os.File, error) {
-	if v.next >= len(v.guests) {
-		return nil, errors.New("no guest netns left")
-	}
-	g := v.guests[v.next]
-	v.next++
-	gns, err := netns.GetFromName(g)
-	if err != nil {
-		return nil, err
-	}
-	defer gns.Close()
-	mac, _ := net.ParseMAC(sandbox.DefaultMAC) // the guest NIC's, as QEMU gives it
-	veth := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: "eth0", PeerNamespace: netlink.NsFd(gns),
-		PeerHardwareAddr: mac}
-	if err := v.h.LinkAdd(veth); err != nil {
-		return nil, fmt.Errorf("create veth %q: %w", name, err)
-	}
-	gh, err := netlink.NewHandleAt(gns)
-	if err != nil {
-		return nil, err
-	}
-	defer gh.Close()
-	eth0, err := gh.LinkByName("eth0")
-	if err != nil {
-		return nil, err
-	}
-	for _, p := range addrs {
-		ga := p.Addr().Next()
-		gw := p.Addr()
-		if err := gh.AddrAdd(eth0, &netlink.Addr{IPNet: prefixNet(netip.PrefixFrom(ga, p.Bits())), Flags: unix.IFA_F_NODAD}); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err == nil {
-				err = gh.RouteAdd(&netlink.Route{LinkIndex: eth0.Attrs().Index, Gw: gw.AsSlice()})
-			}
-		}()
-		if err := v.h.AddrAdd(veth, &netlink.Addr{IPNet: prefixNet(p), Flags: unix.IFA_F_NODAD}); err != nil {
-			return nil, err
-		}
-	}
-	if err := gh.LinkSetUp(eth0); err != nil {
-		return nil, err
-	}
-	if err := v.h.LinkSetUp(veth); err != nil {
-		return nil, err
-	}
-	return nil, nil
-}
-
-func prefixNet(p netip.Prefix) *net.IPNet {
-	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
-}
-
-// writeRootPolicy writes a policy file as IT would (root-owned, 0644, in a 0700 dir).
-func writeRootPolicy(t *testing.T, content string) string {
-	p := filepath.Join(t.TempDir(), "policy.toml")
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	runInHost(t, "TestEgressNetns", egressNetnsEnv, names)
 }
 
 func egressScenario(t *testing.T, names []string) {
 	inet, g1, g2 := names[1], names[2], names[3]
 	// The internet: the fake upstream (logs every question) and TCP 443 servers.
-	up, err := dnsproxy.NewFakeUpstream([]string{
+	up := fakeUpstream(t, inet,
 		"ok.pkg.test. 60 IN A 192.0.2.10",
 		"other.pkg.test. 60 IN A 192.0.2.20",
 		"evil.pkg.test. 60 IN A 192.0.2.20",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var upSrv *dnsproxy.Server
-	if err := testenv.InNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer upSrv.Close(t.Context())
-	for _, a := range []string{"192.0.2.10:443", "192.0.2.20:443"} {
-		var l net.Listener
-		if err := testenv.InNetns(inet, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-	}
-
-	links, err := NewNetlinkLinks(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer links.Close()
-	fw, err := nftrules.NewNFT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
-	ct, err := nftrules.NewConntrack(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ct.Close()
-	cfg := DefaultConfig()
-	cfg.Upstream = "192.0.2.53:53"
-	cfg.PolicyPath = writeRootPolicy(t, "deny_hosts = [\"evil.pkg.test\"]\n[[host]]\nname = \"ok.pkg.test\"\n")
-	taps := &vethTaps{NetlinkLinks: links, guests: []string{g1, g2}}
-	e, err := New(cfg, t.TempDir(), taps, fw, ct, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ProxyExe = publicTestBinary(t) // each session's DNS proxy is an egress process
-	defer e.StopAll()
+	)
+	acceptAndClose(t, inet, "192.0.2.10:443", "192.0.2.20:443")
+	// Each session's DNS proxy is an egress process.
+	b := newBed(t, bedOpts{upstream: "192.0.2.53:53", guests: []string{g1, g2}, conntrack: true, proxyProcess: true,
+		policy: "deny_hosts = [\"evil.pkg.test\"]\n[[host]]\nname = \"ok.pkg.test\"\n"})
+	e, links, taps, ct := b.e, b.links, b.taps, b.ct
 
 	// Refusals come before anything is created.
 	t.Run("malformed policy refuses start", func(t *testing.T) {
@@ -317,10 +134,7 @@ func egressScenario(t *testing.T, names []string) {
 	})
 
 	t0 := time.Now()
-	sa, err := e.Start(api.StartVMArgs{ID: "aaaa0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := startLocked(t, e, "aaaa0001")
 	t.Logf("egress start (policy, link, forwarding, nft session, proxy): %v", time.Since(t0))
 	sb, err := e.Start(api.StartVMArgs{ID: "bbbb0002", Egress: "locked", Agent: "shell", AllowHosts: []string{"other.pkg.test"}}, 1000, 1000)
 	if err != nil {

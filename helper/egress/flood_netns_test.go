@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -17,11 +16,6 @@ import (
 
 	"github.com/miekg/dns"
 	"golang.org/x/sys/unix"
-
-	"brood.dev/brood/helper/api"
-	"brood.dev/brood/internal/testenv"
-	"brood.dev/brood/netpolicy/dnsproxy"
-	"brood.dev/brood/netpolicy/nftrules"
 )
 
 // Environment of the processes TestEgressDNSFlood re-executes: the helper's scenario (netns
@@ -37,103 +31,6 @@ const (
 	floodConns        = 3000
 	floodHelperNOFILE = 1024
 )
-
-// newEgressBed builds the topology of TestEgressNetns (host, internet with the fake
-// upstream at 192.0.2.53, two guests) and returns the netns names in that order.
-func newEgressBed(t *testing.T) []string {
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	host, inet := testenv.NewNetns(t, "h"), testenv.NewNetns(t, "i")
-	g1, g2 := testenv.NewNetns(t, "g"), testenv.NewNetns(t, "g")
-	testenv.IP(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", inet)
-	testenv.IP(t, "-n", host, "addr", "add", "172.31.255.1/30", "dev", "up0")
-	testenv.IP(t, "-n", host, "link", "set", "up0", "up")
-	testenv.IP(t, "-n", host, "route", "add", "default", "via", "172.31.255.2")
-	testenv.IP(t, "-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0")
-	testenv.IP(t, "-n", inet, "link", "set", "up0", "up")
-	testenv.IP(t, "-n", inet, "addr", "add", "192.0.2.53/32", "dev", "lo")
-	return []string{host, inet, g1, g2}
-}
-
-// unitCaps is the capability bounding set of systemd/broodd-helper.service, in setpriv's
-// syntax, plus cap_net_bind_service (the daemon binds each proxy's port 53; the unit's
-// comment says egress adds it, its bounding set does not yet) and cap_sys_admin (the
-// scenario's own guest side enters namespaces with setns, which the helper never does).
-const unitCaps = "-all,+net_admin,+setuid,+setgid,+kill,+chown,+net_bind_service,+sys_admin"
-
-// runInHost re-executes test in the bed's host netns with env=names and fails t unless
-// it passed there. With caps, the scenario runs under setpriv with that bounding set,
-// no inheritable capability and no_new_privs, as the helper runs under its unit.
-func runInHost(t *testing.T, test, env string, names []string, caps ...string) {
-	args := []string{"netns", "exec", names[0]}
-	if len(caps) > 0 {
-		testenv.RequireCommand(t, "setpriv")
-		args = append(args, "setpriv", "--bounding-set", caps[0], "--inh-caps=-all", "--no-new-privs")
-	}
-	cmd := exec.Command("ip", append(args, os.Args[0], "-test.run", "^"+test+"$", "-test.v")...)
-	cmd.Env = append(os.Environ(), env+"="+strings.Join(names, ","))
-	out, err := cmd.CombinedOutput()
-	t.Logf("helper in netns %s:\n%s", names[0], out)
-	if err != nil {
-		t.Fatalf("scenario in netns %s: %v", names[0], err)
-	}
-	if !strings.Contains(string(out), "--- PASS: "+test) {
-		t.Fatal("the scenario did not run")
-	}
-}
-
-// startBedManager starts the fake upstream in the bed's internet netns and a Manager with
-// one veth stand-in tap per guest, under a policy allowing ok.pkg.test.
-func startBedManager(t *testing.T, names []string) *Manager {
-	up, err := dnsproxy.NewFakeUpstream([]string{"ok.pkg.test. 60 IN A 192.0.2.10"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var upSrv *dnsproxy.Server
-	if err := testenv.InNetns(names[1], func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { upSrv.Close(t.Context()) })
-	links, err := NewNetlinkLinks(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { links.Close() })
-	fw, err := nftrules.NewNFT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fw.Close() })
-	cfg := DefaultConfig()
-	cfg.Upstream = "192.0.2.53:53"
-	cfg.PolicyPath = writeRootPolicy(t, "[[host]]\nname = \"ok.pkg.test\"\n")
-	e, err := New(cfg, t.TempDir(), &vethTaps{NetlinkLinks: links, guests: names[2:]}, fw, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ProxyExe = publicTestBinary(t) // the DNS proxy runs as the egress process
-	t.Cleanup(e.StopAll)
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(publicBin)) })
-	return e
-}
-
-// waitAnswered queries addr from netns ns over TCP until it answers ok.pkg.test (at most
-// 10 s): a fresh veth drops packets until the kernel's link watch has brought its carrier
-// up, which may take up to a second.
-func waitAnswered(t *testing.T, ns, addr string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := queryIn(ns, "tcp", addr, "ok.pkg.test.", dns.TypeA)
-		if err == nil && r.Rcode == dns.RcodeSuccess {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("query %s from %s = %v, %v", addr, ns, r, err)
-		}
-	}
-}
 
 // TestEgressDNSFlood performs the descriptor-exhaustion attack on the DNS proxy: a guest
 // opens floodConns TCP connections to its session's proxy and holds them while the helper
@@ -189,14 +86,8 @@ func floodScenario(t *testing.T, names []string) {
 		}
 	}
 	e := startBedManager(t, names)
-	sa, err := e.Start(api.StartVMArgs{ID: "aaaa0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := e.Start(api.StartVMArgs{ID: "bbbb0002", Egress: "locked", Agent: "shell"}, 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := startLocked(t, e, "aaaa0001")
+	sb := startLocked(t, e, "bbbb0002")
 	dnsA, dnsB := net.JoinHostPort(sa.Info.DNS, "53"), net.JoinHostPort(sb.Info.DNS, "53")
 	waitAnswered(t, names[2], dnsA)
 	waitAnswered(t, names[3], dnsB)

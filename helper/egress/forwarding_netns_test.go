@@ -1,11 +1,8 @@
 package egress
 
 import (
-	"io"
-	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,12 +35,11 @@ func TestUplinkForwardingRestored(t *testing.T) {
 		forwardingScenario(t, strings.Split(v, ","))
 		return
 	}
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	host, lan, other, guest := testenv.NewNetns(t, "h"), testenv.NewNetns(t, "l"), testenv.NewNetns(t, "o"), testenv.NewNetns(t, "g")
-	testenv.IP(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", lan)
-	testenv.IP(t, "link", "add", "other0", "netns", host, "type", "veth", "peer", "name", "other0", "netns", other)
-	for _, c := range [][]string{
+	names := bedNetns(t, "h", "l", "o", "g")
+	host, lan, other := names[0], names[1], names[2]
+	bedVeth(t, "up0", host, lan)
+	bedVeth(t, "other0", host, other)
+	ipAll(t, [][]string{
 		{"-n", host, "addr", "add", "172.31.254.1/24", "dev", "up0"},
 		{"-n", host, "-6", "addr", "add", "fd31::1/64", "dev", "up0", "nodad"},
 		{"-n", host, "addr", "add", "10.77.0.1/24", "dev", "other0"},
@@ -61,19 +57,8 @@ func TestUplinkForwardingRestored(t *testing.T) {
 		{"-n", other, "link", "set", "other0", "up"},
 		{"-n", other, "route", "add", "default", "via", "10.77.0.1"},
 		{"-n", other, "-6", "route", "add", "default", "via", "fd77::1"},
-	} {
-		testenv.IP(t, c...)
-	}
-	cmd := exec.Command("ip", "netns", "exec", host, os.Args[0], "-test.run", "^TestUplinkForwardingRestored$", "-test.v")
-	cmd.Env = append(os.Environ(), forwardingNetnsEnv+"="+strings.Join([]string{host, lan, other, guest}, ","))
-	out, err := cmd.CombinedOutput()
-	t.Logf("helper in netns %s:\n%s", host, out)
-	if err != nil {
-		t.Fatalf("forwarding scenario in netns %s: %v", host, err)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestUplinkForwardingRestored") {
-		t.Fatal("the scenario did not run")
-	}
+	})
+	runInHost(t, "TestUplinkForwardingRestored", forwardingNetnsEnv, names)
 }
 
 // readSysctl returns /proc/sys/<key> of this process's netns, trimmed.
@@ -140,37 +125,14 @@ func sendUDPIn(t *testing.T, ns, dst string) {
 }
 
 func forwardingScenario(t *testing.T, names []string) {
-	lan, guest := names[1], names[3] // names[2] is the other network, only routed to
-	links, err := NewNetlinkLinks(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer links.Close()
-	fw, err := nftrules.NewNFT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
+	lan, guest := names[1], names[3]                                                                       // names[2] is the other network, only routed to
+	b := newBed(t, bedOpts{upstream: "172.31.254.2:53", guests: []string{guest, guest, guest}, ipv6: true, // the upstream is never asked
+		policy: "[[host]]\nname = \"ok.pkg.test\"\n"})
+	e, links, fw, v6, logDir := b.e, b.links, b.fw, b.v6, b.logDir
 	conn, err := nftables.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	v6, err := OpenIPv6Conf()
-	if err != nil {
-		t.Fatalf("IPv6 force_forwarding: %v", err)
-	}
-	defer v6.Close()
-	cfg := DefaultConfig()
-	cfg.Upstream = "172.31.254.2:53" // never asked
-	cfg.PolicyPath = writeRootPolicy(t, "[[host]]\nname = \"ok.pkg.test\"\n")
-	logDir := t.TempDir()
-	taps := &vethTaps{NetlinkLinks: links, guests: []string{guest, guest, guest}}
-	e, err := New(cfg, logDir, taps, fw, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.IPv6 = v6
-	defer e.StopAll()
 	for _, k := range []string{"net/ipv4/conf/up0/forwarding", "net/ipv6/conf/up0/force_forwarding"} {
 		writeSysctl(t, k, "0")
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -22,7 +21,6 @@ import (
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/dnsproxy"
-	"brood.dev/brood/netpolicy/nftrules"
 )
 
 // gateNetnsEnv carries "host,internet,guest1,guest2" netns names to the re-executed test
@@ -46,29 +44,19 @@ func TestNameGateNetns(t *testing.T) {
 		gateScenario(t, strings.Split(v, ","))
 		return
 	}
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	host, inet := testenv.NewNetns(t, "h"), testenv.NewNetns(t, "i")
-	g1, g2 := testenv.NewNetns(t, "g"), testenv.NewNetns(t, "g")
-	testenv.IP(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", inet)
-	for _, c := range [][]string{
-		{"-n", host, "addr", "add", "172.31.255.1/30", "dev", "up0"},
+	names := newEgressBed(t)
+	host, inet := names[0], names[1]
+	ipAll(t, [][]string{
 		{"-n", host, "-6", "addr", "add", "fd21::1/126", "dev", "up0", "nodad"},
-		{"-n", host, "link", "set", "up0", "up"},
-		{"-n", host, "route", "add", "default", "via", "172.31.255.2"},
 		{"-n", host, "-6", "route", "add", "default", "via", "fd21::2"},
-		{"-n", inet, "addr", "add", "172.31.255.2/30", "dev", "up0"},
 		{"-n", inet, "-6", "addr", "add", "fd21::2/126", "dev", "up0", "nodad"},
-		{"-n", inet, "link", "set", "up0", "up"},
 		{"-n", inet, "link", "set", "lo", "up"},
 		{"-n", inet, "-6", "addr", "add", "2001:db8::10/128", "dev", "lo"},
-	} {
-		testenv.IP(t, c...)
-	}
-	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32", "192.0.2.30/32", "192.0.2.53/32"} {
-		testenv.IP(t, "-n", inet, "addr", "add", a, "dev", "lo")
-	}
-	runInHost(t, "TestNameGateNetns", gateNetnsEnv, []string{host, inet, g1, g2}, unitCaps)
+		{"-n", inet, "addr", "add", "192.0.2.10/32", "dev", "lo"},
+		{"-n", inet, "addr", "add", "192.0.2.20/32", "dev", "lo"},
+		{"-n", inet, "addr", "add", "192.0.2.30/32", "dev", "lo"},
+	})
+	runInHost(t, "TestNameGateNetns", gateNetnsEnv, names, unitCaps)
 }
 
 // gateInternet starts the internet's servers in netns inet: TLS echo servers on 443 and
@@ -231,7 +219,7 @@ func (w *segmenter) Write(b []byte) (int, error) {
 
 func gateScenario(t *testing.T, names []string) {
 	inet, g1, g2 := names[1], names[2], names[3]
-	up, err := dnsproxy.NewFakeUpstream([]string{
+	fakeUpstream(t, inet,
 		"ok.pkg.test. 600 IN A 192.0.2.10",
 		"ok.pkg.test. 600 IN AAAA 2001:db8::10",
 		"evil.pkg.test. 600 IN A 192.0.2.10", // another tenant of the same edge
@@ -239,48 +227,12 @@ func gateScenario(t *testing.T, names []string) {
 		"alt.pkg.test. 600 IN A 192.0.2.20",
 		"cdn.pkg.test. 600 IN CNAME edge.cdn.test.", // allowed, behind a CDN's name
 		"edge.cdn.test. 600 IN A 192.0.2.20",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var upSrv *dnsproxy.Server
-	if err := testenv.InNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer upSrv.Close(t.Context())
+	)
 	ccfg, accepted := gateInternet(t, inet, "192.0.2.10", "192.0.2.20", "192.0.2.30", "2001:db8::10")
-
-	links, err := NewNetlinkLinks(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer links.Close()
-	fw, err := nftrules.NewNFT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
-	v6, err := OpenIPv6Conf()
-	if err != nil {
-		t.Fatalf("IPv6 force_forwarding: %v", err)
-	}
-	defer v6.Close()
-	cfg := DefaultConfig()
-	cfg.Upstream = "192.0.2.53:53"
-	cfg.PolicyPath = writeRootPolicy(t, "[[host]]\nname = \"ok.pkg.test\"\nports = [\"443\", \"80\"]\n"+
-		"[[host]]\nname = \"short.pkg.test\"\n[[host]]\nname = \"alt.pkg.test\"\n[[host]]\nname = \"cdn.pkg.test\"\n")
-	e, err := New(cfg, t.TempDir(), &vethTaps{NetlinkLinks: links, guests: []string{g1, g2}}, fw, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.IPv6 = v6
-	e.ProxyExe = publicTestBinary(t)
-	defer e.StopAll()
-	s, err := e.Start(api.StartVMArgs{ID: "gate0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := newBed(t, bedOpts{upstream: "192.0.2.53:53", guests: []string{g1, g2}, ipv6: true, proxyProcess: true,
+		policy: "[[host]]\nname = \"ok.pkg.test\"\nports = [\"443\", \"80\"]\n" +
+			"[[host]]\nname = \"short.pkg.test\"\n[[host]]\nname = \"alt.pkg.test\"\n[[host]]\nname = \"cdn.pkg.test\"\n"}).e
+	s := startLocked(t, e, "gate0001")
 	dnsA := net.JoinHostPort(s.Info.DNS, "53")
 	resolve := func(name string, qtype uint16) {
 		t.Helper()

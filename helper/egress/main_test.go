@@ -2,10 +2,9 @@ package egress
 
 import (
 	"os"
-	"path/filepath"
-	"sync"
 	"testing"
 
+	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy"
 )
 
@@ -29,33 +28,9 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-var (
-	publicBinOnce sync.Once
-	publicBin     string
-	publicBinErr  error
-)
-
-// publicTestBinary copies the test binary where the session's uid can execute it (the go
-// test build directory is private to root) and returns its path.
+// publicTestBinary is testenv.PublicTestBinary: a copy of this test binary that the
+// session's uid can execute.
 func publicTestBinary(t *testing.T) string {
 	t.Helper()
-	publicBinOnce.Do(func() {
-		data, err := os.ReadFile(os.Args[0])
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		dir, err := os.MkdirTemp("", "brood-egress-bin-")
-		if err != nil {
-			publicBinErr = err
-			return
-		}
-		os.Chmod(dir, 0o755)
-		publicBin = filepath.Join(dir, "egress.test")
-		publicBinErr = os.WriteFile(publicBin, data, 0o755)
-	})
-	if publicBinErr != nil {
-		t.Fatal(publicBinErr)
-	}
-	return publicBin
+	return testenv.PublicTestBinary(t)
 }

@@ -1,9 +1,6 @@
 package egress
 
 import (
-	"io"
-	"log/slog"
-	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,7 +12,6 @@ import (
 	"github.com/google/nftables"
 
 	"brood.dev/brood/helper/api"
-	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/netpolicy/nftrules"
 )
 
@@ -37,11 +33,10 @@ func TestPermissiveRefusesHostNetworks(t *testing.T) {
 		permissiveScenario(t, strings.Split(v, ","))
 		return
 	}
-	testenv.RequireRoot(t)
-	testenv.RequireCommand(t, "ip")
-	host, lan, guest := testenv.NewNetns(t, "h"), testenv.NewNetns(t, "l"), testenv.NewNetns(t, "g")
-	testenv.IP(t, "link", "add", "up0", "netns", host, "type", "veth", "peer", "name", "up0", "netns", lan)
-	for _, c := range [][]string{
+	names := bedNetns(t, "h", "l", "g")
+	host, lan := names[0], names[1]
+	bedVeth(t, "up0", host, lan)
+	ipAll(t, [][]string{
 		{"-n", host, "addr", "add", "44.1.2.1/24", "dev", "up0"},
 		{"-n", host, "-6", "addr", "add", "2a01:4f8:1::1/64", "dev", "up0", "nodad"},
 		{"-n", host, "link", "set", "up0", "up"},
@@ -55,64 +50,15 @@ func TestPermissiveRefusesHostNetworks(t *testing.T) {
 		{"-n", lan, "addr", "add", "46.1.1.2/24", "dev", "up0"}, // the host joins this LAN later
 		{"-n", lan, "addr", "add", "47.0.0.1/32", "dev", "lo"},  // the host routes to this later
 		{"-n", lan, "link", "set", "up0", "up"},
-	} {
-		testenv.IP(t, c...)
-	}
-	cmd := exec.Command("ip", "netns", "exec", host, os.Args[0], "-test.run", "^TestPermissiveRefusesHostNetworks$", "-test.v")
-	cmd.Env = append(os.Environ(), permissiveNetnsEnv+"="+strings.Join([]string{host, lan, guest}, ","))
-	out, err := cmd.CombinedOutput()
-	t.Logf("helper in netns %s:\n%s", host, out)
-	if err != nil {
-		t.Fatalf("permissive scenario in netns %s: %v", host, err)
-	}
-	if !strings.Contains(string(out), "--- PASS: TestPermissiveRefusesHostNetworks") {
-		t.Fatal("the scenario did not run")
-	}
+	})
+	runInHost(t, "TestPermissiveRefusesHostNetworks", permissiveNetnsEnv, names)
 }
 
 func permissiveScenario(t *testing.T, names []string) {
 	lan, guest := names[1], names[2]
 	targets := []string{"192.0.2.10:443", "44.1.2.2:443", "45.0.0.1:443", "[2a01:4f8:1::2]:443", "46.1.1.2:443", "47.0.0.1:443"}
-	for _, a := range targets {
-		var l net.Listener
-		if err := testenv.InNetns(lan, func() (err error) { l, err = net.Listen("tcp", a); return err }); err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				c.Close()
-			}
-		}()
-	}
-	links, err := NewNetlinkLinks(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer links.Close()
-	fw, err := nftrules.NewNFT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer fw.Close()
-	v6, err := OpenIPv6Conf()
-	if err != nil {
-		t.Fatalf("IPv6 force_forwarding: %v", err)
-	}
-	defer v6.Close()
-	cfg := DefaultConfig()
-	cfg.Upstream = "192.0.2.10:53" // never asked
-	cfg.PolicyPath = writeRootPolicy(t, "")
-	e, err := New(cfg, t.TempDir(), &vethTaps{NetlinkLinks: links, guests: []string{guest}}, fw, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.IPv6 = v6
+	acceptAndClose(t, lan, targets...)
+	e := newBed(t, bedOpts{upstream: "192.0.2.10:53", guests: []string{guest}, ipv6: true}).e // the upstream is never asked
 	refreshed := make(chan struct{}, 1)
 	e.onRefresh = func() {
 		select {
@@ -120,7 +66,6 @@ func permissiveScenario(t *testing.T, names []string) {
 		default:
 		}
 	}
-	defer e.StopAll()
 	s, err := e.Start(api.StartVMArgs{ID: "perm0001", Egress: "permissive"}, 1000, 1000)
 	if err != nil {
 		t.Fatal(err)

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"io"
 	"log/slog"
-	"net"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"brood.dev/brood/internal/testenv"
 
 	"golang.org/x/sys/unix"
 
@@ -98,11 +98,7 @@ func mustPort(t *testing.T, s string) netpolicy.Port {
 // TestPinGateCountsProcessPanics: a panic the egress process reports is counted in
 // ProxyPanics (which doctor shows) and logged; the gate goes on serving.
 func TestPinGateCountsProcessPanics(t *testing.T) {
-	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine, theirs := fileConn(t, fds[0]), fileConn(t, fds[1])
+	mine, theirs := testenv.UnixPair(t, unix.SOCK_SEQPACKET)
 	var logBuf bytes.Buffer
 	g := &pinGate{eff: &netpolicy.Effective{}, fw: &nftrules.Fake{}, id: "s1", dlog: newDecisionLog(io.Discard, 1<<10),
 		log: slog.New(slog.NewTextHandler(&logBuf, nil))}
@@ -128,14 +124,4 @@ func TestPinGateCountsProcessPanics(t *testing.T) {
 	if !strings.Contains(logBuf.String(), "recovered a handler panic") {
 		t.Errorf("log: %s", logBuf.String())
 	}
-}
-
-func fileConn(t *testing.T, fd int) *net.UnixConn {
-	f := os.NewFile(uintptr(fd), "ctl")
-	defer f.Close()
-	c, err := net.FileConn(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c.(*net.UnixConn)
 }

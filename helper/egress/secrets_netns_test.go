@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -21,8 +20,6 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
-	"brood.dev/brood/netpolicy/dnsproxy"
-	"brood.dev/brood/netpolicy/nftrules"
 )
 
 // secretsNetnsEnv carries the bed's netns names to the re-executed scenario.
@@ -54,9 +51,10 @@ func TestSecretsNetns(t *testing.T) {
 	}
 	names := newEgressBed(t)
 	names = append(names, testenv.NewNetns(t, "g")) // a third guest: writeBackScenario's second session
-	for _, a := range []string{"192.0.2.10/32", "192.0.2.20/32"} {
-		testenv.IP(t, "-n", names[1], "addr", "add", a, "dev", "lo")
-	}
+	ipAll(t, [][]string{
+		{"-n", names[1], "addr", "add", "192.0.2.10/32", "dev", "lo"},
+		{"-n", names[1], "addr", "add", "192.0.2.20/32", "dev", "lo"},
+	})
 	runInHost(t, "TestSecretsNetns", secretsNetnsEnv, names, unitCaps)
 }
 
@@ -111,18 +109,10 @@ func serveBound(t *testing.T, ns, addr string, cert tls.Certificate, h http.Hand
 
 func secretsScenario(t *testing.T, names []string) {
 	inet, g1 := names[1], names[2]
-	up, err := dnsproxy.NewFakeUpstream([]string{
+	fakeUpstream(t, inet,
 		"api.bound.test. 600 IN A 192.0.2.10",
 		"other.bound.test. 600 IN A 192.0.2.20",
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var upSrv *dnsproxy.Server
-	if err := testenv.InNetns(inet, func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
-		t.Fatal(err)
-	}
-	defer upSrv.Close(t.Context())
+	)
 	cert, _, rootPEM := testenv.TestCAPEM(t, "api.bound.test", "other.bound.test")
 	apiHost, otherHost := &boundHost{}, &boundHost{}
 	serveBound(t, inet, "192.0.2.10", cert, apiHost)
@@ -293,50 +283,15 @@ func (b *boundHost) lastBody() string {
 // two bound hosts. It returns the Manager and its decision log directory, which also
 // holds the Manager's own log (helper.log).
 func secretsManager(t *testing.T, names []string) (*Manager, string) {
-	links, err := NewNetlinkLinks(-1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { links.Close() })
-	fw, err := nftrules.NewNFT()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { fw.Close() })
-	cfg := DefaultConfig()
-	cfg.Upstream = "192.0.2.53:53"
-	cfg.PolicyPath = writeRootPolicy(t, "[[host]]\nname = \"api.bound.test\"\n[[host]]\nname = \"other.bound.test\"\n")
-	logDir := t.TempDir()
-	// The daemon's own log goes into logDir too, which assertNoCanary scans.
-	hl, err := os.Create(filepath.Join(logDir, "helper.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { hl.Close() })
-	e, err := New(cfg, logDir, &vethTaps{NetlinkLinks: links, guests: names[2:]}, fw, nil,
-		slog.New(slog.NewTextHandler(hl, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.ProxyExe = publicTestBinary(t)
-	t.Cleanup(e.StopAll)
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(publicBin)) })
-	return e, logDir
+	b := newBed(t, bedOpts{upstream: "192.0.2.53:53", guests: names[2:], proxyProcess: true, helperLog: true,
+		policy: "[[host]]\nname = \"api.bound.test\"\n[[host]]\nname = \"other.bound.test\"\n"})
+	return b.e, b.logDir
 }
 
 // guestClient is an HTTPS client in netns ns that resolves through the session's DNS
 // proxy at dnsAddr and trusts only caPEM (the session CA).
 func guestClient(t *testing.T, ns, dnsAddr, caPEM string) *http.Client {
-	// A fresh veth drops packets until its carrier is up (see waitAnswered).
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		r, err := queryIn(ns, "tcp", dnsAddr, "api.bound.test.", dns.TypeA)
-		if err == nil && r.Rcode == dns.RcodeSuccess {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("query %s from %s = %v, %v", dnsAddr, ns, r, err)
-		}
-	}
+	waitAnsweredName(t, ns, dnsAddr, "api.bound.test.")
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM([]byte(caPEM)) {
 		t.Fatal("session CA: no certificate")

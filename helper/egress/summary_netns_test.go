@@ -36,10 +36,7 @@ func TestEgressSummaryBounded(t *testing.T) {
 
 func summaryScenario(t *testing.T, names []string) {
 	e := startBedManager(t, names)
-	sa, err := e.Start(api.StartVMArgs{ID: "aaaa0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := startLocked(t, e, "aaaa0001")
 	dnsA := net.JoinHostPort(sa.Info.DNS, "53")
 	waitAnswered(t, names[2], dnsA)
 	for i := range summaryNames {

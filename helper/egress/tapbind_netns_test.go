@@ -9,7 +9,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 )
 
@@ -36,14 +35,8 @@ func TestEgressProxyTapOnly(t *testing.T) {
 
 func tapOnlyScenario(t *testing.T, names []string) {
 	e := startBedManager(t, names)
-	sa, err := e.Start(api.StartVMArgs{ID: "aaaa0001", Egress: "locked", Agent: "shell"}, 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := e.Start(api.StartVMArgs{ID: "bbbb0002", Egress: "locked", Agent: "shell"}, 1000, 1000)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sa := startLocked(t, e, "aaaa0001")
+	sb := startLocked(t, e, "bbbb0002")
 	inet, g1, g2 := names[1], names[2], names[3]
 	waitAnswered(t, g1, net.JoinHostPort(sa.Addrs.Host4.String(), "53"))
 	waitAnswered(t, g2, net.JoinHostPort(sb.Addrs.Host4.String(), "53"))

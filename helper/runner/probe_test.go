@@ -213,43 +213,15 @@ func setLoUp() error {
 	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
 }
 
-// publicCopy copies the test binary to a world-readable directory (the runner and the
-// fake VMM run as probeUID) and returns its path.
-func publicCopy(t *testing.T, dir string) string {
-	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(dir, "runner.test")
-	if err := os.WriteFile(p, data, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // probeTargets makes the fake VMM's targets under pub and writes the spec into share:
 // a sibling process of probeUID, a listening pathname socket owned by probeUID in a
 // directory it owns (mode 0777: only seccomp stands in the way) and a listening abstract
 // socket in the test's network namespace.
 func probeTargets(t *testing.T, bin, pub, share string) probeSpec {
 	t.Helper()
-	sib := exec.Command(bin)
-	sib.Env = []string{childEnv + "=sleep"}
-	sib.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: probeUID, Gid: probeUID, Groups: []uint32{}}, Pdeathsig: syscall.SIGKILL}
-	in, err := sib.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sib.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); sib.Wait() })
-	s := probeSpec{Secret: filepath.Join(pub, "agent", "secret"), Sibling: sib.Process.Pid, Agent: filepath.Join(pub, "agent", "agent.sock"), Abstract: fmt.Sprintf("brood-probe-%d", os.Getpid())}
+	sib := startSleeper(t, bin, &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: probeUID, Gid: probeUID, Groups: []uint32{}},
+		Pdeathsig: syscall.SIGKILL})
+	s := probeSpec{Secret: filepath.Join(pub, "agent", "secret"), Sibling: sib, Agent: filepath.Join(pub, "agent", "agent.sock"), Abstract: fmt.Sprintf("brood-probe-%d", os.Getpid())}
 	os.Mkdir(filepath.Dir(s.Agent), 0o777)
 	os.Chown(filepath.Dir(s.Agent), probeUID, probeUID)
 	for _, name := range []string{s.Agent, "@" + s.Abstract} {
@@ -294,22 +266,7 @@ func spawnProbe(t *testing.T, spawnerExe, pub, share string, cfg Config) ([]Even
 		t.Fatal(err)
 	}
 	files := []*os.File{ew, b}
-	for _, p := range []string{share, run} {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	for _, n := range []string{"vmlinux", "initrd", "image"} {
-		p := filepath.Join(pub, n)
-		os.WriteFile(p, []byte(n), 0o644)
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	files = append(files, testenv.RunnerFiles(t, share, run, pub)...)
 	pid, pidfd, err := sp.Spawn(spawner.Request{UID: probeUID, GID: probeUID}, files)
 	closeFiles(files)
 	if err != nil {
@@ -378,7 +335,7 @@ func TestVMMConfinementProbe(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(pub) })
 	os.Chmod(pub, 0o755)
-	bin := publicCopy(t, pub)
+	bin := testenv.CopyTestBinary(t, pub) // the runner and the fake VMM run as probeUID
 	share := filepath.Join(pub, "share")
 	os.Mkdir(share, 0o755)
 	os.Chown(share, probeUID, probeUID)
@@ -556,28 +513,10 @@ func TestVMMScopes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	other := exec.Command(os.Args[0])
-	other.Env = []string{childEnv + "=sleep"}
-	in, err := other.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { in.Close(); other.Wait() }()
+	testenv.Serve(t, l, nil)
+	other := startSleeper(t, os.Args[0], nil)
 	probe := func() [2]string {
-		return [2]string{errString(unixConnect(&unix.SockaddrUnix{Name: name})), errString(unix.Kill(other.Process.Pid, 0))}
+		return [2]string{errString(unixConnect(&unix.SockaddrUnix{Name: name})), errString(unix.Kill(other, 0))}
 	}
 	type res struct {
 		got [2]string

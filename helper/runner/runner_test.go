@@ -110,6 +110,24 @@ func testSocketpair() (*os.File, *os.File, error) {
 	return os.NewFile(uintptr(fds[0]), "a"), os.NewFile(uintptr(fds[1]), "b"), nil
 }
 
+// startSleeper starts bin (this test binary) as the "sleep" child with attr (nil: as the
+// test's own user) and returns its pid; it ends when t does (its stdin is closed).
+func startSleeper(t *testing.T, bin string, attr *syscall.SysProcAttr) int {
+	t.Helper()
+	c := exec.Command(bin)
+	c.Env = []string{childEnv + "=sleep"}
+	c.SysProcAttr = attr
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); c.Wait() })
+	return c.Process.Pid
+}
+
 // runnerLLSpec is the input of the runner-confinement child.
 type runnerLLSpec struct {
 	Outside string // a directory the runner must not reach (stands for $HOME)
@@ -201,34 +219,10 @@ func TestRunnerLandlock(t *testing.T) {
 	}
 	defer a.Close()
 	files = append(files, b)
-	for _, p := range []string{dirs["share"], dirs["run"]} {
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
-	for _, n := range []string{"vmlinux", "initrd", "image"} {
-		p := filepath.Join(base, n)
-		os.WriteFile(p, []byte(n), 0o644)
-		f, err := os.Open(p)
-		if err != nil {
-			t.Fatal(err)
-		}
-		files = append(files, f)
-	}
+	files = append(files, testenv.RunnerFiles(t, dirs["share"], dirs["run"], base)...)
 	defer closeFiles(files)
-	other := exec.Command(os.Args[0])
-	other.Env = []string{childEnv + "=sleep"}
-	in, err := other.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := other.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { in.Close(); other.Wait() }()
-	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"], Other: other.Process.Pid})
+	other := startSleeper(t, os.Args[0], nil)
+	js, _ := json.Marshal(runnerLLSpec{Outside: dirs["outside"], Other: other})
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=landlock", "BROOD_TEST_LL="+string(js))
 	cmd.ExtraFiles = files

@@ -3,6 +3,7 @@ package testenv
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -33,6 +34,26 @@ func IP(t testing.TB, args ...string) {
 	}
 }
 
+// RerunInNetns re-executes the test binary in the named network namespace (ip netns exec)
+// to run only the top-level test named test (-test.run ^test$ -test.v), with env
+// ("NAME=value") added to this process's environment and prefix (a command and its
+// arguments, e.g. setpriv's) run before the binary. It logs the child's output and fails
+// t unless the child passed that test.
+func RerunInNetns(t testing.TB, name, test string, env []string, prefix ...string) {
+	t.Helper()
+	args := append([]string{"netns", "exec", name}, prefix...)
+	cmd := exec.Command("ip", append(args, os.Args[0], "-test.run", "^"+test+"$", "-test.v")...)
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.CombinedOutput()
+	t.Logf("in netns %s:\n%s", name, out)
+	if err != nil {
+		t.Fatalf("scenario in netns %s: %v", name, err)
+	}
+	if !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatal("the scenario did not run")
+	}
+}
+
 // InNetns runs fn on a thread switched into the named network namespace; sockets fn
 // creates stay there. It returns fn's error, or the error of entering or leaving.
 func InNetns(name string, fn func() error) error {
@@ -59,4 +80,39 @@ func InNetns(name string, fn func() error) error {
 	}
 	runtime.UnlockOSThread()
 	return ferr
+}
+
+// InNewNetns creates an unnamed network namespace and runs fn (when not nil) on a thread
+// switched into it, then switches the thread back: what fn creates there (devices,
+// sockets) stays there. It returns a handle of the namespace, closed when t ends (the
+// namespace lives while a handle, or a device or socket in it, does). Failing to create
+// or enter it, or fn's error, fails t; failing to switch back panics (the thread must not
+// run anything else in the wrong namespace).
+func InNewNetns(t testing.TB, fn func() error) netns.NsHandle {
+	t.Helper()
+	runtime.LockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := netns.New() // this thread now lives in the new namespace
+	if err != nil {
+		runtime.UnlockOSThread()
+		t.Fatalf("new netns: %v", err)
+	}
+	t.Cleanup(func() { ns.Close() })
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic("return to the test's netns: " + err.Error())
+		}
+		runtime.UnlockOSThread()
+	}()
+	if fn != nil {
+		if err := fn(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns
 }

@@ -58,3 +58,11 @@ func TestCAPEM(t testing.TB, names ...string) (tls.Certificate, *x509.CertPool, 
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool, caPEM
 }
+
+// CAPEM returns the certificate of a fresh test CA, PEM (TestCAPEM's, its server
+// certificate for ca.test unused): for a test that needs a CA certificate and no handshake.
+func CAPEM(t testing.TB) string {
+	t.Helper()
+	_, _, pem := TestCAPEM(t, "ca.test")
+	return string(pem)
+}

@@ -245,16 +245,7 @@ func TestEgress(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			t.Cleanup(func() { l.Close() })
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
+			testenv.Serve(t, l, nil)
 		}
 		for _, a := range []string{"192.0.2.53:53", "192.0.2.10:53", "192.0.2.10:5353"} {
 			srv, err := dnsproxy.Listen(up, a)

@@ -72,16 +72,7 @@ func tlsServer(t *testing.T, names ...string) (string, *tls.Config) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); io.Copy(c, c) }()
-		}
-	}()
+	testenv.Serve(t, l, func(c net.Conn) { io.Copy(c, c) })
 	return l.Addr().String(), &tls.Config{RootCAs: pool}
 }
 
@@ -90,18 +81,36 @@ func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
 
 var https = []netpolicy.Port{{Proto: netpolicy.TCP, Num: 443}}
 
-func TestGateSplicesAdmittedTLS(t *testing.T) {
-	up, ccfg := tlsServer(t, "ok.test", "evil.test")
-	dst := netip.MustParseAddrPort("192.0.2.10:443")
-	names := &Names{}
-	names.Add("ok.test", []netip.Addr{dst.Addr()}, https, time.Minute)
-	g := newLoopGate(t, names, dst, up, Config{})
-
-	// Admitted: a real handshake through the gate, then bytes both ways and a half-close.
-	raw, err := net.Dial("tcp", g.addr)
+// dial connects to the gate over loopback, failing t on an error.
+func (lg *loopGate) dial(t *testing.T) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", lg.addr)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// okGate is a loop gate (cfg) whose original destination is 192.0.2.10:443, in front of
+// a TLS echo server whose certificate names ok.test and evil.test, with ok.test (and each
+// of alsoNames) resolved to that address. It returns the gate, the client configuration
+// trusting the server's CA, and the destination.
+func okGate(t *testing.T, cfg Config, alsoNames ...string) (*loopGate, *tls.Config, netip.AddrPort) {
+	t.Helper()
+	up, ccfg := tlsServer(t, "ok.test", "evil.test")
+	dst := netip.MustParseAddrPort("192.0.2.10:443")
+	names := &Names{}
+	for _, n := range append([]string{"ok.test"}, alsoNames...) {
+		names.Add(n, []netip.Addr{dst.Addr()}, https, time.Minute)
+	}
+	return newLoopGate(t, names, dst, up, cfg), ccfg, dst
+}
+
+func TestGateSplicesAdmittedTLS(t *testing.T) {
+	g, ccfg, dst := okGate(t, Config{})
+
+	// Admitted: a real handshake through the gate, then bytes both ways and a half-close.
+	raw := g.dial(t)
 	cfg := ccfg.Clone()
 	cfg.ServerName = "ok.test"
 	c := tls.Client(raw, cfg)
@@ -119,10 +128,7 @@ func TestGateSplicesAdmittedTLS(t *testing.T) {
 
 	// Refused: the same address with another tenant's SNI is reset before any byte
 	// reaches the server.
-	raw2, err := net.Dial("tcp", g.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw2 := g.dial(t)
 	cfg.ServerName = "evil.test"
 	if err := tls.Client(raw2, cfg).Handshake(); err == nil {
 		t.Fatal("handshake with another name's SNI succeeded")
@@ -139,15 +145,8 @@ func TestGateSplicesAdmittedTLS(t *testing.T) {
 }
 
 func TestGateFragmentedHello(t *testing.T) {
-	up, ccfg := tlsServer(t, "ok.test")
-	dst := netip.MustParseAddrPort("192.0.2.10:443")
-	names := &Names{}
-	names.Add("ok.test", []netip.Addr{dst.Addr()}, https, time.Minute)
-	g := newLoopGate(t, names, dst, up, Config{})
-	raw, err := net.Dial("tcp", g.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, ccfg, _ := okGate(t, Config{})
+	raw := g.dial(t)
 	defer raw.Close()
 	raw.(*net.TCPConn).SetNoDelay(true)
 	cfg := ccfg.Clone()
@@ -188,18 +187,11 @@ func (w *chunkWriter) Write(b []byte) (int, error) {
 }
 
 func TestGateSlowlorisAndCap(t *testing.T) {
-	up, _ := tlsServer(t, "ok.test")
-	dst := netip.MustParseAddrPort("192.0.2.10:443")
-	names := &Names{}
-	names.Add("ok.test", []netip.Addr{dst.Addr()}, https, time.Minute)
-	g := newLoopGate(t, names, dst, up, Config{MaxConns: 2, HelloTimeout: 300 * time.Millisecond})
+	g, _, _ := okGate(t, Config{MaxConns: 2, HelloTimeout: 300 * time.Millisecond})
 	hello := realHello(t, "ok.test")
 	var slow []net.Conn
 	for range 2 {
-		c, err := net.Dial("tcp", g.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := g.dial(t)
 		defer c.Close()
 		if _, err := c.Write(hello[:10]); err != nil { // never finishes its ClientHello
 			t.Fatal(err)
@@ -233,22 +225,14 @@ func TestGateSlowlorisAndCap(t *testing.T) {
 		t.Errorf("decisions = %+v", d)
 	}
 	// A full ClientHello is admitted now.
-	c, err := net.Dial("tcp", g.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := g.dial(t)
 	defer c.Close()
 	c.Write(hello)
 	waitFor(t, func() bool { return g.Admitted.Load() == 1 })
 }
 
 func TestGateRefusals(t *testing.T) {
-	up, _ := tlsServer(t, "ok.test")
-	dst := netip.MustParseAddrPort("192.0.2.10:443")
-	names := &Names{}
-	names.Add("ok.test", []netip.Addr{dst.Addr()}, https, time.Minute)
-	names.Add("192.0.2.10", []netip.Addr{dst.Addr()}, https, time.Minute) // even if a literal were ever recorded
-	g := newLoopGate(t, names, dst, up, Config{})
+	g, _, _ := okGate(t, Config{}, "192.0.2.10") // the literal: even if one were ever recorded
 	name := func(n string) [2]any { return [2]any{uint8(0), n} }
 	for what, in := range map[string][]byte{
 		"no SNI":           realHello(t, ""),
@@ -258,10 +242,7 @@ func TestGateRefusals(t *testing.T) {
 		"closed early":     realHello(t, "ok.test")[:20],
 		"oversized":        reframe(t, buildHello([2]any{uint16(0), sniData(name("ok.test"))}, [2]any{uint16(0x1234), make([]byte, 40<<10)}), 1<<14),
 	} {
-		c, err := net.Dial("tcp", g.addr)
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := g.dial(t)
 		c.Write(in)
 		if what == "closed early" {
 			c.(*net.TCPConn).CloseWrite()
@@ -321,10 +302,7 @@ func TestGateDialFailure(t *testing.T) {
 	names := &Names{}
 	names.Add("ok.test", []netip.Addr{dst.Addr()}, https, time.Minute)
 	g := newLoopGate(t, names, dst, closed, Config{})
-	c, err := net.Dial("tcp", g.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := g.dial(t)
 	defer c.Close()
 	c.Write(realHello(t, "ok.test"))
 	if _, err := c.Read(make([]byte, 1)); !isReset(err) {

@@ -30,18 +30,7 @@ func BenchmarkVMSession(b *testing.B) {
 	var first, whole []time.Duration
 	for b.Loop() {
 		r := bootB(b, a, "", 2*time.Minute)
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		if err := r.dialCtx(ctx); err != nil {
-			cancel()
-			b.Fatalf("dial: %v\n%s", err, r.vm.ConsoleLog())
-		}
-		s, err := r.client.NewSession()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Run("true"); err != nil {
-			b.Fatal(err)
-		}
+		ctx, cancel := firstCommand(b, r)
 		first = append(first, time.Since(r.start))
 		r.client.Close()
 		if err := r.vm.Wait(ctx); err != nil {
@@ -62,15 +51,44 @@ func BenchmarkVMBareBoot(b *testing.B) {
 	a := Get(b)
 	var bare []time.Duration
 	for b.Loop() {
-		r := bootBare(b, a, time.Minute)
-		since, _, ok := waitConsole(r, bareInitMarker, time.Minute)
-		if err := r.vm.Wait(context.Background()); err != nil || !ok {
-			b.Fatalf("bare boot: init marker seen %v, exit %v\n%s", ok, err, r.vm.ConsoleLog())
-		}
+		since, _ := bareBootTimes(b, a)
 		bare = append(bare, since)
 	}
 	b.ReportMetric(ms(median(bare)), "bare-ms")
 	b.ReportMetric(ms(minimum(bare)), "bare-min-ms")
+}
+
+// firstCommand dials r's guest (within 90 s) and runs "true" in a session; it returns
+// the context the caller waits for the VM's exit in, and its cancel.
+func firstCommand(b *testing.B, r *vmRun) (context.Context, context.CancelFunc) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	if err := r.dialCtx(ctx); err != nil {
+		cancel()
+		b.Fatalf("dial: %v\n%s", err, r.vm.ConsoleLog())
+	}
+	s, err := r.client.NewSession()
+	if err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	if err := s.Run("true"); err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	return ctx, cancel
+}
+
+// bareBootTimes boots bootBare and returns the time and the CPU time from QEMU's start
+// to bareInit's console line, once the VM has exited.
+func bareBootTimes(b *testing.B, a *assets.Set) (since, cpu time.Duration) {
+	b.Helper()
+	r := bootBare(b, a, time.Minute)
+	since, cpu, ok := waitConsole(r, bareInitMarker, time.Minute)
+	if err := r.vm.Wait(context.Background()); err != nil || !ok {
+		b.Fatalf("bare boot: init marker seen %v, exit %v\n%s", ok, err, r.vm.ConsoleLog())
+	}
+	return since, cpu
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
@@ -115,33 +133,18 @@ func BenchmarkVMBootRatio(b *testing.B) {
 	share := b.TempDir()
 	var bare, panics, first, bareCPU, firstCPU []time.Duration
 	for b.Loop() {
-		r := bootBare(b, a, time.Minute)
-		since, cpu, ok := waitConsole(r, bareInitMarker, time.Minute)
-		if err := r.vm.Wait(context.Background()); err != nil || !ok {
-			b.Fatalf("bare boot: init marker seen %v, exit %v\n%s", ok, err, r.vm.ConsoleLog())
-		}
+		since, cpu := bareBootTimes(b, a)
 		bare = append(bare, since)
 		bareCPU = append(bareCPU, cpu)
 
-		r = bootB(b, a, "", time.Minute, "rdinit=/nonexistent")
+		r := bootB(b, a, "", time.Minute, "rdinit=/nonexistent")
 		if err := r.vm.Wait(context.Background()); !errors.Is(err, sandbox.ErrVMFailed) {
 			b.Fatalf("panic boot: %v", err)
 		}
 		panics = append(panics, time.Since(r.start))
 
 		r = bootB(b, a, share, 2*time.Minute)
-		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-		if err := r.dialCtx(ctx); err != nil {
-			cancel()
-			b.Fatalf("dial: %v\n%s", err, r.vm.ConsoleLog())
-		}
-		s, err := r.client.NewSession()
-		if err != nil {
-			b.Fatal(err)
-		}
-		if err := s.Run("true"); err != nil {
-			b.Fatal(err)
-		}
+		ctx, cancel := firstCommand(b, r)
 		first = append(first, time.Since(r.start))
 		c, err := cpuTime(r.vm.Pid())
 		if err != nil {

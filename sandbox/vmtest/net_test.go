@@ -5,16 +5,15 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"brood.dev/brood/internal/testenv"
 	"brood.dev/brood/sandbox/guestcfg"
 )
 
@@ -23,56 +22,44 @@ import (
 // The host's own namespace is never touched.
 func tapInNetns(t *testing.T, host netip.Prefix) (*os.File, net.Listener) {
 	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New() // this thread now lives in the new namespace
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic("restore netns: " + err.Error()) // the thread must not return to the pool elsewhere
+	var tap *os.File
+	var ln net.Listener
+	testenv.InNewNetns(t, func() error {
+		fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("open /dev/net/tun: %v", err)
 		}
-		ns.Close()
-	}()
-	fd, err := unix.Open("/dev/net/tun", unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatalf("open /dev/net/tun: %v", err)
-	}
-	ifr, err := unix.NewIfreq("brdtest0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
-	if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
-		unix.Close(fd)
-		t.Fatalf("TUNSETIFF: %v", err)
-	}
-	tap := os.NewFile(uintptr(fd), "tap")
-	t.Cleanup(func() { tap.Close() })
-	link, err := netlink.LinkByName("brdtest0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr, _ := netlink.ParseAddr(host.String())
-	if err := netlink.AddrAdd(link, addr); err != nil {
-		t.Fatal(err)
-	}
-	if err := netlink.LinkSetUp(link); err != nil {
-		t.Fatal(err)
-	}
-	lc := net.ListenConfig{}
-	lc.SetMultipathTCP(false)
-	ln, err := lc.Listen(t.Context(), "tcp4", net.JoinHostPort(host.Addr().String(), "0"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
+		ifr, err := unix.NewIfreq("brdtest0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ifr.SetUint16(unix.IFF_TAP | unix.IFF_NO_PI | unix.IFF_VNET_HDR)
+		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
+			unix.Close(fd)
+			t.Fatalf("TUNSETIFF: %v", err)
+		}
+		tap = os.NewFile(uintptr(fd), "tap")
+		t.Cleanup(func() { tap.Close() })
+		link, err := netlink.LinkByName("brdtest0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr, _ := netlink.ParseAddr(host.String())
+		if err := netlink.AddrAdd(link, addr); err != nil {
+			t.Fatal(err)
+		}
+		if err := netlink.LinkSetUp(link); err != nil {
+			t.Fatal(err)
+		}
+		lc := net.ListenConfig{}
+		lc.SetMultipathTCP(false)
+		ln, err = lc.Listen(t.Context(), "tcp4", net.JoinHostPort(host.Addr().String(), "0"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		return nil
+	})
 	return tap, ln
 }
 

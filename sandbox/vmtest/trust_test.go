@@ -1,16 +1,10 @@
 package vmtest
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"strings"
 	"testing"
-	"time"
+
+	"brood.dev/brood/internal/testenv"
 
 	"golang.org/x/crypto/ssh"
 
@@ -23,14 +17,7 @@ import (
 // (uid 123456) can read but not change them.
 func checkTrustCA(t *testing.T, r *vmRun) {
 	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "brood vm test CA"},
-		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+	ca := []byte(testenv.CAPEM(t))
 	s, err := r.client.NewSession()
 	if err != nil {
 		t.Fatal(err)
