@@ -54,7 +54,7 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		return nil, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
 	}
 	p := &frontend.Placeholders{Env: home.withEnv(res.Env), HomeFiles: home.files,
-		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw}
+		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw, Logins: res.Logins}
 	if r.flags.gitToken {
 		tok, from, err := secrets.GitTokenSource(ctx, environ, ghAuthToken)
 		if err != nil {

@@ -104,6 +104,9 @@ type Result struct {
 	Notes []string
 	// Raw names the credential variables left raw (RawEnv, allowed by the policy).
 	Raw []string
+	// Logins name the agent's logins (netpolicy.Login.Name) whose tokens Secrets binds:
+	// the session's api.StartVMArgs.Logins, for which the helper allows the login's hosts.
+	Logins []string
 }
 
 // Discover builds the placeholders and bindings of one session from in. It returns an
