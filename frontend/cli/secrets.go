@@ -75,6 +75,25 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 	return p, p.Secrets.Validate()
 }
 
+// runLogins returns the logins `brood run` forwards for agent with environ, which the
+// helper allows the hosts of: those of the agent's host login file (secrets.Discover's
+// Result.Logins), read only when no API key of the agent is in environ, as
+// makePlaceholders reads it. A login file that cannot be read or parsed forwards none.
+func runLogins(agent string, environ []string) []string {
+	if !agentcfg.Known(agent) || len(agentcfg.Secrets(agent, environ)) > 0 {
+		return nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil
+	}
+	res, err := secrets.Discover(secrets.Input{Agent: agent, Builtin: true, Home: home})
+	if err != nil {
+		return nil
+	}
+	return res.Logins
+}
+
 // withValues returns environ ("NAME=value") with the values of set in place of those of
 // the same names.
 func withValues(environ []string, set [][2]string) []string {
