@@ -23,14 +23,55 @@ func OpenAI(answer string) *Provider {
 }
 
 func serveOpenAI(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
-	if r.URL.Path == "/v1/responses" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+	return serveResponses(p, w, r, "/v1/responses")
+}
+
+// ChatGPT is the ChatGPT backend as codex uses it when signed in with ChatGPT (codex-rs:
+// the Responses API under https://chatgpt.com/backend-api/codex, the access token as
+// "Authorization: Bearer TOKEN" and the account as "chatgpt-account-id"): the same
+// stream as OpenAI's at /backend-api/codex/responses, over HTTP or a WebSocket, and the
+// workspace routing codex 0.171 asks for first, GET /backend-api/wham/accounts/check,
+// answered with the request's account served by this backend ({"accounts": [{"id",
+// "workspace_backend_origin": "https://chatgpt.com", "account_routing_override":
+// "NO_CONSTRAINT"}]}, codex-rs app-server workspace_routing.rs). Every other request
+// is 404.
+func ChatGPT(answer string) *Provider {
+	return &Provider{Name: "chatgpt", Hosts: []string{"chatgpt.com"}, Answer: answer, handler: func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
+		if r.Method == http.MethodGet && r.URL.Path == "/backend-api/wham/accounts/check" {
+			acct, _ := json.Marshal(r.Header.Get("chatgpt-account-id"))
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"accounts":[{"id":` + string(acct) + `,"workspace_backend_origin":"https://chatgpt.com","account_routing_override":"NO_CONSTRAINT"}]}`))
+			return http.StatusOK
+		}
+		return serveResponses(p, w, r, "/backend-api/codex/responses")
+	}}
+}
+
+// serveResponses answers the Responses API at path: a WebSocket upgrade, or a POST.
+func serveResponses(p *Provider, w http.ResponseWriter, r *http.Request, path string) int {
+	if r.URL.Path == path && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return p.serveResponsesWS(w, r)
 	}
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+	if r.Method != http.MethodPost || r.URL.Path != path {
 		return notFound(w)
 	}
 	sse(w, responseEvents(p.Answer))
 	return http.StatusOK
+}
+
+// OAuthToken is an OAuth 2.0 token endpoint (RFC 6749 section 5.1) at host/path: a POST
+// there is answered with the tokens of answer (a JSON object: access_token,
+// refresh_token, expires_in, ...). The refresh token arrives in the body, as a form or
+// as JSON. Every other request is 404.
+func OAuthToken(host, path, answer string) *Provider {
+	return &Provider{Name: "oauth " + host, Hosts: []string{host}, Answer: answer, handler: func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
+		if r.Method != http.MethodPost || r.URL.Path != path {
+			return notFound(w)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(p.Answer))
+		return http.StatusOK
+	}}
 }
 
 // serveResponsesWS answers the Responses API's WebSocket mode until the client closes.
