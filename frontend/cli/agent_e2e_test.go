@@ -60,6 +60,8 @@ const (
 	chatgptAddr    = "192.0.2.14"
 	openaiAuthAddr = "192.0.2.15"
 	claudeAuthAddr = "192.0.2.16"
+	codeAssistAddr = "192.0.2.17"
+	googleAuthAddr = "192.0.2.18"
 )
 
 // agentRig is a helper in a netns of its own with egress, the fake internet beside it, and
@@ -71,6 +73,7 @@ type agentRig struct {
 	up                                       *dnsproxy.FakeUpstream
 	openai, anthropic, gemini                *fakeprovider.Provider
 	chatgpt, openaiAuth, claudeAuth          *fakeprovider.Provider
+	codeAssist, googleAuth                   *fakeprovider.Provider
 	cleanups                                 []func()
 }
 
@@ -222,7 +225,7 @@ func (r *agentRig) netns(role string) (string, error) {
 // startInternet fills the "internet" netns: the fake upstream DNS, which answers the
 // providers' real names with their fake servers' addresses, and the servers.
 func (r *agentRig) startInternet(inet string) error {
-	for _, a := range []string{upstreamAddr, openaiAddr, anthropicAddr, geminiAddr, chatgptAddr, openaiAuthAddr, claudeAuthAddr} {
+	for _, a := range []string{upstreamAddr, openaiAddr, anthropicAddr, geminiAddr, chatgptAddr, openaiAuthAddr, claudeAuthAddr, codeAssistAddr, googleAuthAddr} {
 		if err := ipCmd("-n", inet, "addr", "add", a+"/32", "dev", "lo"); err != nil {
 			return err
 		}
@@ -235,6 +238,8 @@ func (r *agentRig) startInternet(inet string) error {
 		"chatgpt.com. 60 IN A " + chatgptAddr,
 		"auth.openai.com. 60 IN A " + openaiAuthAddr,
 		"platform.claude.com. 60 IN A " + claudeAuthAddr,
+		"cloudcode-pa.googleapis.com. 60 IN A " + codeAssistAddr,
+		"oauth2.googleapis.com. 60 IN A " + googleAuthAddr,
 	})
 	if err != nil {
 		return err
@@ -251,8 +256,12 @@ func (r *agentRig) startInternet(inet string) error {
 	r.anthropic = fakeprovider.Anthropic("The answer from the fake Anthropic is 2459.")
 	r.gemini = fakeprovider.Gemini("The answer from the fake Gemini is 8317.")
 	r.chatgpt = fakeprovider.ChatGPT("The answer from the fake ChatGPT backend is 5521.")
-	r.openaiAuth = fakeprovider.OAuthToken("auth.openai.com", "/oauth/token", `{"error":"refresh not expected in this test"}`)
-	r.claudeAuth = fakeprovider.OAuthToken("platform.claude.com", "/v1/oauth/token", `{"error":"refresh not expected in this test"}`)
+	r.openaiAuth = fakeprovider.OAuthToken("auth.openai.com", map[string]string{"/oauth/token": `{"error":"refresh not expected in this test"}`})
+	r.codeAssist = fakeprovider.CodeAssist("The answer from the fake Code Assist is 6604.")
+	r.googleAuth = fakeprovider.OAuthToken("oauth2.googleapis.com", map[string]string{
+		"/tokeninfo": `{"expires_in":3000,"scope":"https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/userinfo.email","email":"dev@example.com"}`,
+		"/token":     `{"error":"refresh not expected in this test"}`})
+	r.claudeAuth = fakeprovider.OAuthToken("platform.claude.com", map[string]string{"/v1/oauth/token": `{"error":"refresh not expected in this test"}`})
 	return testenv.InNetns(inet, func() error {
 		srv, err := dnsproxy.Listen(r.up, upstreamAddr+":53")
 		if err != nil {
@@ -263,7 +272,8 @@ func (r *agentRig) startInternet(inet string) error {
 			p    *fakeprovider.Provider
 			addr string
 		}{{r.openai, openaiAddr}, {r.anthropic, anthropicAddr}, {r.gemini, geminiAddr},
-			{r.chatgpt, chatgptAddr}, {r.openaiAuth, openaiAuthAddr}, {r.claudeAuth, claudeAuthAddr}} {
+			{r.chatgpt, chatgptAddr}, {r.openaiAuth, openaiAuthAddr}, {r.claudeAuth, claudeAuthAddr},
+			{r.codeAssist, codeAssistAddr}, {r.googleAuth, googleAuthAddr}} {
 			l, err := net.Listen("tcp", p.addr+":443")
 			if err != nil {
 				return err

@@ -262,3 +262,38 @@ func TestAgentClaudeLoginEndToEnd(t *testing.T) {
 		notes: []string{"secrets: ~/.claude/.credentials.json copied with placeholders for its tokens",
 			"platform.claude.com (443/tcp)"}})
 }
+
+// TestAgentGeminiLoginEndToEnd: `brood run gemini -- -p PROMPT` with
+// ~/.gemini/oauth_creds.json (a Google sign-in) and the auth type the CLI writes at
+// sign-in (security.auth.selectedType = "oauth-personal" in ~/.gemini/settings.json), no
+// API key: the Gemini CLI checks the guest's access token (a placeholder) at
+// oauth2.googleapis.com/tokeninfo and answers through the Code Assist API; both fakes
+// receive the real access token.
+func TestAgentGeminiLoginEndToEnd(t *testing.T) {
+	requireAgentImage(t, agentImages["gemini"])
+	r := getAgentRig(t)
+	access, refresh := canary(t, "ya29.e2e"), canary(t, "1//0e2e")
+	before := len(r.googleAuth.Requests())
+	file, _ := json.Marshal(map[string]any{"access_token": access, "refresh_token": refresh, "token_type": "Bearer",
+		"scope":       "https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/userinfo.email",
+		"expiry_date": time.Now().Add(12 * time.Hour).UnixMilli()})
+	runLogin(t, r, loginCase{agent: "gemini", args: []string{"-p", "Reply with the answer."},
+		file: ".gemini/oauth_creds.json", content: string(file),
+		extra:    map[string]string{".gemini/settings.json": `{"security": {"auth": {"selectedType": "oauth-personal"}}}`},
+		provider: r.codeAssist, host: "cloudcode-pa.googleapis.com", addr: codeAssistAddr, access: access,
+		secrets: []string{access, refresh},
+		notes: []string{"secrets: ~/.gemini/oauth_creds.json copied with placeholders for its tokens",
+			"cloudcode-pa.googleapis.com (443/tcp)", "oauth2.googleapis.com (443/tcp)"}})
+	info := 0
+	for _, q := range r.googleAuth.Requests()[before:] {
+		if q.Path == "/tokeninfo" && q.Status == 200 {
+			info++
+			if q.Header.Get("Authorization") != "Bearer "+access {
+				t.Errorf("tokeninfo: Authorization %.30q…, want the real access token", q.Header.Get("Authorization"))
+			}
+		}
+	}
+	if info == 0 {
+		t.Error("the Gemini CLI did not check its token at oauth2.googleapis.com/tokeninfo")
+	}
+}

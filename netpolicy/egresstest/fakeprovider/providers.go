@@ -59,17 +59,18 @@ func serveResponses(p *Provider, w http.ResponseWriter, r *http.Request, path st
 	return http.StatusOK
 }
 
-// OAuthToken is an OAuth 2.0 token endpoint (RFC 6749 section 5.1) at host/path: a POST
-// there is answered with the tokens of answer (a JSON object: access_token,
-// refresh_token, expires_in, ...). The refresh token arrives in the body, as a form or
-// as JSON. Every other request is 404.
-func OAuthToken(host, path, answer string) *Provider {
-	return &Provider{Name: "oauth " + host, Hosts: []string{host}, Answer: answer, handler: func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
-		if r.Method != http.MethodPost || r.URL.Path != path {
+// OAuthToken is an OAuth 2.0 server at host: a POST to one of the paths of answers
+// (the token endpoint, RFC 6749 section 5.1, or Google's /tokeninfo) is answered with
+// that path's JSON. A refresh token arrives in the body, as a form or as JSON. Every
+// other request is 404.
+func OAuthToken(host string, answers map[string]string) *Provider {
+	return &Provider{Name: "oauth " + host, Hosts: []string{host}, handler: func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
+		a, ok := answers[r.URL.Path]
+		if r.Method != http.MethodPost || !ok {
 			return notFound(w)
 		}
 		w.Header().Set("Content-Type", "application/json")
-		w.Write([]byte(p.Answer))
+		w.Write([]byte(a))
 		return http.StatusOK
 	}}
 }
@@ -190,20 +191,7 @@ func serveGemini(p *Provider, w http.ResponseWriter, r *http.Request, body []byt
 	if r.Method != http.MethodPost || !ok || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") {
 		return notFound(w)
 	}
-	var req struct {
-		GenerationConfig struct {
-			ResponseMimeType string `json:"responseMimeType"`
-		} `json:"generationConfig"`
-	}
-	_ = json.Unmarshal(body, &req)
-	answer := p.Answer
-	if req.GenerationConfig.ResponseMimeType == "application/json" {
-		answer = `{"reasoning":"fake provider","model_choice":"flash","next_speaker":"user"}`
-	}
-	text, _ := json.Marshal(answer)
-	name, _ := json.Marshal(model)
-	resp := `{"candidates":[{"content":{"parts":[{"text":` + string(text) + `}],"role":"model"},"finishReason":"STOP","index":0}],` +
-		`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15},"modelVersion":` + string(name) + `}`
+	resp := geminiResponse(p.Answer, model, body)
 	switch method {
 	case "streamGenerateContent":
 		if r.URL.Query().Get("alt") == "sse" {
@@ -219,5 +207,63 @@ func serveGemini(p *Provider, w http.ResponseWriter, r *http.Request, body []byt
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write([]byte(resp))
+	return http.StatusOK
+}
+
+// geminiResponse is a GenerateContentResponse (JSON) of model holding answer, or for a
+// request body asking for JSON output the router's and next-speaker check's object.
+func geminiResponse(answer, model string, body []byte) string {
+	var req struct {
+		Model            string `json:"model"`
+		GenerationConfig struct {
+			ResponseMimeType string `json:"responseMimeType"`
+		} `json:"generationConfig"`
+		Request struct { // Code Assist wraps the request
+			GenerationConfig struct {
+				ResponseMimeType string `json:"responseMimeType"`
+			} `json:"generationConfig"`
+		} `json:"request"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if req.GenerationConfig.ResponseMimeType == "application/json" || req.Request.GenerationConfig.ResponseMimeType == "application/json" {
+		answer = `{"reasoning":"fake provider","model_choice":"flash","next_speaker":"user"}`
+	}
+	if model == "" {
+		model = req.Model
+	}
+	text, _ := json.Marshal(answer)
+	name, _ := json.Marshal(model)
+	return `{"candidates":[{"content":{"parts":[{"text":` + string(text) + `}],"role":"model"},"finishReason":"STOP","index":0}],` +
+		`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15},"modelVersion":` + string(name) + `}`
+}
+
+// CodeAssist is Google's Code Assist API as gemini-cli uses it signed in with Google
+// (auth type oauth-personal; gemini-cli code_assist/server.ts, the access token as
+// "Authorization: Bearer TOKEN"): POST /v1internal:loadCodeAssist answers a free tier
+// and a project; :streamGenerateContent?alt=sse, :generateContent and :countTokens
+// answer as the Gemini API does, each response wrapped as {"response": ...}; any other
+// /v1internal: method answers {}. Every other request is 404.
+func CodeAssist(answer string) *Provider {
+	return &Provider{Name: "codeassist", Hosts: []string{"cloudcode-pa.googleapis.com"}, Answer: answer, handler: serveCodeAssist}
+}
+
+func serveCodeAssist(p *Provider, w http.ResponseWriter, r *http.Request, body []byte) int {
+	method, ok := strings.CutPrefix(r.URL.Path, "/v1internal:")
+	if r.Method != http.MethodPost || !ok {
+		return notFound(w)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch method {
+	case "loadCodeAssist":
+		w.Write([]byte(`{"currentTier":{"id":"free-tier","name":"Gemini Code Assist for individuals"},"cloudaicompanionProject":"brood-e2e-project"}`))
+	case "streamGenerateContent":
+		sse(w, [][2]string{{"", `{"response":` + geminiResponse(p.Answer, "", body) + `,"traceId":"fake"}`}})
+	case "generateContent":
+		w.Write([]byte(`{"response":` + geminiResponse(p.Answer, "", body) + `,"traceId":"fake"}`))
+	case "countTokens":
+		w.Write([]byte(`{"totalTokens":10}`))
+	default:
+		w.Write([]byte(`{}`))
+	}
 	return http.StatusOK
 }
