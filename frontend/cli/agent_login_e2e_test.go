@@ -104,7 +104,7 @@ func (r *agentRig) loginHome(t *testing.T, c loginCase) string {
 // placeholder: the summary counts swaps for the host and no block); the run output says
 // the login file was copied with placeholders and lists the login's hosts; no real token
 // is in the run output or the session directory.
-func runLogin(t *testing.T, r *agentRig, c loginCase) {
+func runLogin(t *testing.T, r *agentRig, c loginCase) agentRecord {
 	home := r.loginHome(t, c)
 	w := r.workspace(t, "w-login-"+c.agent)
 	before := len(c.provider.Requests())
@@ -192,6 +192,7 @@ func runLogin(t *testing.T, r *agentRig, c loginCase) {
 		return nil
 	})
 	t.Logf("%s signed in: brood run took %v (boot %.1fs, VM %.1fs); egress %+v", c.agent, took.Round(time.Second), rec.BootSeconds, rec.VMSeconds, rec.Egress)
+	return rec
 }
 
 // wsRefused is the terminator's reason for refusing a WebSocket upgrade
@@ -245,22 +246,49 @@ func TestAgentCodexLoginEndToEnd(t *testing.T) {
 }
 
 // TestAgentClaudeLoginEndToEnd: `brood run claude-code -- -p PROMPT` with
-// ~/.claude/.credentials.json holding a Claude.ai sign-in (claudeAiOauth, no API key):
-// Claude Code uses the guest's copy (placeholders) and the fake Anthropic receives the
-// real access token as its Bearer token.
+// ~/.claude/.credentials.json holding a Claude.ai sign-in (claudeAiOauth, no API key)
+// whose access token has expired: Claude Code refreshes at platform.claude.com, whose
+// fake receives the real refresh token in the body (swapped for the guest's
+// placeholder) and answers new tokens, which reach the guest as placeholders; the fake
+// Anthropic then receives the new real access token as its Bearer token.
 func TestAgentClaudeLoginEndToEnd(t *testing.T) {
 	requireAgentImage(t, agentImages["claude-code"])
 	r := getAgentRig(t)
 	access, refresh := canary(t, "sk-ant-oat01-e2e"), canary(t, "sk-ant-ort01-e2e")
+	newAccess, newRefresh := canary(t, "sk-ant-oat01-new"), canary(t, "sk-ant-ort01-new")
+	const scopes = "user:inference user:profile user:sessions:claude_code"
+	answer, _ := json.Marshal(map[string]any{"access_token": newAccess, "refresh_token": newRefresh, "expires_in": 28800,
+		"token_type": "Bearer", "scope": scopes})
+	r.claudeAuth.SetAnswer("/v1/oauth/token", string(answer))
+	before := len(r.claudeAuth.Requests())
 	file, _ := json.Marshal(map[string]any{"claudeAiOauth": map[string]any{"accessToken": access, "refreshToken": refresh,
-		"expiresAt": time.Now().Add(12 * time.Hour).UnixMilli(), "scopes": []string{"user:inference", "user:profile", "user:sessions:claude_code"},
-		"subscriptionType": "max"}})
-	runLogin(t, r, loginCase{agent: "claude-code", args: []string{"-p", "Reply with the answer."},
+		"expiresAt": time.Now().Add(-time.Hour).UnixMilli(), "scopes": strings.Fields(scopes), "subscriptionType": "max"}})
+	rec := runLogin(t, r, loginCase{agent: "claude-code", args: []string{"-p", "Reply with the answer."},
 		file: ".claude/.credentials.json", content: string(file),
-		provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, access: access,
-		secrets: []string{access, refresh},
+		provider: r.anthropic, host: "api.anthropic.com", addr: anthropicAddr, access: newAccess,
+		secrets: []string{access, refresh, newAccess, newRefresh},
 		notes: []string{"secrets: ~/.claude/.credentials.json copied with placeholders for its tokens",
 			"platform.claude.com (443/tcp)"}})
+	refreshed := 0
+	for _, q := range r.claudeAuth.Requests()[before:] {
+		if q.Path != "/v1/oauth/token" || q.Status != 200 {
+			continue
+		}
+		refreshed++
+		var body struct {
+			GrantType    string `json:"grant_type"`
+			RefreshToken string `json:"refresh_token"`
+		}
+		if err := json.Unmarshal(q.Body, &body); err != nil || body.GrantType != "refresh_token" || body.RefreshToken != refresh {
+			t.Errorf("token request body %.200q: want grant_type refresh_token with the real refresh token (%v)", q.Body, err)
+		}
+	}
+	if refreshed == 0 {
+		t.Fatal("Claude Code did not refresh its expired token at platform.claude.com")
+	}
+	if sc := rec.Egress.Secrets["platform.claude.com"]; sc.Refreshes == 0 || sc.Blocks != 0 {
+		t.Errorf("egress summary for platform.claude.com: %+v, want a refresh and no block", rec.Egress.Secrets)
+	}
 }
 
 // TestAgentGeminiLoginEndToEnd: `brood run gemini -- -p PROMPT` with

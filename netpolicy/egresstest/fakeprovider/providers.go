@@ -61,18 +61,32 @@ func serveResponses(p *Provider, w http.ResponseWriter, r *http.Request, path st
 
 // OAuthToken is an OAuth 2.0 server at host: a POST to one of the paths of answers
 // (the token endpoint, RFC 6749 section 5.1, or Google's /tokeninfo) is answered with
-// that path's JSON. A refresh token arrives in the body, as a form or as JSON. Every
-// other request is 404.
+// that path's JSON (SetAnswer replaces one). A refresh token arrives in the body, as a
+// form or as JSON. Every other request is 404.
 func OAuthToken(host string, answers map[string]string) *Provider {
-	return &Provider{Name: "oauth " + host, Hosts: []string{host}, handler: func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
-		a, ok := answers[r.URL.Path]
+	p := &Provider{Name: "oauth " + host, Hosts: []string{host}, answers: map[string]string{}}
+	for k, v := range answers {
+		p.answers[k] = v
+	}
+	p.handler = func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
+		p.mu.Lock()
+		a, ok := p.answers[r.URL.Path]
+		p.mu.Unlock()
 		if r.Method != http.MethodPost || !ok {
 			return notFound(w)
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.Write([]byte(a))
 		return http.StatusOK
-	}}
+	}
+	return p
+}
+
+// SetAnswer makes an OAuthToken provider answer a POST to path with body (JSON).
+func (p *Provider) SetAnswer(path, body string) {
+	p.mu.Lock()
+	p.answers[path] = body
+	p.mu.Unlock()
 }
 
 // serveResponsesWS answers the Responses API's WebSocket mode until the client closes.
