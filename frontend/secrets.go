@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"brood.dev/brood/frontend/helperclient"
@@ -29,6 +30,10 @@ type Placeholders struct {
 	// Raw names the credential variables the agent's raw_env keeps raw; a system policy
 	// with forbid_raw_env refuses the run.
 	Raw []string
+	// LoginNames name the agent's logins whose tokens Secrets binds (frontend/secrets
+	// Result.LoginNames): sent as StartVMArgs.Logins with the bindings, so that the
+	// helper allows the logins' hosts.
+	LoginNames []string
 	// Err is why the placeholders could not be made (a login file that does not parse):
 	// the run fails with it only when they would be used.
 	Err error
@@ -69,10 +74,10 @@ func (w *Workflow) useSecrets(ctx context.Context, hc helperclient.Client, spec 
 	return spec, w.secretsAllowed(ctx, hc, spec, p)
 }
 
-// withSecrets returns s as it runs with a helper of caps: with s.Placeholders' guest side
-// and its bindings in the StartVM request when the helper swaps placeholders
-// (caps.Secrets), else s itself, the guest then holding the real values, which the run
-// output says once when there are any. It returns ErrSecretsUnsupported, naming the
+// withSecrets returns s as it runs with a helper of caps: with s.Placeholders' guest side,
+// its bindings and the logins they belong to (StartVMArgs.Logins) in the StartVM request
+// when the helper swaps placeholders (caps.Secrets), else s itself, the guest then
+// holding the real values, which the run output says once when there are any. It returns ErrSecretsUnsupported, naming the
 // option, when Placeholders.Required is set and the helper does not swap, and
 // Placeholders.Err when the placeholders would be used.
 func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, error) {
@@ -104,6 +109,7 @@ func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, err
 	if len(p.Logins) > 0 {
 		s.logins = &loginWriteBack{files: p.Logins, writeBack: sec.WriteBack}
 	}
+	s.VM.Logins = slices.Clone(p.LoginNames)
 	return s, nil
 }
 

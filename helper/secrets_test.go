@@ -63,3 +63,48 @@ func TestRefreshedLoginsOwnerOnly(t *testing.T) {
 		t.Errorf("the owner's refreshed_logins of a session without a VM = %+v, want state", owner[1])
 	}
 }
+
+// TestStartVMLogins: a start naming a login (StartVMArgs.Logins, whose hosts the policy
+// then allows) is refused as a bad request unless an OAuth binding of its secrets
+// belongs to that login; with one it passes on to the VM start (which fails here: no
+// VM backend).
+func TestStartVMLogins(t *testing.T) {
+	ts := startServer(t, nil)
+	c := ts.dial(t)
+	ctx := t.Context()
+	share, err := api.OpenShare(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer share.Close()
+	s, err := c.CreateSession(ctx, share)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := &api.SessionSecrets{Bindings: []api.SecretBinding{{Name: "$OPENAI_API_KEY",
+		Placeholder: "sk-proj-" + strings.Repeat("p", 40), Value: "sk-proj-REAL" + strings.Repeat("r", 40), Hosts: []string{"api.openai.com"}}}}
+	access := api.SecretBinding{Name: "~/.codex/auth.json tokens.access_token", Placeholder: "at-" + strings.Repeat("p", 40),
+		Value: "at-REAL" + strings.Repeat("r", 40), Hosts: []string{"chatgpt.com"}, Login: "codex", Role: api.RoleAccess}
+	for _, a := range []api.StartVMArgs{
+		{ID: s.ID, Image: "test", Agent: "codex", Logins: []string{"codex"}},
+		{ID: s.ID, Image: "test", Agent: "codex", Logins: []string{"codex"}, Secrets: key},
+		{ID: s.ID, Image: "test", Agent: "codex", Logins: []string{"codex", "claude"}, Secrets: &api.SessionSecrets{Bindings: []api.SecretBinding{access}}},
+	} {
+		_, err = c.StartVM(ctx, a)
+		if callCode(err) != string(api.CodeBadRequest) || !strings.Contains(err.Error(), "login") {
+			t.Errorf("StartVM with logins %v and %d bindings: %v, want a bad request", a.Logins, bindingCount(a.Secrets), err)
+		}
+	}
+	_, err = c.StartVM(ctx, api.StartVMArgs{ID: s.ID, Image: "test", Agent: "codex", Logins: []string{"codex"},
+		Secrets: &api.SessionSecrets{Bindings: []api.SecretBinding{access}}})
+	if err == nil || callCode(err) == string(api.CodeBadRequest) {
+		t.Fatalf("StartVM with the login's binding: %v", err)
+	}
+}
+
+func bindingCount(s *api.SessionSecrets) int {
+	if s == nil {
+		return 0
+	}
+	return len(s.Bindings)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -97,12 +98,27 @@ func (s *Server) vmCall(ctx context.Context, st *connState, req *api.Request, _ 
 	return nil, nil, fmt.Errorf("call %q: %w", req.Call, api.ErrUnknownCall)
 }
 
-// checkSecrets checks a's secret bindings (api.SessionSecrets.Validate). A session
+// checkLogins refuses (api.ErrBadRequest) a start whose Logins names a login that no
+// OAuth binding of its Secrets belongs to: a login's hosts are allowed only for a
+// session that forwards its tokens.
+func checkLogins(a api.StartVMArgs) error {
+	for _, l := range a.Logins {
+		if a.Secrets == nil || !slices.ContainsFunc(a.Secrets.Bindings, func(b api.SecretBinding) bool { return b.Login == l }) {
+			return fmt.Errorf("start VM of session %s: login %q: %w: no secret binding of the session belongs to it", a.ID, l, api.ErrBadRequest)
+		}
+	}
+	return nil
+}
+
+// checkSecrets checks a's logins (checkLogins) and secret bindings (api.SessionSecrets.Validate). A session
 // without a network has no route to any bound host: its bindings are dropped here (the
 // guest keeps only placeholders, which work nowhere) and no CA is answered. A session
 // with one hands them to its egress process (egress.Manager.Start). They are never
 // logged.
 func (s *Server) checkSecrets(a *api.StartVMArgs) error {
+	if err := checkLogins(*a); err != nil {
+		return err
+	}
 	if a.Secrets == nil {
 		return nil
 	}

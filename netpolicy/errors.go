@@ -40,4 +40,7 @@ var (
 	ErrAllowHostForbidden = errors.New("adding hosts is forbidden by the system policy")
 	// ErrBadAddress: a value is not exactly one IP address in canonical text form.
 	ErrBadAddress = errors.New("not exactly one IP address")
+	// ErrUnknownLogin: a session names a login (Inputs.Logins) that is not one of its
+	// agent's built-in logins (BuiltinLogins).
+	ErrUnknownLogin = errors.New("not a login of the agent")
 )

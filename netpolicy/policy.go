@@ -145,6 +145,10 @@ type Inputs struct {
 	// Agent names the agent whose LLM provider hosts AgentHosts are.
 	Agent      string
 	AgentHosts []Entry
+	// Logins name the agent's sign-ins the session forwards (Login.Name of
+	// BuiltinLogins(Agent)); their hosts are added as the agent's (LayerAgent), 443/tcp.
+	// A name that is not one of them is an error wrapping ErrUnknownLogin.
+	Logins []string
 	// Discovered registries; used by Standard and Permissive only.
 	Discovered []Discovered
 }
@@ -288,6 +292,9 @@ func (eff *Effective) addHosts(sys *SystemPolicy, in Inputs) error {
 			return err
 		}
 	}
+	if err := eff.addLogins(in); err != nil {
+		return err
+	}
 	for _, e := range sys.Allow {
 		if err := eff.add(e, Source{Layer: LayerSystem}); err != nil {
 			return err
@@ -319,6 +326,30 @@ func (eff *Effective) addHosts(sys *SystemPolicy, in Inputs) error {
 	}{{LayerUser, in.User}, {LayerFlags, in.Flags}} {
 		for _, e := range l.cfg.Allow {
 			if err := eff.add(e, Source{Layer: l.layer}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// addLogins adds the hosts of every login in.Logins names (BuiltinLogin), each 443/tcp
+// with the source "AGENT login NAME".
+func (eff *Effective) addLogins(in Inputs) error {
+	for i, name := range in.Logins {
+		if slices.Contains(in.Logins[:i], name) {
+			return fmt.Errorf("login %q named twice: %w", name, ErrUnknownLogin)
+		}
+		l, err := BuiltinLogin(in.Agent, name)
+		if err != nil {
+			return err
+		}
+		for _, h := range l.Hosts() {
+			e, err := ParseEntry(h, "443")
+			if err != nil {
+				return fmt.Errorf("login %s host %q: %w", name, h, err)
+			}
+			if err := eff.add(e, Source{LayerAgent, in.Agent + " login " + name}); err != nil {
 				return err
 			}
 		}

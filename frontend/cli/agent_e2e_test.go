@@ -56,6 +56,12 @@ const (
 	openaiAddr    = "192.0.2.11"
 	anthropicAddr = "192.0.2.12"
 	geminiAddr    = "192.0.2.13"
+	// The hosts of the agents' sign-ins (netpolicy's login table).
+	chatgptAddr    = "192.0.2.14"
+	openaiAuthAddr = "192.0.2.15"
+	claudeAuthAddr = "192.0.2.16"
+	codeAssistAddr = "192.0.2.17"
+	googleAuthAddr = "192.0.2.18"
 )
 
 // agentRig is a helper in a netns of its own with egress, the fake internet beside it, and
@@ -68,6 +74,8 @@ type agentRig struct {
 	helper                                   *exec.Cmd
 	up                                       *dnsproxy.FakeUpstream
 	openai, anthropic, gemini                *fakeprovider.Provider
+	chatgpt, openaiAuth, claudeAuth          *fakeprovider.Provider
+	codeAssist, googleAuth                   *fakeprovider.Provider
 	cleanups                                 []func()
 }
 
@@ -218,7 +226,7 @@ func (r *agentRig) netns(role string) (string, error) {
 // startInternet fills the "internet" netns: the fake upstream DNS, which answers the
 // providers' real names with their fake servers' addresses, and the servers.
 func (r *agentRig) startInternet(inet string) error {
-	for _, a := range []string{upstreamAddr, openaiAddr, anthropicAddr, geminiAddr} {
+	for _, a := range []string{upstreamAddr, openaiAddr, anthropicAddr, geminiAddr, chatgptAddr, openaiAuthAddr, claudeAuthAddr, codeAssistAddr, googleAuthAddr} {
 		if err := ipCmd("-n", inet, "addr", "add", a+"/32", "dev", "lo"); err != nil {
 			return err
 		}
@@ -228,6 +236,11 @@ func (r *agentRig) startInternet(inet string) error {
 		"api.openai.com. 60 IN A " + openaiAddr,
 		"api.anthropic.com. 60 IN A " + anthropicAddr,
 		"generativelanguage.googleapis.com. 60 IN A " + geminiAddr,
+		"chatgpt.com. 60 IN A " + chatgptAddr,
+		"auth.openai.com. 60 IN A " + openaiAuthAddr,
+		"platform.claude.com. 60 IN A " + claudeAuthAddr,
+		"cloudcode-pa.googleapis.com. 60 IN A " + codeAssistAddr,
+		"oauth2.googleapis.com. 60 IN A " + googleAuthAddr,
 	})
 	if err != nil {
 		return err
@@ -244,6 +257,13 @@ func (r *agentRig) startInternet(inet string) error {
 	r.openai = fakeprovider.OpenAI("The answer from the fake OpenAI is 7163.")
 	r.anthropic = fakeprovider.Anthropic("The answer from the fake Anthropic is 2459.")
 	r.gemini = fakeprovider.Gemini("The answer from the fake Gemini is 8317.")
+	r.chatgpt = fakeprovider.ChatGPT("The answer from the fake ChatGPT backend is 5521.")
+	r.openaiAuth = fakeprovider.OAuthToken("auth.openai.com", map[string]string{"/oauth/token": `{"error":"refresh not expected in this test"}`})
+	r.codeAssist = fakeprovider.CodeAssist("The answer from the fake Code Assist is 6604.")
+	r.googleAuth = fakeprovider.OAuthToken("oauth2.googleapis.com", map[string]string{
+		"/tokeninfo": `{"expires_in":3000,"scope":"https://www.googleapis.com/auth/cloud-platform https://www.googleapis.com/auth/userinfo.email","email":"dev@example.com"}`,
+		"/token":     `{"error":"refresh not expected in this test"}`})
+	r.claudeAuth = fakeprovider.OAuthToken("platform.claude.com", map[string]string{"/v1/oauth/token": `{"error":"refresh not expected in this test"}`})
 	return testenv.InNetns(inet, func() error {
 		srv, err := dnsproxy.Listen(r.up, upstreamAddr+":53")
 		if err != nil {
@@ -253,7 +273,9 @@ func (r *agentRig) startInternet(inet string) error {
 		for _, p := range []struct {
 			p    *fakeprovider.Provider
 			addr string
-		}{{r.openai, openaiAddr}, {r.anthropic, anthropicAddr}, {r.gemini, geminiAddr}} {
+		}{{r.openai, openaiAddr}, {r.anthropic, anthropicAddr}, {r.gemini, geminiAddr},
+			{r.chatgpt, chatgptAddr}, {r.openaiAuth, openaiAuthAddr}, {r.claudeAuth, claudeAuthAddr},
+			{r.codeAssist, codeAssistAddr}, {r.googleAuth, googleAuthAddr}} {
 			l, err := net.Listen("tcp", p.addr+":443")
 			if err != nil {
 				return err
@@ -349,14 +371,19 @@ func (r *agentRig) workspace(t testing.TB, name string) string {
 
 // command returns brood args run as the developer in dir with env added.
 func (r *agentRig) command(dir string, env []string, args ...string) *exec.Cmd {
+	return r.commandIn(r.home, dir, env, args...)
+}
+
+// commandIn is command with home as the developer's home directory.
+func (r *agentRig) commandIn(home, dir string, env []string, args ...string) *exec.Cmd {
 	cmd := exec.Command(r.brood, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{
 		"PATH=/usr/local/bin:/usr/bin:/bin",
-		"HOME=" + r.home,
+		"HOME=" + home,
 		"BROOD_STATE_DIR=" + r.state,
 		"BROOD_HELPER_SOCKET=" + r.socket,
-		"XDG_CONFIG_HOME=" + filepath.Join(r.home, ".config"),
+		"XDG_CONFIG_HOME=" + filepath.Join(home, ".config"),
 		"BROOD_E2E_GUEST_CA=" + r.caFile,
 	}, env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: agentUID, Gid: agentGID, Groups: []uint32{}}}

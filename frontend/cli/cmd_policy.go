@@ -137,6 +137,8 @@ func policyShowInputs(ctx context.Context, agentName, workspace string, flags *e
 		return nil, false, err
 	}
 	in.agentRun = agentRun(a)
+	in.args.Logins = runLogins(in.args.Agent, os.Environ())
+	in.local.Logins = in.args.Logins
 	return in, egress != "", nil
 }
 

@@ -54,7 +54,7 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		return nil, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
 	}
 	p := &frontend.Placeholders{Env: home.withEnv(res.Env), HomeFiles: home.files,
-		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw,
+		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw, LoginNames: res.LoginNames,
 		WriteBackLogins: r.flags.writeBack || (r.user != nil && r.user.Secrets.WriteBackLogins)}
 	for _, l := range res.Logins {
 		p.Logins = append(p.Logins, frontend.LoginFile{Show: l.Show, WriteBack: l.WriteBack})
@@ -77,6 +77,25 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		return nil, nil
 	}
 	return p, p.Secrets.Validate()
+}
+
+// runLogins returns the logins `brood run` forwards for agent with environ, which the
+// helper allows the hosts of: those of the agent's host login file (secrets.Discover's
+// Result.LoginNames), read only when no API key of the agent is in environ, as
+// makePlaceholders reads it. A login file that cannot be read or parsed forwards none.
+func runLogins(agent string, environ []string) []string {
+	if !agentcfg.Known(agent) || len(agentcfg.Secrets(agent, environ)) > 0 {
+		return nil
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return nil
+	}
+	res, err := secrets.Discover(secrets.Input{Agent: agent, Builtin: true, Home: home})
+	if err != nil {
+		return nil
+	}
+	return res.LoginNames
 }
 
 // withValues returns environ ("NAME=value") with the values of set in place of those of

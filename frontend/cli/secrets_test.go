@@ -94,6 +94,51 @@ func TestRunLoginFilePlaceholders(t *testing.T) {
 		if sent != swaps {
 			t.Fatalf("swaps=%v: login file sent = %v", swaps, sent)
 		}
+		// The login's hosts are asked for only with its tokens (StartVMArgs.Logins).
+		if got := f.StartArgs().Logins; swaps != slices.Equal(got, []string{"claude"}) || !swaps && len(got) != 0 {
+			t.Fatalf("swaps=%v: start_vm logins %v", swaps, got)
+		}
+	}
+}
+
+// TestPolicyShowLogins: with a login file on the host and no API key, policy show asks
+// the helper for the logins brood run forwards (the same policy inputs as the run), and
+// computed locally lists the login's hosts with the login as their source; with the
+// agent's API key in the environment it forwards none.
+func TestPolicyShowLogins(t *testing.T) {
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	t.Setenv("XDG_CONFIG_HOME", filepath.Join(home, ".config"))
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("CODEX_API_KEY", "")
+	os.MkdirAll(filepath.Join(home, ".codex"), 0o700)
+	os.WriteFile(filepath.Join(home, ".codex", "auth.json"), []byte(`{"tokens":{"access_token":"at-CANARY`+strings.Repeat("a", 40)+`","refresh_token":"rt-CANARY`+strings.Repeat("r", 40)+`"}}`), 0o600)
+	ws := t.TempDir()
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.SecretsCA = sessionCA(t)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	if code, _, stderr, _ := fakeRun(t, "run", "--workspace", ws, "codex"); code != 0 {
+		t.Fatalf("run codex: exit %d\n%s", code, stderr)
+	}
+	if _, code := policyShow(t, "--workspace", ws, "--agent", "codex"); code != 0 {
+		t.Fatalf("policy show: exit %d", code)
+	}
+	started, _ := json.Marshal(f.StartArgs().PolicyArgs())
+	shown, _ := json.Marshal(f.PolicyArgs())
+	if string(shown) != string(started) || !slices.Equal(f.PolicyArgs().Logins, []string{"codex"}) {
+		t.Fatalf("policy show asked for\n%s\nbrood run codex started\n%s", shown, started)
+	}
+	noHelper(t)
+	out, code := policyShow(t, "--workspace", ws, "--agent", "codex")
+	for _, h := range []string{"chatgpt.com", "auth.openai.com"} {
+		if code != 0 || !strings.Contains(out, "allow\t"+h+" (443/tcp)\t(agent (codex login codex))\n") {
+			t.Errorf("policy show lacks the login host %s:\n%s", h, out)
+		}
+	}
+	t.Setenv("OPENAI_API_KEY", "sk-proj-"+strings.Repeat("k", 40))
+	if out, _ := policyShow(t, "--workspace", ws, "--agent", "codex"); strings.Contains(out, "chatgpt.com") {
+		t.Errorf("with an API key (which codex then uses) the login's hosts are shown:\n%s", out)
 	}
 }
 

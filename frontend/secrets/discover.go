@@ -107,6 +107,9 @@ type Result struct {
 	// Logins are the host login files whose OAuth tokens are placeholders, for the
 	// opt-in write-back of refreshed tokens (Login.WriteBack).
 	Logins []Login
+	// LoginNames name the agent's logins (netpolicy.Login.Name) whose tokens Secrets binds:
+	// the session's api.StartVMArgs.Logins, for which the helper allows the login's hosts.
+	LoginNames []string
 }
 
 // Discover builds the placeholders and bindings of one session from in. It returns an

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -16,30 +17,22 @@ import (
 	"brood.dev/brood/frontend/agentcfg"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/placeholder"
+	"brood.dev/brood/netpolicy"
 )
 
 // maxLoginFile is the largest login file read, in bytes (the CLIs write well under 16 KiB;
 // the guest's home-file transport takes at most 128 KiB).
 const maxLoginFile = 64 << 10
 
-// oauth is where one OAuth login's tokens may go.
-type oauth struct {
-	// api are the hosts that receive the access token (and an API key in the same file).
-	api []string
-	// tokenURLs are the token endpoints that receive the refresh token.
-	tokenURLs []string
+// login returns the built-in agent's login named name from netpolicy's table, the one
+// the helper allows the hosts of (a name missing there is a programming error).
+func login(agent, name string) netpolicy.Login {
+	l, err := netpolicy.BuiltinLogin(agent, name)
+	if err != nil {
+		panic(err)
+	}
+	return l
 }
-
-// The logins of the providers the built-in agents sign in to. Sources: the token
-// endpoints and API hosts each CLI uses for its own sign-in (codex: auth.openai.com's
-// /oauth/token, the ChatGPT backend at chatgpt.com; Claude Code: console.anthropic.com's
-// and platform.claude.com's /v1/oauth/token, api.anthropic.com; gemini-cli: Google's
-// oauth2.googleapis.com/token and the Code Assist API at cloudcode-pa.googleapis.com).
-var (
-	openaiLogin    = oauth{api: []string{"chatgpt.com", "api.openai.com"}, tokenURLs: []string{"https://auth.openai.com/oauth/token"}}
-	anthropicLogin = oauth{api: []string{"api.anthropic.com"}, tokenURLs: []string{"https://console.anthropic.com/v1/oauth/token", "https://platform.claude.com/v1/oauth/token"}}
-	googleLogin    = oauth{api: []string{"cloudcode-pa.googleapis.com", "www.googleapis.com"}, tokenURLs: []string{"https://oauth2.googleapis.com/token"}}
-)
 
 // tokenField is one token of a login file: its JSON path and role.
 type tokenField struct {
@@ -91,29 +84,36 @@ func rewriteCodex(d *discovery, show string, m map[string]any) error {
 	if k, ok := m["OPENAI_API_KEY"].(string); ok && k != "" {
 		m["OPENAI_API_KEY"] = d.bind(api.SecretBinding{Name: show + " OPENAI_API_KEY", Value: k, Hosts: []string{"api.openai.com"}}, placeholder.New(k))
 	}
-	return d.oauthTokens(show, "codex", openaiLogin, m, codexFields)
+	d.oauthTokens(show, login("codex", "codex"), m, codexFields)
+	return nil
 }
 
 // rewriteClaude: {"claudeAiOauth": {"accessToken", "refreshToken", "expiresAt", "scopes",
 // "subscriptionType"}} (Claude Code's credentials file on Linux).
 func rewriteClaude(d *discovery, show string, m map[string]any) error {
-	return d.oauthTokens(show, "claude", anthropicLogin, m, claudeFields)
+	d.oauthTokens(show, login("claude-code", "claude"), m, claudeFields)
+	return nil
 }
 
 // rewriteGemini: {"access_token", "refresh_token", "id_token", "expiry_date", "scope",
 // "token_type"} (google-auth-library's credentials, as gemini-cli stores them).
 func rewriteGemini(d *discovery, show string, m map[string]any) error {
-	return d.oauthTokens(show, "gemini", googleLogin, m, geminiFields)
+	d.oauthTokens(show, login("gemini", "gemini"), m, geminiFields)
+	return nil
 }
 
-// opencodeProviders are opencode's provider IDs (its models.dev table) with a known login
-// or API host.
-var opencodeProviders = map[string]oauth{
-	"anthropic":  anthropicLogin,
-	"openai":     openaiLogin,
-	"openrouter": {api: []string{"openrouter.ai"}},
-	"google":     {api: []string{"generativelanguage.googleapis.com"}},
-}
+// opencodeAPIHosts are the API hosts of opencode's provider IDs (its models.dev table)
+// whose "api" entries (a key) are bound; opencodeLogins name the netpolicy login of the
+// IDs whose "oauth" entries are.
+var (
+	opencodeAPIHosts = map[string][]string{
+		"anthropic":  {"api.anthropic.com"},
+		"openai":     {"api.openai.com"},
+		"openrouter": {"openrouter.ai"},
+		"google":     {"generativelanguage.googleapis.com"},
+	}
+	opencodeLogins = map[string]string{"anthropic": "opencode-anthropic", "openai": "opencode-openai"}
+)
 
 // rewriteOpencode: {PROVIDER: {"type": "api", "key"} | {"type": "oauth", "access",
 // "refresh", "expires"}} (opencode's auth.json, one entry per provider).
@@ -123,23 +123,20 @@ func rewriteOpencode(d *discovery, show string, m map[string]any) error {
 		if !ok {
 			continue
 		}
-		prov := opencodeProviders[id]
 		where := fmt.Sprintf("%s %s", show, id)
 		switch e["type"] {
 		case "api":
 			if k, ok := e["key"].(string); ok && k != "" {
-				e["key"] = d.bind(api.SecretBinding{Name: where + " key", Value: k, Hosts: prov.api}, placeholder.New(k))
+				e["key"] = d.bind(api.SecretBinding{Name: where + " key", Value: k, Hosts: opencodeAPIHosts[id]}, placeholder.New(k))
 			}
 		case "oauth", "wellknown":
-			if len(prov.tokenURLs) == 0 {
+			name, ok := opencodeLogins[id]
+			if !ok {
 				d.note("secrets: %s: no known token endpoint; the login is left out", where)
 				delete(m, id)
 				continue
 			}
-			err := d.oauthTokens(where, "opencode-"+id, prov, e, opencodeFields)
-			if err != nil {
-				return err
-			}
+			d.oauthTokens(where, login("opencode", name), e, opencodeFields)
 		default:
 			d.note("secrets: %s: unknown login type; the login is left out", where)
 			delete(m, id)
@@ -148,32 +145,33 @@ func rewriteOpencode(d *discovery, show string, m map[string]any) error {
 	return nil
 }
 
-// oauthTokens replaces the string at each field of m by its placeholder and binds it:
-// access and ID tokens to the login's API hosts (ID tokens to the token hosts too),
-// refresh tokens to its token endpoints.
-func (d *discovery) oauthTokens(show, login string, o oauth, m map[string]any, fields []tokenField) error {
-	tokenHosts := hostsOf(o.tokenURLs)
+// oauthTokens replaces the string at each field of m by its placeholder and binds it to
+// login l (netpolicy's table): access tokens to l.Access, ID tokens to l.Access and the
+// token hosts, refresh tokens to l.TokenURLs. A login with any token bound is added to
+// Result.LoginNames.
+func (d *discovery) oauthTokens(show string, l netpolicy.Login, m map[string]any, fields []tokenField) {
+	tokenHosts := hostsOf(l.TokenURLs)
 	for _, f := range fields {
 		parent, last := walk(m, f.keys)
 		v, ok := parent[last].(string)
 		if !ok || v == "" {
 			continue
 		}
-		b := api.SecretBinding{Name: show + " " + strings.Join(f.keys, "."), Value: v, Login: login, Role: f.role}
-		if !contains(d.logins, login) {
-			d.logins = append(d.logins, login)
-		}
+		b := api.SecretBinding{Name: show + " " + strings.Join(f.keys, "."), Value: v, Login: l.Name, Role: f.role}
 		switch f.role {
 		case api.RoleAccess:
-			b.Hosts = o.api
+			b.Hosts = l.Access
 		case api.RoleID:
-			b.Hosts = append(append([]string{}, o.api...), tokenHosts...)
+			b.Hosts = append(slices.Clone(l.Access), tokenHosts...)
 		case api.RoleRefresh:
-			b.Hosts, b.TokenURLs = tokenHosts, o.tokenURLs
+			b.Hosts, b.TokenURLs = tokenHosts, l.TokenURLs
 		}
 		parent[last] = d.bindOAuth(b)
+		if !slices.Contains(d.logins, l.Name) {
+			d.logins = append(d.logins, l.Name)
+			d.res.LoginNames = append(d.res.LoginNames, l.Name)
+		}
 	}
-	return nil
 }
 
 // bindOAuth binds b after dropping the token endpoints the policy took the host of; a

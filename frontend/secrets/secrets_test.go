@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/netpolicy"
 )
 
 // Canaries: real values that must never appear on the guest side.
@@ -152,8 +153,12 @@ func TestClaudeLogin(t *testing.T) {
 	if !strings.HasPrefix(a.Placeholder, "sk-ant-oat01-") || a.Role != api.RoleAccess || !slices.Equal(a.Hosts, []string{"api.anthropic.com"}) {
 		t.Fatalf("access binding %+v", a.Hosts)
 	}
-	if rf.Role != api.RoleRefresh || rf.Login != a.Login || len(rf.TokenURLs) != 2 || slices.Contains(rf.Hosts, "api.anthropic.com") {
+	if rf.Role != api.RoleRefresh || rf.Login != a.Login || !slices.Equal(rf.TokenURLs, []string{"https://platform.claude.com/v1/oauth/token"}) ||
+		!slices.Equal(rf.Hosts, []string{"platform.claude.com"}) {
 		t.Fatalf("refresh binding %v %v", rf.Hosts, rf.TokenURLs)
+	}
+	if !slices.Equal(r.LoginNames, []string{"claude"}) || a.Login != "claude" {
+		t.Fatalf("logins %v, access login %q; want [claude]", r.LoginNames, a.Login)
 	}
 }
 
@@ -178,6 +183,50 @@ func TestCodexLogin(t *testing.T) {
 	if b := binding(t, r, "rt_CANARY"+strings.Repeat("x", 40)); !slices.Equal(b.TokenURLs, []string{"https://auth.openai.com/oauth/token"}) {
 		t.Fatalf("refresh binding %v", b.TokenURLs)
 	}
+	// The access token goes to the ChatGPT backend only (codex's ChatGPT mode), the ID
+	// token there and to the token endpoint's host.
+	if b := binding(t, r, canaryJWT+"x"); !slices.Equal(b.Hosts, []string{"chatgpt.com"}) || b.Role != api.RoleAccess {
+		t.Fatalf("access binding %v %q", b.Hosts, b.Role)
+	}
+	if b := binding(t, r, canaryJWT); !slices.Equal(b.Hosts, []string{"auth.openai.com", "chatgpt.com"}) || b.Role != api.RoleID {
+		t.Fatalf("id binding %v %q", b.Hosts, b.Role)
+	}
+	if !slices.Equal(r.LoginNames, []string{"codex"}) {
+		t.Fatalf("logins %v, want [codex]", r.LoginNames)
+	}
+}
+
+// TestLoginHostsAreNetpolicys: every login binding's hosts are hosts of the agent's login
+// in netpolicy's table (the hosts the helper allows for it), so none is narrowed away.
+func TestLoginHostsAreNetpolicys(t *testing.T) {
+	files := map[string][2]string{
+		"codex":       {".codex/auth.json", `{"tokens":{"id_token":"` + canaryJWT + `","access_token":"` + canaryJWT + `x","refresh_token":"rt_CANARY` + strings.Repeat("x", 40) + `"}}`},
+		"claude-code": {".claude/.credentials.json", `{"claudeAiOauth":{"accessToken":"` + canaryAccess + `","refreshToken":"` + canaryRefresh + `"}}`},
+		"gemini":      {".gemini/oauth_creds.json", `{"access_token":"` + canaryGoogle + `","refresh_token":"` + canaryGRT + `","id_token":"` + canaryJWT + `"}`},
+		"opencode": {".local/share/opencode/auth.json", `{"openai":{"type":"oauth","access":"` + canaryJWT + `","refresh":"` + canaryGRT + `"},` +
+			`"anthropic":{"type":"oauth","access":"` + canaryAccess + `","refresh":"` + canaryRefresh + `"}}`},
+	}
+	for agent, f := range files {
+		r, err := Discover(Input{Agent: agent, Builtin: true, Home: writeHome(t, f[0], f[1])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.LoginNames) == 0 {
+			t.Errorf("%s: no login in %v", agent, r.Secrets.Bindings)
+		}
+		for _, b := range r.Secrets.Bindings {
+			l, err := netpolicy.BuiltinLogin(agent, b.Login)
+			if err != nil || !slices.Contains(r.LoginNames, b.Login) {
+				t.Errorf("%s: binding %s: login %q: %v (logins %v)", agent, b.Name, b.Login, err, r.LoginNames)
+				continue
+			}
+			for _, h := range b.Hosts {
+				if !slices.Contains(l.Hosts(), h) {
+					t.Errorf("%s: binding %s: host %s is not one of login %s's %v", agent, b.Name, h, l.Name, l.Hosts())
+				}
+			}
+		}
+	}
 }
 
 func TestGeminiAndOpencodeLogins(t *testing.T) {
@@ -187,7 +236,8 @@ func TestGeminiAndOpencodeLogins(t *testing.T) {
 		t.Fatal(err)
 	}
 	noCanary(t, guestSide(r), canaryGoogle, canaryGRT)
-	if b := binding(t, r, canaryGoogle); !strings.HasPrefix(b.Placeholder, "ya29.") || !slices.Contains(b.Hosts, "cloudcode-pa.googleapis.com") {
+	// gemini-cli checks the access token at oauth2.googleapis.com/tokeninfo at start.
+	if b := binding(t, r, canaryGoogle); !strings.HasPrefix(b.Placeholder, "ya29.") || !slices.Equal(b.Hosts, []string{"cloudcode-pa.googleapis.com", "oauth2.googleapis.com"}) {
 		t.Fatalf("gemini access binding %v", b.Hosts)
 	}
 	home = writeHome(t, ".local/share/opencode/auth.json", `{"anthropic":{"type":"oauth","access":"`+canaryAccess+`","refresh":"`+canaryRefresh+`","expires":1},"openrouter":{"type":"api","key":"`+canaryCustom+`"},"weird":{"type":"magic","x":"`+canaryKey+`"}}`)

@@ -304,6 +304,11 @@ type StartVMArgs struct {
 	// Agent names the agent whose LLM provider hosts (from the helper's own agent table,
 	// never from the client) the profile allows.
 	Agent string `json:"agent,omitempty"`
+	// Logins name the agent's sign-ins whose tokens the session forwards (the Login of
+	// its OAuth bindings in Secrets, each one of netpolicy.BuiltinLogins(Agent)): the
+	// helper allows their hosts from its own table, as the agent's. A login no binding
+	// of Secrets belongs to is refused (CodeBadRequest).
+	Logins []string `json:"logins,omitempty"`
 	// UserEgress and WorkspaceEgress are the [egress] tables of the user's config and of
 	// the workspace's .brood.toml. They can only tighten what the system policy allows
 	// (a workspace may not add hosts); nil: the layer is empty.
@@ -382,19 +387,20 @@ type ResolvePolicyArgs struct {
 	Egress          string       `json:"egress,omitempty"`
 	AllowHosts      []string     `json:"allow_hosts,omitempty"`
 	Agent           string       `json:"agent,omitempty"`
+	Logins          []string     `json:"logins,omitempty"`
 	UserEgress      *EgressLayer `json:"user_egress,omitempty"`
 	WorkspaceEgress *EgressLayer `json:"workspace_egress,omitempty"`
 }
 
 // PolicyArgs returns the egress inputs of a.
 func (a StartVMArgs) PolicyArgs() ResolvePolicyArgs {
-	return ResolvePolicyArgs{Egress: a.Egress, AllowHosts: a.AllowHosts, Agent: a.Agent,
+	return ResolvePolicyArgs{Egress: a.Egress, AllowHosts: a.AllowHosts, Agent: a.Agent, Logins: a.Logins,
 		UserEgress: a.UserEgress, WorkspaceEgress: a.WorkspaceEgress}
 }
 
 // SetPolicyArgs sets a's egress inputs to p's.
 func (a *StartVMArgs) SetPolicyArgs(p ResolvePolicyArgs) {
-	a.Egress, a.AllowHosts, a.Agent = p.Egress, p.AllowHosts, p.Agent
+	a.Egress, a.AllowHosts, a.Agent, a.Logins = p.Egress, p.AllowHosts, p.Agent, p.Logins
 	a.UserEgress, a.WorkspaceEgress = p.UserEgress, p.WorkspaceEgress
 }
 

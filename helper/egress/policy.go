@@ -13,8 +13,10 @@ import (
 
 // resolvePolicy is the one function that decides a session's egress policy: Manager.Start
 // enforces its result and ResolvePolicy answers it. Its sources are the ones the helper
-// trusts: the system policy file, its own agent table and discovered (the host's own
-// system configuration); the user, workspace and flag layers come from the client and
+// trusts: the system policy file, its own agent table, netpolicy's table of the agents'
+// logins (the client names only which of its agent's logins the session forwards,
+// a.Logins; the hosts are the table's) and discovered (the host's own system
+// configuration); the user, workspace and flag layers come from the client and
 // can only tighten what the system allows (netpolicy.Resolve). Registries the client
 // discovered in the user's own configuration (UserEgress.Discovered) are user-controlled
 // whatever the client says: the system's denials remove them and forbid_allow_host drops
@@ -66,7 +68,7 @@ func resolvePolicy(c *Config, a api.ResolvePolicyArgs, discovered []netpolicy.Di
 	}
 	discovered = append(slices.Clip(discovered), userDisc...)
 	eff, err := netpolicy.Resolve(netpolicy.Inputs{System: sys, User: user, Workspace: ws, Flags: flags,
-		Agent: a.Agent, AgentHosts: agentHosts, Discovered: discovered})
+		Agent: a.Agent, AgentHosts: agentHosts, Logins: a.Logins, Discovered: discovered})
 	if err != nil {
 		return fail(err)
 	}

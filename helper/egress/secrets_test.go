@@ -2,6 +2,8 @@ package egress
 
 import (
 	"errors"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,5 +121,51 @@ func TestRefreshedLoginsKept(t *testing.T) {
 	}
 	if got := c.take(); len(got) != 1 || got[0].Login != "claude" {
 		t.Errorf("over the cap: kept %d logins", len(got))
+	}
+}
+
+// TestLoginSecretsNeedTheLogin: a signed-in codex's bindings (access token to the
+// ChatGPT backend, refresh token to its token endpoint, as frontend/secrets binds them)
+// keep every host in a session that names the login (ResolvePolicyArgs.Logins), whose
+// policy allows the login's hosts as the agent's; without the login the access token
+// keeps none, and the start is refused naming it. A login of another agent is a policy
+// error.
+func TestLoginSecretsNeedTheLogin(t *testing.T) {
+	c := DefaultConfig()
+	c.PolicyPath = filepath.Join(t.TempDir(), "absent.toml")
+	l, err := netpolicy.BuiltinLogin("codex", "codex")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := api.SessionSecrets{Bindings: []api.SecretBinding{
+		{Name: "~/.codex/auth.json tokens.access_token", Placeholder: phAPI, Value: canaryAPI, Hosts: l.Access, Login: "codex", Role: api.RoleAccess},
+		{Name: "~/.codex/auth.json tokens.refresh_token", Placeholder: phOther, Value: canaryOther, Hosts: []string{"auth.openai.com"},
+			Login: "codex", Role: api.RoleRefresh, TokenURLs: l.TokenURLs},
+	}}
+	eff, _, err := resolvePolicy(&c, api.ResolvePolicyArgs{Egress: "locked", Agent: "codex", Logins: []string{"codex"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, bound, err := narrowSecrets(eff, sec)
+	if err != nil || !bound {
+		t.Fatalf("with the login: %v, bound %v", err, bound)
+	}
+	for i, b := range out.Bindings {
+		if !slices.Equal(b.Hosts, sec.Bindings[i].Hosts) || !slices.Equal(b.TokenURLs, sec.Bindings[i].TokenURLs) {
+			t.Errorf("binding %s narrowed to %v %v", b.Name, b.Hosts, b.TokenURLs)
+		}
+	}
+	if got := agentHostList(eff); !slices.Contains(got, "chatgpt.com (443/tcp)") || !slices.Contains(got, "auth.openai.com (443/tcp)") {
+		t.Errorf("agent hosts %v lack the login's", got)
+	}
+	eff, _, err = resolvePolicy(&c, api.ResolvePolicyArgs{Egress: "locked", Agent: "codex"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := narrowSecrets(eff, sec); !errors.Is(err, api.ErrPolicy) || !strings.Contains(err.Error(), "tokens.access_token may go only to chatgpt.com") {
+		t.Errorf("without the login: %v, want a policy error naming the access token and chatgpt.com", err)
+	}
+	if _, _, err := resolvePolicy(&c, api.ResolvePolicyArgs{Egress: "locked", Agent: "codex", Logins: []string{"claude"}}, nil); !errors.Is(err, api.ErrPolicy) || !errors.Is(err, netpolicy.ErrUnknownLogin) {
+		t.Errorf("another agent's login: %v", err)
 	}
 }

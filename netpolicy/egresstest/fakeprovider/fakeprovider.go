@@ -111,6 +111,7 @@ type Provider struct {
 	handler func(p *Provider, w http.ResponseWriter, r *http.Request, body []byte) int
 	mu      sync.Mutex
 	reqs    []Request
+	answers map[string]string // OAuthToken's, by path
 	srv     *http.Server
 }
 

@@ -57,6 +57,13 @@ func TestProviders(t *testing.T) {
 			[]string{`data: {"candidates":[{"content":{"parts":[{"text":"gem-ans"}]`, `"finishReason":"STOP"`}},
 		{Gemini("gem-ans"), "/v1beta/models/g1:generateContent", `{"generationConfig":{"responseMimeType":"application/json"}}`, "X-Goog-Api-Key", "k3",
 			[]string{`\"next_speaker\":\"user\"`}},
+		{ChatGPT("gpt-ans"), "/backend-api/codex/responses", `{"stream":true}`, "Authorization", "Bearer at1",
+			[]string{"event: response.output_text.delta", `"delta":"gpt-ans"`, "event: response.completed"}},
+		{OAuthToken("auth.openai.com", map[string]string{"/oauth/token": `{"access_token":"new"}`}), "/oauth/token", `grant_type=refresh_token&refresh_token=rt1`, "Content-Type", "application/x-www-form-urlencoded",
+			[]string{`{"access_token":"new"}`}},
+		{CodeAssist("ca-ans"), "/v1internal:streamGenerateContent?alt=sse", `{"model":"g1","request":{}}`, "Authorization", "Bearer ya29.x",
+			[]string{`data: {"response":{"candidates":[{"content":{"parts":[{"text":"ca-ans"}]`}},
+		{CodeAssist("ca-ans"), "/v1internal:loadCodeAssist", `{}`, "Authorization", "Bearer ya29.x", []string{`"cloudaicompanionProject":"brood-e2e-project"`}},
 	} {
 		client, _ := serve(t, c.p, ca)
 		req, _ := http.NewRequest(http.MethodPost, "https://"+c.p.Hosts[0]+c.path, strings.NewReader(c.body))

@@ -23,14 +23,70 @@ func OpenAI(answer string) *Provider {
 }
 
 func serveOpenAI(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
-	if r.URL.Path == "/v1/responses" && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
+	return serveResponses(p, w, r, "/v1/responses")
+}
+
+// ChatGPT is the ChatGPT backend as codex uses it when signed in with ChatGPT (codex-rs:
+// the Responses API under https://chatgpt.com/backend-api/codex, the access token as
+// "Authorization: Bearer TOKEN" and the account as "chatgpt-account-id"): the same
+// stream as OpenAI's at /backend-api/codex/responses, over HTTP or a WebSocket, and the
+// workspace routing codex 0.171 asks for first, GET /backend-api/wham/accounts/check,
+// answered with the request's account served by this backend ({"accounts": [{"id",
+// "workspace_backend_origin": "https://chatgpt.com", "account_routing_override":
+// "NO_CONSTRAINT"}]}, codex-rs app-server workspace_routing.rs). Every other request
+// is 404.
+func ChatGPT(answer string) *Provider {
+	return &Provider{Name: "chatgpt", Hosts: []string{"chatgpt.com"}, Answer: answer, handler: func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
+		if r.Method == http.MethodGet && r.URL.Path == "/backend-api/wham/accounts/check" {
+			acct, _ := json.Marshal(r.Header.Get("chatgpt-account-id"))
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"accounts":[{"id":` + string(acct) + `,"workspace_backend_origin":"https://chatgpt.com","account_routing_override":"NO_CONSTRAINT"}]}`))
+			return http.StatusOK
+		}
+		return serveResponses(p, w, r, "/backend-api/codex/responses")
+	}}
+}
+
+// serveResponses answers the Responses API at path: a WebSocket upgrade, or a POST.
+func serveResponses(p *Provider, w http.ResponseWriter, r *http.Request, path string) int {
+	if r.URL.Path == path && strings.EqualFold(r.Header.Get("Upgrade"), "websocket") {
 		return p.serveResponsesWS(w, r)
 	}
-	if r.Method != http.MethodPost || r.URL.Path != "/v1/responses" {
+	if r.Method != http.MethodPost || r.URL.Path != path {
 		return notFound(w)
 	}
 	sse(w, responseEvents(p.Answer))
 	return http.StatusOK
+}
+
+// OAuthToken is an OAuth 2.0 server at host: a POST to one of the paths of answers
+// (the token endpoint, RFC 6749 section 5.1, or Google's /tokeninfo) is answered with
+// that path's JSON (SetAnswer replaces one). A refresh token arrives in the body, as a
+// form or as JSON. Every other request is 404.
+func OAuthToken(host string, answers map[string]string) *Provider {
+	p := &Provider{Name: "oauth " + host, Hosts: []string{host}, answers: map[string]string{}}
+	for k, v := range answers {
+		p.answers[k] = v
+	}
+	p.handler = func(p *Provider, w http.ResponseWriter, r *http.Request, _ []byte) int {
+		p.mu.Lock()
+		a, ok := p.answers[r.URL.Path]
+		p.mu.Unlock()
+		if r.Method != http.MethodPost || !ok {
+			return notFound(w)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Write([]byte(a))
+		return http.StatusOK
+	}
+	return p
+}
+
+// SetAnswer makes an OAuthToken provider answer a POST to path with body (JSON).
+func (p *Provider) SetAnswer(path, body string) {
+	p.mu.Lock()
+	p.answers[path] = body
+	p.mu.Unlock()
 }
 
 // serveResponsesWS answers the Responses API's WebSocket mode until the client closes.
@@ -149,20 +205,7 @@ func serveGemini(p *Provider, w http.ResponseWriter, r *http.Request, body []byt
 	if r.Method != http.MethodPost || !ok || !strings.HasPrefix(r.URL.Path, "/v1beta/models/") {
 		return notFound(w)
 	}
-	var req struct {
-		GenerationConfig struct {
-			ResponseMimeType string `json:"responseMimeType"`
-		} `json:"generationConfig"`
-	}
-	_ = json.Unmarshal(body, &req)
-	answer := p.Answer
-	if req.GenerationConfig.ResponseMimeType == "application/json" {
-		answer = `{"reasoning":"fake provider","model_choice":"flash","next_speaker":"user"}`
-	}
-	text, _ := json.Marshal(answer)
-	name, _ := json.Marshal(model)
-	resp := `{"candidates":[{"content":{"parts":[{"text":` + string(text) + `}],"role":"model"},"finishReason":"STOP","index":0}],` +
-		`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15},"modelVersion":` + string(name) + `}`
+	resp := geminiResponse(p.Answer, model, body)
 	switch method {
 	case "streamGenerateContent":
 		if r.URL.Query().Get("alt") == "sse" {
@@ -178,5 +221,63 @@ func serveGemini(p *Provider, w http.ResponseWriter, r *http.Request, body []byt
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Write([]byte(resp))
+	return http.StatusOK
+}
+
+// geminiResponse is a GenerateContentResponse (JSON) of model holding answer, or for a
+// request body asking for JSON output the router's and next-speaker check's object.
+func geminiResponse(answer, model string, body []byte) string {
+	var req struct {
+		Model            string `json:"model"`
+		GenerationConfig struct {
+			ResponseMimeType string `json:"responseMimeType"`
+		} `json:"generationConfig"`
+		Request struct { // Code Assist wraps the request
+			GenerationConfig struct {
+				ResponseMimeType string `json:"responseMimeType"`
+			} `json:"generationConfig"`
+		} `json:"request"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if req.GenerationConfig.ResponseMimeType == "application/json" || req.Request.GenerationConfig.ResponseMimeType == "application/json" {
+		answer = `{"reasoning":"fake provider","model_choice":"flash","next_speaker":"user"}`
+	}
+	if model == "" {
+		model = req.Model
+	}
+	text, _ := json.Marshal(answer)
+	name, _ := json.Marshal(model)
+	return `{"candidates":[{"content":{"parts":[{"text":` + string(text) + `}],"role":"model"},"finishReason":"STOP","index":0}],` +
+		`"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5,"totalTokenCount":15},"modelVersion":` + string(name) + `}`
+}
+
+// CodeAssist is Google's Code Assist API as gemini-cli uses it signed in with Google
+// (auth type oauth-personal; gemini-cli code_assist/server.ts, the access token as
+// "Authorization: Bearer TOKEN"): POST /v1internal:loadCodeAssist answers a free tier
+// and a project; :streamGenerateContent?alt=sse, :generateContent and :countTokens
+// answer as the Gemini API does, each response wrapped as {"response": ...}; any other
+// /v1internal: method answers {}. Every other request is 404.
+func CodeAssist(answer string) *Provider {
+	return &Provider{Name: "codeassist", Hosts: []string{"cloudcode-pa.googleapis.com"}, Answer: answer, handler: serveCodeAssist}
+}
+
+func serveCodeAssist(p *Provider, w http.ResponseWriter, r *http.Request, body []byte) int {
+	method, ok := strings.CutPrefix(r.URL.Path, "/v1internal:")
+	if r.Method != http.MethodPost || !ok {
+		return notFound(w)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	switch method {
+	case "loadCodeAssist":
+		w.Write([]byte(`{"currentTier":{"id":"free-tier","name":"Gemini Code Assist for individuals"},"cloudaicompanionProject":"brood-e2e-project"}`))
+	case "streamGenerateContent":
+		sse(w, [][2]string{{"", `{"response":` + geminiResponse(p.Answer, "", body) + `,"traceId":"fake"}`}})
+	case "generateContent":
+		w.Write([]byte(`{"response":` + geminiResponse(p.Answer, "", body) + `,"traceId":"fake"}`))
+	case "countTokens":
+		w.Write([]byte(`{"totalTokens":10}`))
+	default:
+		w.Write([]byte(`{}`))
+	}
 	return http.StatusOK
 }
