@@ -46,6 +46,8 @@ func testChild() (int, bool) {
 		return 0, true
 	case raceChild:
 		return raceMain(os.Args[2:]), true
+	case serveWipeChild:
+		return serveWipeMain(), true
 	}
 	return 0, false
 }

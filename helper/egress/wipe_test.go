@@ -1,0 +1,146 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
+)
+
+// serveWipeChild is the mode in which the test binary runs serveProc with secrets on
+// the descriptors the test gives it, then reports on its own non-dumped memory.
+const serveWipeChild = "egress-serve-wipe"
+
+// serveWipeMain runs serveProc (with secrets) on descriptors 3..9 and, once it returned
+// (the test closed the control socket: the session ended), prints how many mappings of
+// the process are writable, marked "dd" and not droppable (the arena's: the Go runtime
+// marks none) and how many non-zero bytes they hold.
+func serveWipeMain() int {
+	if err := serveProc(slog.New(slog.NewTextHandler(io.Discard, nil)), "wipe0001", "127.0.0.1:53", true); err != nil {
+		fmt.Println("serve:", err)
+		return 1
+	}
+	maps, err := testenv.Smaps("self")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	mem, err := os.Open("/proc/self/mem")
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	dd, nonzero := 0, 0
+	for _, m := range maps {
+		// Not [vvar] and the like, nor the vDSO getrandom state ("dp", droppable).
+		if !m.Has("dd") || m.Perms != "rw-p" || m.Has("dp") {
+			continue
+		}
+		dd++
+		buf := make([]byte, m.End-m.Start)
+		if _, err := mem.ReadAt(buf, int64(m.Start)); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		nonzero += len(buf) - bytes.Count(buf, []byte{0})
+	}
+	fmt.Printf("dd mappings %d, non-zero bytes %d\n", dd, nonzero)
+	return 0
+}
+
+// TestSessionEndWipes runs the egress process's serve loop (serveProc, as ProxyMain
+// runs it after confining itself) with secret bindings in a child, on loopback sockets.
+// While the session runs the child's locked, non-dumped mapping holds both real values;
+// after the control socket closed, serveProc has returned and that mapping is all zero.
+func TestSessionEndWipes(t *testing.T) {
+	testenv.RequireRoot(t) // reading the child's memory
+	files, ctl := serveFiles(t)
+	cmd := exec.Command(os.Args[0], serveWipeChild)
+	cmd.ExtraFiles = files
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	for _, f := range files {
+		f.Close()
+	}
+	s := api.SessionSecrets{Bindings: []api.SecretBinding{
+		{Name: "$API_KEY", Placeholder: phAPI, Value: canaryAPI, Hosts: []string{"api.bound.test"}},
+		{Name: "$OTHER_KEY", Placeholder: phOther, Value: canaryOther, Hosts: []string{"other.bound.test"}},
+	}}
+	if ca, err := sendSecrets(ctl, s, nil); err != nil || ca == "" {
+		ctl.Close()
+		t.Fatalf("session CA: %q, %v", ca, err)
+	}
+	in, _ := canaryMappings(t, cmd.Process.Pid)
+	if len(in) != 1 || !in[0].Has("lo") {
+		t.Errorf("while the session runs: %d non-dumped mappings hold the values (%+v), want one, locked", len(in), in)
+	}
+	ctl.Close()
+	l, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || l != "dd mappings 1, non-zero bytes 0\n" {
+		t.Errorf("after the session's end: %q (%v), want one non-dumped mapping, all zero", l, err)
+	}
+}
+
+// serveFiles returns the descriptors serveProc expects (procFD*: a SOCK_SEQPACKET
+// control socket, then DNS and gate sockets, bound on 127.0.0.1 at ports the kernel
+// picks) and the test's end of the control socket.
+func serveFiles(t *testing.T) ([]*os.File, *net.UnixConn) {
+	t.Helper()
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_SEQPACKET|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine := os.NewFile(uintptr(fds[0]), "ctl")
+	c, err := net.FileConn(mine)
+	mine.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	files := []*os.File{os.NewFile(uintptr(fds[1]), "ctl-child")}
+	for range 2 {
+		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pf, _ := pc.(*net.UDPConn).File()
+		lf, _ := l.(*net.TCPListener).File()
+		pc.Close()
+		l.Close()
+		files = append(files, pf, lf)
+	}
+	for range 2 {
+		l, err := net.Listen("tcp4", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, _ := l.(*net.TCPListener).File()
+		l.Close()
+		files = append(files, f)
+	}
+	if len(files) != procFDCount {
+		t.Fatalf("%d descriptors, want %d", len(files), procFDCount)
+	}
+	return files, c.(*net.UnixConn)
+}
