@@ -179,6 +179,12 @@ func TestProcScopes(t *testing.T) {
 		"ptrace":                  {"ok", eperm},
 		"process_vm_readv":        {"ok", eperm},
 	}
+	if b, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); err == nil && string(b) != "0\n" {
+		// Yama refuses these to a non-parent before confinement too: no control.
+		t.Logf("Yama ptrace_scope %q: ptrace and process_vm_readv not checked", b)
+		delete(want, "ptrace")
+		delete(want, "process_vm_readv")
+	}
 	t.Logf("kernel Landlock ABI %d: %+v", abi, r)
 	for what, w := range want {
 		if got := [2]string{r.Before[what], r.After[what]}; got != w {
