@@ -23,8 +23,8 @@ const secretMemNetnsEnv = "BROOD_SECRETMEM_NETNS"
 // RLIMIT_MEMLOCK, both real values lie in mappings the kernel lists as locked ("lo",
 // Locked equal to their size) and excluded from core dumps ("dd"), and the process's
 // VmLck is not zero. With RLIMIT_MEMLOCK 0 the session still starts, and the values lie
-// in "dd" mappings that are not locked. The count of copies in other writable memory
-// (ordinary heap: the decoding of the control message) is logged.
+// in "dd" mappings that are not locked. No other writable mapping (the Go heap and
+// stacks) holds a copy once the session started (before any request).
 func TestSecretsLockedNetns(t *testing.T) {
 	if v := os.Getenv(secretMemNetnsEnv); v != "" {
 		secretMemScenario(t, strings.Split(v, ","))
@@ -58,6 +58,9 @@ func secretMemScenario(t *testing.T, names []string) {
 		}
 		if len(in) == 0 {
 			t.Error("no locked, non-dumped mapping holds the real values")
+		}
+		if elsewhere != 0 {
+			t.Errorf("%d copies of the real values in other writable memory, want none", elsewhere)
 		}
 		if lck, err := testenv.StatusKB(strconv.Itoa(pid), "VmLck"); err != nil || lck == 0 {
 			t.Errorf("VmLck %d kB (%v), want > 0", lck, err)

@@ -84,7 +84,16 @@ func (a *Arena) String(s string) (string, []byte, error) {
 		return "", nil, err
 	}
 	copy(b, s)
-	return unsafe.String(&b[0], len(b)), b, nil
+	return View(b), b, nil
+}
+
+// View returns a string that shares b's bytes (no copy): for a slot, or a prefix of one,
+// that a caller filled itself. The string changes with b.
+func View(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
 }
 
 // Free zeroes slot (as Alloc or String returned it; nil is ignored) and keeps it for
