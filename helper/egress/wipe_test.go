@@ -4,11 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -26,7 +26,7 @@ const serveWipeChild = "egress-serve-wipe"
 // the process are writable, marked "dd" and not droppable (the arena's: the Go runtime
 // marks none) and how many non-zero bytes they hold.
 func serveWipeMain() int {
-	if err := serveProc(slog.New(slog.NewTextHandler(io.Discard, nil)), "wipe0001", "127.0.0.1:53", true); err != nil {
+	if err := serveProc(slog.New(slog.NewTextHandler(os.Stderr, nil)), "wipe0001", "127.0.0.1:53", true); err != nil {
 		fmt.Println("serve:", err)
 		return 1
 	}
@@ -60,26 +60,56 @@ func serveWipeMain() int {
 
 // TestSessionEndWipes runs the egress process's serve loop (serveProc, as ProxyMain
 // runs it after confining itself) with secret bindings in a child, on loopback sockets.
-// While the session runs one locked, non-dumped mapping of the child holds both real
-// values; after the control socket closed, serveProc has returned and every such mapping
-// (the table's, and the one the message was read into) is all zero.
+// While the session runs one non-dumped mapping of the child holds both real values;
+// after the control socket closed, serveProc has returned and every such mapping (the
+// table's, and the one the message was read into) is all zero. As root the mapping is
+// locked and nothing is logged; as the session's uid under RLIMIT_MEMLOCK 0 it is not
+// locked and the child logs that.
 func TestSessionEndWipes(t *testing.T) {
-	testenv.RequireRoot(t) // reading the child's memory
+	testenv.RequireRoot(t) // reading the child's memory, and the uid change
+	t.Run("locked", func(t *testing.T) {
+		locked, log := serveAndEnd(t, false)
+		if !locked || strings.Contains(log, "not locked") {
+			t.Errorf("locked %v, log %q", locked, log)
+		}
+	})
+	t.Run("RLIMIT_MEMLOCK 0", func(t *testing.T) {
+		locked, log := serveAndEnd(t, true)
+		if locked || !strings.Contains(log, "secret bindings not locked in memory") || !strings.Contains(log, "RLIMIT_MEMLOCK 0 bytes") {
+			t.Errorf("locked %v, log %q", locked, log)
+		}
+	})
+}
+
+// serveAndEnd runs serveWipeChild (as root, or with memlock0 as probeUID under
+// RLIMIT_MEMLOCK 0), sends it the canary bindings, checks the values are in one
+// non-dumped mapping, ends the session, checks the child found its non-dumped memory
+// all zero, and returns whether that mapping was locked and the child's log.
+func serveAndEnd(t *testing.T, memlock0 bool) (bool, string) {
 	files, ctl := serveFiles(t)
-	cmd := exec.Command(os.Args[0], serveWipeChild)
+	cmd := exec.Command(publicTestBinary(t), serveWipeChild)
 	cmd.ExtraFiles = files
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	var log bytes.Buffer
+	cmd.Stderr = &log
+	if memlock0 {
+		asProbeUID(cmd, probeUID)
+		var saved unix.Rlimit
+		unix.Getrlimit(unix.RLIMIT_MEMLOCK, &saved)
+		unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unix.Rlimit{Cur: 0, Max: saved.Max})
+		defer unix.Setrlimit(unix.RLIMIT_MEMLOCK, &saved)
 	}
-	defer cmd.Wait()
+	err = cmd.Start()
 	for _, f := range files {
 		f.Close()
 	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
 	s := api.SessionSecrets{Bindings: []api.SecretBinding{
 		{Name: "$API_KEY", Placeholder: phAPI, Value: canaryAPI, Hosts: []string{"api.bound.test"}},
 		{Name: "$OTHER_KEY", Placeholder: phOther, Value: canaryOther, Hosts: []string{"other.bound.test"}},
@@ -89,8 +119,8 @@ func TestSessionEndWipes(t *testing.T) {
 		t.Fatalf("session CA: %q, %v", ca, err)
 	}
 	in, _ := canaryMappings(t, cmd.Process.Pid)
-	if len(in) != 1 || !in[0].Has("lo") {
-		t.Errorf("while the session runs: %d non-dumped mappings hold the values (%+v), want one, locked", len(in), in)
+	if len(in) != 1 {
+		t.Errorf("while the session runs: %d non-dumped mappings hold the values (%+v), want one", len(in), in)
 	}
 	ctl.Close()
 	l, err := bufio.NewReader(out).ReadString('\n')
@@ -98,6 +128,8 @@ func TestSessionEndWipes(t *testing.T) {
 	if _, serr := fmt.Sscanf(l, "dd mappings %d, non-zero bytes %d\n", &dd, &nonzero); err != nil || serr != nil || dd == 0 || nonzero != 0 {
 		t.Errorf("after the session's end: %q (%v), want non-dumped mappings, all zero", l, err)
 	}
+	cmd.Wait()
+	return len(in) == 1 && in[0].Has("lo"), log.String()
 }
 
 // serveFiles returns the descriptors serveProc expects (procFD*: a SOCK_SEQPACKET
