@@ -3,6 +3,8 @@ package egress
 import (
 	"bytes"
 	"fmt"
+	"net"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -12,6 +14,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
+	"brood.dev/brood/netpolicy/dnsproxy"
 )
 
 // secretMemNetnsEnv carries the bed's netns names to the re-executed scenario.
@@ -30,25 +33,41 @@ func TestSecretsLockedNetns(t *testing.T) {
 		secretMemScenario(t, strings.Split(v, ","))
 		return
 	}
-	runInHost(t, "TestSecretsLockedNetns", secretMemNetnsEnv, newEgressBed(t), unitCaps+",+sys_ptrace")
+	names := newEgressBed(t)
+	testenv.IP(t, "-n", names[1], "addr", "add", "192.0.2.10/32", "dev", "lo")
+	runInHost(t, "TestSecretsLockedNetns", secretMemNetnsEnv, names, unitCaps+",+sys_ptrace")
 }
 
 func secretMemScenario(t *testing.T, names []string) {
+	up, err := dnsproxy.NewFakeUpstream([]string{"api.bound.test. 600 IN A 192.0.2.10"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var upSrv *dnsproxy.Server
+	if err := testenv.InNetns(names[1], func() (err error) { upSrv, err = dnsproxy.Listen(up, "192.0.2.53:53"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer upSrv.Close(t.Context())
+	cert, _, rootPEM := testenv.TestCAPEM(t, "api.bound.test")
+	host := &boundHost{}
+	serveBound(t, names[1], "192.0.2.10", cert, host)
 	e, _ := secretsManager(t, names)
+	e.TestRoots = rootPEM
 	bindings := []api.SecretBinding{
 		{Name: "$API_KEY", Placeholder: phAPI, Value: canaryAPI, Hosts: []string{"api.bound.test"}},
 		{Name: "$OTHER_KEY", Placeholder: phOther, Value: canaryOther, Hosts: []string{"other.bound.test"}},
 	}
-	start := func(id string) int {
+	start := func(id string) *Session {
 		t.Helper()
 		s, err := e.Start(api.StartVMArgs{ID: id, Egress: "locked", Agent: "shell", Secrets: &api.SessionSecrets{Bindings: bindings}}, 1000, 1000)
 		if err != nil || s.SecretsCA == "" {
-			t.Fatalf("start %s: %v (CA %d bytes)", id, err, len(s.SecretsCA))
+			t.Fatalf("start %s: %v", id, err)
 		}
-		return s.proc.cmd.Process.Pid
+		return s
 	}
 	t.Run("locked", func(t *testing.T) {
-		pid := start("smem0001")
+		s := start("smem0001")
+		pid := s.proc.cmd.Process.Pid
 		in, elsewhere := canaryMappings(t, pid)
 		t.Logf("egress process %d: real values in %d locked, non-dumped mapping(s); %d copies in other memory", pid, len(in), elsewhere)
 		for _, m := range in {
@@ -65,6 +84,20 @@ func secretMemScenario(t *testing.T, names []string) {
 		if lck, err := testenv.StatusKB(strconv.Itoa(pid), "VmLck"); err != nil || lck == 0 {
 			t.Errorf("VmLck %d kB (%v), want > 0", lck, err)
 		}
+		// One swapped request: what it leaves in ordinary memory is measured, not asserted.
+		client := guestClient(t, names[2], net.JoinHostPort(s.Info.DNS, "53"), s.SecretsCA)
+		req, _ := http.NewRequest("GET", "https://api.bound.test/v1/models", nil)
+		req.Header.Set("Authorization", "Bearer "+phAPI)
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if got := host.seen(); resp.StatusCode != 200 || len(got) != 1 || got[0] != "Bearer "+canaryAPI {
+			t.Fatalf("swap: %d, the host saw %q", resp.StatusCode, got)
+		}
+		_, after := canaryMappings(t, pid)
+		t.Logf("after one swapped request: %d copies in other writable memory", after)
 		e.Stop("smem0001")
 	})
 	t.Run("RLIMIT_MEMLOCK 0: not locked, still not dumped", func(t *testing.T) {
@@ -74,7 +107,7 @@ func secretMemScenario(t *testing.T, names []string) {
 		if err := unix.Setrlimit(unix.RLIMIT_MEMLOCK, &zero); err != nil {
 			t.Fatal(err)
 		}
-		pid := start("smem0002")
+		pid := start("smem0002").proc.cmd.Process.Pid
 		unix.Setrlimit(unix.RLIMIT_MEMLOCK, &saved)
 		in, _ := canaryMappings(t, pid)
 		if len(in) == 0 {
