@@ -111,7 +111,7 @@ func sendSecrets(c *net.UnixConn, s api.SessionSecrets, testRoots []byte) (strin
 // the terminator (its events go to events) and answers the CA certificate, or the error.
 // The message is read into locked memory and each value is decoded there
 // (decodeSecrets), never into the Go heap; the terminator copies the values into its own
-// table, and this memory is zeroed before recvSecrets returns.
+// table, and this memory is zeroed before the answer is sent.
 func recvSecrets(c *net.UnixConn, events func(tlsterm.Event)) (*tlsterm.Terminator, error) {
 	mem := lockedmem.New()
 	defer mem.Wipe()
@@ -128,6 +128,7 @@ func recvSecrets(c *net.UnixConn, events func(tlsterm.Event)) (*tlsterm.Terminat
 		return nil, fmt.Errorf("read secret bindings: %w", err)
 	}
 	t, pem, err := buildTerminator(m, events)
+	mem.Wipe() // before the answer: once the daemon has the CA, only the table holds values
 	r := procSecretsReply{CA: string(pem)}
 	if err != nil {
 		r = procSecretsReply{Why: err.Error()}
