@@ -51,6 +51,8 @@ func TestMain(m *testing.M) {
 		os.Exit(childClient())
 	case "landlock":
 		os.Exit(childLandlock())
+	case "scopes":
+		os.Exit(childScopes())
 	case "sleep":
 		time.Sleep(time.Minute)
 		os.Exit(0)

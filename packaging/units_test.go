@@ -33,6 +33,7 @@ var hardening = map[string][]string{
 	"SystemCallArchitectures": {"native"},
 	"UMask":                   {"0077"},
 	"AmbientCapabilities":     {""},
+	"LimitMEMLOCK":            {"8M"},
 }
 
 // capabilityTests names, for each capability in CapabilityBoundingSet, the test that

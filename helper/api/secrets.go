@@ -147,13 +147,6 @@ func (s SessionSecrets) Validate() error {
 	if len(s.Bindings) > MaxSecretBindings {
 		return fmt.Errorf("%w: %d bindings, at most %d", ErrBadSecrets, len(s.Bindings), MaxSecretBindings)
 	}
-	data, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrBadSecrets, err)
-	}
-	if len(data) > MaxSecretsBytes {
-		return fmt.Errorf("%w: %d bytes encoded, at most %d", ErrBadSecrets, len(data), MaxSecretsBytes)
-	}
 	for i, b := range s.Bindings {
 		if err := b.validate(); err != nil {
 			return fmt.Errorf("%w: binding %q: %v", ErrBadSecrets, b.Name, err)
@@ -164,7 +157,48 @@ func (s SessionSecrets) Validate() error {
 			}
 		}
 	}
+	n, err := s.encodedSize()
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrBadSecrets, err)
+	}
+	if n > MaxSecretsBytes {
+		return fmt.Errorf("%w: %d bytes encoded, at most %d", ErrBadSecrets, n, MaxSecretsBytes)
+	}
 	return nil
+}
+
+// encodedSize returns len(json.Marshal(s)) for bindings whose values are printable ASCII
+// (validate), without encoding the values: json.Marshal would leave copies of them in
+// its result and in its pooled buffer, which the egress process cannot wipe. The rest is
+// encoded with every Value empty and each value's encoded length added.
+func (s SessionSecrets) encodedSize() (int, error) {
+	blank := SessionSecrets{}
+	if s.Bindings != nil {
+		blank.Bindings = make([]SecretBinding, len(s.Bindings))
+	}
+	n := 0
+	for i, b := range s.Bindings {
+		n += jsonStringLen(b.Value) - len(`""`)
+		b.Value = ""
+		blank.Bindings[i] = b
+	}
+	data, err := json.Marshal(blank)
+	return len(data) + n, err
+}
+
+// jsonStringLen is the length of printable ASCII v as json.Marshal encodes it: quoted,
+// `"` and `\` escaped with a backslash, and `<`, `>`, `&` as \u00XX (HTML-safe).
+func jsonStringLen(v string) int {
+	n := len(`""`) + len(v)
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '"', '\\':
+			n++
+		case '<', '>', '&':
+			n += 5
+		}
+	}
+	return n
 }
 
 func (b SecretBinding) validate() error {

@@ -26,5 +26,7 @@
 // request against the policy. It parses no guest traffic when ProxyExe is set (as Open
 // sets it): ProxyMain, the egress process, does, as the session owner's uid and gid, not
 // dumpable, no_new_privs, under Landlock with no filesystem access and TCP connect only
-// to the upstream's port and to 443 and 80, with RLIMIT_NOFILE ProcMaxFDs.
+// to the upstream's port and to 443 and 80, Landlock's signal and abstract-socket scopes
+// where the kernel has them (ABI 6), with RLIMIT_NOFILE ProcMaxFDs; with secret
+// bindings their real values are in locked, non-dumped memory (internal/lockedmem).
 package egress

@@ -25,6 +25,9 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == confineProbe {
 		os.Exit(confineProbeMain())
 	}
+	if code, ok := testChild(); ok {
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 

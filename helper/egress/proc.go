@@ -117,8 +117,9 @@ func confineProc(upstreamPort uint16) error {
 }
 
 // serveProc serves the proxy and the gate on the inherited sockets until the control
-// socket closes. With secrets, it first reads the session's bindings (recvSecrets) and
-// its gate terminates the TLS of their hosts.
+// socket closes. With secrets, it first reads the session's bindings (recvSecrets), its
+// gate terminates the TLS of their hosts, and the bindings' real values are zeroed once
+// the servers closed; a table that could not be locked in memory is logged.
 func serveProc(log *slog.Logger, id, upstream string, secrets bool) error {
 	c, err := net.FileConn(os.NewFile(procFDCtl, "ctl"))
 	if err != nil {
@@ -130,6 +131,10 @@ func serveProc(log *slog.Logger, id, upstream string, secrets bool) error {
 		t, err := recvSecrets(ctl.c, ctl.logSecret, ctl.sendRefreshed)
 		if err != nil {
 			return err
+		}
+		defer t.Secrets().Wipe() // after the servers below closed (defers run last first)
+		if err := t.Secrets().LockErr(); err != nil {
+			log.Warn("egress process: secret bindings not locked in memory: they are kept out of core dumps but may be swapped out", "err", err)
 		}
 		tt = gateTerminator{t}
 	}

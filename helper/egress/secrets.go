@@ -16,6 +16,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/helper/egress/tlsterm"
+	"brood.dev/brood/internal/lockedmem"
 	"brood.dev/brood/netpolicy"
 	"brood.dev/brood/netpolicy/policywire"
 )
@@ -111,21 +112,29 @@ func sendSecrets(c *net.UnixConn, s api.SessionSecrets, testRoots []byte) (strin
 // recvSecrets is the process's side of sendSecrets: it reads the bindings from c, builds
 // the terminator (its events go to events; when the bindings ask for write-back, each
 // refreshed login goes to refreshed) and answers the CA certificate, or the error.
+// The message is read into locked memory and each value is decoded there
+// (decodeSecrets), never into the Go heap; the terminator copies the values into its own
+// table, and this memory is zeroed before the answer is sent.
 func recvSecrets(c *net.UnixConn, events func(tlsterm.Event), refreshed func(api.RefreshedLogin)) (*tlsterm.Terminator, error) {
-	buf := make([]byte, procMaxMsg)
-	defer clear(buf)
+	mem := lockedmem.New()
+	defer mem.Wipe()
+	buf, err := mem.Alloc(procMaxMsg)
+	if err != nil {
+		return nil, fmt.Errorf("read secret bindings: %w", err)
+	}
 	n, err := c.Read(buf)
 	if err != nil {
 		return nil, fmt.Errorf("read secret bindings: %w", err)
 	}
-	var m procSecrets
-	if err := json.Unmarshal(buf[:n], &m); err != nil {
+	m, err := decodeSecrets(buf[:n], mem)
+	if err != nil {
 		return nil, fmt.Errorf("read secret bindings: %w", err)
 	}
 	t, pem, err := buildTerminator(m, events)
 	if err == nil && m.Secrets.WriteBack {
 		t.OnRefresh(refreshed)
 	}
+	mem.Wipe() // before the answer: once the daemon has the CA, only the table holds values
 	r := procSecretsReply{CA: string(pem)}
 	if err != nil {
 		r = procSecretsReply{Why: err.Error()}
@@ -135,6 +144,115 @@ func recvSecrets(c *net.UnixConn, events func(tlsterm.Event), refreshed func(api
 		err = fmt.Errorf("answer the session CA: %w", werr)
 	}
 	return t, err
+}
+
+// wireSecrets is procSecrets as the egress process decodes it: each binding's value is
+// kept as its raw JSON string (rawJSON), which decodeSecrets unquotes into locked memory.
+type wireSecrets struct {
+	Secrets struct {
+		Bindings  []wireBinding `json:"bindings"`
+		WriteBack bool          `json:"write_back,omitempty"`
+	} `json:"secrets"`
+	TestRoots []byte `json:"test_roots,omitempty"`
+}
+
+// wireBinding is an api.SecretBinding whose "value" member (this field, shallower than
+// the embedded one, takes it) stays raw.
+type wireBinding struct {
+	api.SecretBinding
+	Value rawJSON `json:"value"`
+}
+
+// rawJSON is a JSON value as the bytes of the decoder's input (encoding/json hands
+// UnmarshalJSON a slice of it), not copied.
+type rawJSON []byte
+
+func (r *rawJSON) UnmarshalJSON(b []byte) error { *r = b; return nil }
+
+// decodeSecrets decodes the procSecrets message data with every value unquoted into a
+// slot of mem (the strings share mem's bytes). The error is json's or unquoteTo's.
+func decodeSecrets(data []byte, mem *lockedmem.Arena) (procSecrets, error) {
+	var w wireSecrets
+	if err := json.Unmarshal(data, &w); err != nil {
+		return procSecrets{}, err
+	}
+	m := procSecrets{TestRoots: w.TestRoots}
+	m.Secrets.WriteBack = w.Secrets.WriteBack
+	if w.Secrets.Bindings != nil {
+		m.Secrets.Bindings = make([]api.SecretBinding, len(w.Secrets.Bindings))
+	}
+	for i, b := range w.Secrets.Bindings {
+		v, err := unquoteTo(mem, b.Value)
+		if err != nil {
+			return procSecrets{}, fmt.Errorf("binding %q: %w", b.Name, err)
+		}
+		b.SecretBinding.Value = v
+		m.Secrets.Bindings[i] = b.SecretBinding
+	}
+	return m, nil
+}
+
+// unquoteTo decodes the JSON string raw (RFC 8259 section 7; ASCII only, as a value is
+// printable ASCII) into a slot of mem and returns it as a string sharing the slot. A
+// missing value (raw empty) is "". The error names the problem, never the value.
+func unquoteTo(mem *lockedmem.Arena, raw []byte) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", errors.New("value: not a JSON string")
+	}
+	raw = raw[1 : len(raw)-1]
+	if len(raw) == 0 {
+		return "", nil
+	}
+	dst, err := mem.Alloc(len(raw))
+	if err != nil {
+		return "", err
+	}
+	n := 0
+	for i := 0; i < len(raw); i, n = i+1, n+1 {
+		if dst[n] = raw[i]; raw[i] != '\\' {
+			continue
+		}
+		if i++; i == len(raw) {
+			return "", errors.New("value: a JSON escape cut short")
+		}
+		switch e := raw[i]; {
+		case e == '"' || e == '\\' || e == '/':
+			dst[n] = e
+		case strings.IndexByte("bfnrt", e) >= 0:
+			dst[n] = "\b\f\n\r\t"[strings.IndexByte("bfnrt", e)]
+		case e == 'u' && i+4 < len(raw):
+			c, ok := hex4(raw[i+1 : i+5])
+			if !ok || c > 0x7f {
+				return "", errors.New("value: a \\u escape that is not ASCII")
+			}
+			dst[n], i = byte(c), i+4
+		default:
+			return "", errors.New("value: an unknown JSON escape")
+		}
+	}
+	return lockedmem.View(dst[:n]), nil
+}
+
+// hex4 parses the four hexadecimal digits of a \u escape, without a copy.
+func hex4(b []byte) (uint16, bool) {
+	var v uint16
+	for _, c := range b {
+		switch {
+		case c >= '0' && c <= '9':
+			c -= '0'
+		case c >= 'a' && c <= 'f':
+			c -= 'a' - 10
+		case c >= 'A' && c <= 'F':
+			c -= 'A' - 10
+		default:
+			return 0, false
+		}
+		v = v<<4 | uint16(c)
+	}
+	return v, true
 }
 
 // buildTerminator makes the session's terminator from m.

@@ -7,15 +7,18 @@ import (
 	"time"
 
 	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/lockedmem"
 	"brood.dev/brood/internal/placeholder"
 )
 
 // maxRotated is how many bindings refreshes may add past the session's own.
 const maxRotated = 64
 
-// binding is one entry of the table: api.SecretBinding with its hosts normalized.
+// binding is one entry of the table: api.SecretBinding with its hosts normalized. value
+// is backed by slot, in the table's locked arena.
 type binding struct {
 	name, placeholder, value string
+	slot                     []byte
 	hosts                    []string
 	login, role              string
 	tokenURLs                []string
@@ -31,10 +34,12 @@ func (b *binding) swappable(host string, token bool) bool {
 	return b.boundTo(host) && (b.role != api.RoleRefresh || token)
 }
 
-// Bindings is the session's table of real values, in memory only. It is safe for
-// concurrent use; a refresh adds entries (Rotate) while requests read it.
+// Bindings is the session's table of real values, in memory only: the values' bytes are
+// in a lockedmem.Arena (locked, excluded from core dumps; Wipe zeroes them). It is safe
+// for concurrent use; a refresh adds entries (Rotate) while requests read it.
 type Bindings struct {
 	mu      sync.RWMutex
+	mem     *lockedmem.Arena
 	list    []binding
 	rotated int
 	maxLen  int // the longest placeholder, in bytes
@@ -74,14 +79,21 @@ func (t *Bindings) refreshed(login string, expiresIn int64, at time.Time) {
 	}
 }
 
-// NewBindings builds the table from s, which it validates (api.SessionSecrets.Validate).
+// NewBindings builds the table from s, which it validates (api.SessionSecrets.Validate),
+// copying each value into the table's arena; s's own strings are not changed. The error
+// is the validation's or the arena's (a failed mmap; a failed mlock is LockErr).
 func NewBindings(s api.SessionSecrets) (*Bindings, error) {
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("load secret bindings: %w", err)
 	}
-	t := &Bindings{}
+	t := &Bindings{mem: lockedmem.New()}
 	for _, b := range s.Bindings {
-		e := binding{name: b.Name, placeholder: b.Placeholder, value: b.Value, login: b.Login, role: b.Role,
+		v, slot, err := t.mem.String(b.Value)
+		if err != nil {
+			t.mem.Wipe()
+			return nil, fmt.Errorf("load secret bindings: %w", err)
+		}
+		e := binding{name: b.Name, placeholder: b.Placeholder, value: v, slot: slot, login: b.Login, role: b.Role,
 			tokenURLs: slices.Clone(b.TokenURLs)}
 		for _, h := range b.Hosts {
 			e.hosts = append(e.hosts, normalizeHost(h))
@@ -114,8 +126,10 @@ func (t *Bindings) Len() int {
 // token endpoint) and returns the new placeholder the guest gets for it. The entry is a
 // copy of the login's latest entry of that role, so it goes to the same hosts; older
 // entries stay (a request in flight may still use them) until maxRotated refreshes were
-// added, then the oldest refreshed one is dropped. It returns false when the login has no
-// entry of role.
+// added, then the oldest refreshed one is dropped and its value zeroed. The new value is
+// copied into the arena. It returns false when the login has no entry of role, when
+// value is longer than api.MaxSecretValue (as a session's own values may not be), or
+// when the arena cannot map memory.
 func (t *Bindings) Rotate(login, role, value string) (string, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -131,11 +145,19 @@ func (t *Bindings) Rotate(login, role, value string) (string, bool) {
 	if last.value == value {
 		return last.placeholder, true
 	}
+	if len(value) > api.MaxSecretValue {
+		return "", false
+	}
+	v, slot, err := t.mem.String(value)
+	if err != nil {
+		return "", false
+	}
 	e := *last
-	e.value, e.placeholder, e.rotated = value, placeholder.New(value), true
+	e.value, e.slot, e.placeholder, e.rotated = v, slot, placeholder.New(value), true
 	if t.rotated >= maxRotated {
 		for i := range t.list {
 			if t.list[i].rotated {
+				t.mem.Free(t.list[i].slot)
 				t.list = slices.Delete(t.list, i, i+1)
 				t.rotated--
 				break
@@ -159,3 +181,17 @@ func (t *Bindings) Value(login, role string) (string, bool) {
 	}
 	return "", false
 }
+
+// Wipe zeroes every real value of the table (the arena), at the session's end: the
+// entries stay, with values of zero bytes.
+func (t *Bindings) Wipe() { t.mem.Wipe() }
+
+// LockErr reports why the table's memory is not locked (lockedmem.Arena.LockErr), or nil.
+func (t *Bindings) LockErr() error { return t.mem.LockErr() }
+
+// Mappings returns the table's arena mappings (start address, length in bytes), as
+// /proc/PID/smaps lists them.
+func (t *Bindings) Mappings() [][2]uintptr { return t.mem.Mappings() }
+
+// Secrets returns t's binding table, which the egress process wipes at the session's end.
+func (t *Terminator) Secrets() *Bindings { return t.cfg.Bindings }
