@@ -85,9 +85,15 @@ func TestBenchReport(t *testing.T) {
 		if os.Geteuid() != 0 {
 			fmt.Println("bench-secrets: the network-bound rows need root (network namespaces, tc); skipped")
 		}
+		if benchLink == nil {
+			t.Skip("the network-bound rows need Linux (network namespaces, tc)")
+		}
 		benchLink(t, benchHandler)
 	})
 }
+
+// benchLink, set on Linux only, measures the network-bound rows (bench_link_linux_test.go).
+var benchLink func(t *testing.T, h http.HandlerFunc)
 
 // benchHandler is the fake host of the benchmark: a 10 MiB server-sent event stream of
 // 4 KiB events at /sse, a small JSON answer at any other path.

@@ -197,14 +197,16 @@ func startLinkSession(t *testing.T, up *upstream, dial func(context.Context, str
 	return s
 }
 
-// benchLink is the network-bound half of TestBenchReport: the fake host sits behind a
+func init() { benchLink = benchShapedLink }
+
+// benchShapedLink is the network-bound half of TestBenchReport: the fake host sits behind a
 // shaped veth link (shapedLink) that both the direct client and the terminator cross;
 // the guest-side client reaches the terminator on loopback, as the guest reaches the
 // session's egress process on its own machine. For each rate in linkRates and each
 // protocol it streams benchLinkRounds rounds as the loopback half does and prints the
 // median ratio, its spread and each path's median rate. It fails if a stream outran the
 // link by more than the bucket allows, which would mean it did not cross it.
-func benchLink(t *testing.T, h http.HandlerFunc) {
+func benchShapedLink(t *testing.T, h http.HandlerFunc) {
 	testenv.RequireRoot(t)
 	testenv.RequireCommand(t, "ip")
 	l := newShapedLink(t)
