@@ -25,7 +25,8 @@ const (
 	benchRounds   = 15 // SSE rounds per protocol; each streams once directly, once through
 )
 
-// TestBenchReport prints the terminator's cost on loopback (scripts/bench-secrets.sh),
+// TestBenchReport prints the terminator's cost (scripts/bench-secrets.sh) on loopback,
+// where the CPU is the limit, and over a shaped link, where the link is (benchLink),
 // for HTTP/2 and for HTTP/1.1, the same protocol on both paths: directly, the client
 // speaks it to the fake host; through, to the terminator, which speaks it on to the fake
 // host. It prints:
@@ -46,29 +47,23 @@ const (
 //     ratio with a terminator that did nothing but open each record from the host and
 //     seal one for the guest (AES-128-GCM, TLS 1.3's suite here; aesFloor).
 //
-// It asserts nothing about time and runs only when BROOD_BENCH_SECRETS=1.
+// Then, in the subtest "link" (root only), the same SSE rounds with the fake host behind
+// a veth link of a fixed rate in network namespaces the test makes (benchLink).
+//
+// It asserts nothing about time and runs only when BROOD_BENCH_SECRETS=1; the link
+// subtest fails only if a stream outran the link (it did not cross it).
 func TestBenchReport(t *testing.T) {
 	if os.Getenv("BROOD_BENCH_SECRETS") != "1" {
 		t.Skip("set BROOD_BENCH_SECRETS=1 (scripts/bench-secrets.sh)")
 	}
-	event := []byte("data: " + strings.Repeat("z", 4088) + "\n\n") // 4 KiB
 	var hostWrites, termWrites atomic.Int64
-	up := startUpstreamOn(t, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/sse" {
-			io.WriteString(w, `{"ok":true}`)
-			return
-		}
-		w.Header().Set("Content-Type", "text/event-stream")
-		for range sseTotalSize / len(event) {
-			w.Write(event)
-		}
-	}, countWrites(&hostWrites), provider)
+	up := startUpstreamOn(t, benchHandler, countWrites(&hostWrites), provider)
 	s := startSessionOn(t, up, provider, countWrites(&termWrites))
 	floor := aesFloor()
 	fmt.Printf("bench-secrets: AES-128-GCM open and seal of 1 MiB in 16 KiB records: %.2f ms (the least a terminator adds)\n", floor)
 	for _, h2 := range []bool{true, false} {
 		proto := map[bool]string{true: "HTTP/2", false: "HTTP/1.1"}[h2]
-		direct, through := directClient(up, h2), s.client(h2, provider)
+		direct, through := directClient(up, h2, nil), s.client(h2, provider)
 		dl, tl := latencies(t, direct, through)
 		p50, p99 := len(dl)/2, len(dl)*99/100
 		t.Logf("%s: direct p50 %v p99 %v; through p50 %v p99 %v", proto, dl[p50], dl[p99], tl[p50], tl[p99])
@@ -86,7 +81,34 @@ func TestBenchReport(t *testing.T) {
 		}
 		report(proto, d, tr, floor)
 	}
+	t.Run("link", func(t *testing.T) {
+		if os.Geteuid() != 0 {
+			fmt.Println("bench-secrets: the network-bound rows need root (network namespaces, tc); skipped")
+		}
+		if benchLink == nil {
+			t.Skip("the network-bound rows need Linux (network namespaces, tc)")
+		}
+		benchLink(t, benchHandler)
+	})
 }
+
+// benchLink, set on Linux only, measures the network-bound rows (bench_link_linux_test.go).
+var benchLink func(t *testing.T, h http.HandlerFunc)
+
+// benchHandler is the fake host of the benchmark: a 10 MiB server-sent event stream of
+// 4 KiB events at /sse, a small JSON answer at any other path.
+func benchHandler(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/sse" {
+		io.WriteString(w, `{"ok":true}`)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	for range sseTotalSize / len(benchEvent) {
+		w.Write(benchEvent)
+	}
+}
+
+var benchEvent = []byte("data: " + strings.Repeat("z", 4088) + "\n\n") // 4 KiB
 
 // report prints the SSE rounds of one protocol.
 func report(proto string, d, tr []streamRun, floor float64) {
@@ -97,7 +119,8 @@ func report(proto string, d, tr []streamRun, floor float64) {
 	rate := func(r streamRun) float64 { return r.mibs }
 	cpu := func(r streamRun) float64 { return r.cpuMs }
 	writes := func(r streamRun) float64 { return r.writes }
-	fmt.Printf("bench-secrets: %s SSE 10 MiB ratio %.2f median of %d rounds (min %.2f, max %.2f; target >= 0.90); "+
+	fmt.Printf("bench-secrets: %s SSE 10 MiB on loopback (CPU-bound: client, terminator and fake host in this process on this machine's cores): "+
+		"ratio %.2f median of %d rounds (min %.2f, max %.2f; target >= 0.90); "+
 		"median %.0f MiB/s through, %.0f MiB/s direct\n",
 		proto, median(ratios), len(ratios), slices.Min(ratios), slices.Max(ratios), medianOf(tr, rate), medianOf(d, rate))
 	dc := medianOf(d, cpu)
@@ -143,8 +166,12 @@ func medianOf(runs []streamRun, f func(streamRun) float64) float64 {
 	return median(v)
 }
 
-// directClient returns a client that reaches the fake host itself, over h2 when h2 is set.
-func directClient(up *upstream, h2 bool) *http.Client {
+// directClient returns a client that reaches the fake host itself through dial (nil: a
+// plain net.Dialer), over h2 when h2 is set.
+func directClient(up *upstream, h2 bool, dial func(context.Context, string, string) (net.Conn, error)) *http.Client {
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
 	protos := []string{"http/1.1"}
 	if h2 {
 		protos = []string{"h2"}
@@ -153,7 +180,7 @@ func directClient(up *upstream, h2 bool) *http.Client {
 		TLSClientConfig:   &tls.Config{RootCAs: up.roots, ServerName: provider, NextProtos: protos},
 		ForceAttemptHTTP2: h2,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "tcp", up.addr.String())
+			return dial(ctx, "tcp", up.addr.String())
 		},
 	}}
 }
