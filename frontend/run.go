@@ -82,6 +82,11 @@ type RunSpec struct {
 	// SSHAgent, when set, forwards the developer's agent to the command through the
 	// filter of package sshagent (--ssh-agent); VM.SSHAgent must be set too.
 	SSHAgent *SSHAgent
+	// WriteBackAsked names where writing refreshed logins back was asked for
+	// ("--write-back-logins", or the config key and file); empty: it was not. The system
+	// policy's forbid_login_write_back refuses it before the snapshot even when the run
+	// has no login file (secretsAllowed).
+	WriteBackAsked string
 	// logins are Placeholders' login files, when the run uses them (withSecrets).
 	logins *loginWriteBack
 }

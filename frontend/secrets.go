@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"brood.dev/brood/frontend/helperclient"
@@ -107,14 +108,21 @@ func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, err
 	return s, nil
 }
 
-// secretsAllowed asks the helper, for a run that uses placeholders, whether the system
-// policy forbids what it keeps raw (forbid_raw_env), --git-token (forbid_git_token) or
-// --write-back-logins (forbid_login_write_back) (api.Policy, from resolve_policy with
-// the run's egress inputs), before any session exists; a forbidden one is a
-// *RefusedError wrapping api.ErrPolicy. p is the run's Placeholders (nil: nothing to
-// ask).
+// secretsAllowed asks the helper, before any session exists, whether the system policy
+// and the session's egress policy (api.Policy, from resolve_policy with the run's egress
+// inputs) allow what the run asks for: the variables raw_env keeps raw (forbid_raw_env),
+// --git-token (forbid_git_token; a permissive profile, which the helper refuses with any
+// binding), write-back of refreshed logins wherever it was asked (forbid_login_write_back,
+// even for a run without credentials), --ssh-agent (allow_ssh_agent = false), and, with a
+// network, every placeholder's hosts (a binding none of whose hosts the policy allows is
+// one StartVM refuses). Each refusal is a *RefusedError wrapping api.ErrPolicy that names
+// the thing, the rule and the way out; the helper keeps its own checks at StartVM. p is
+// the run's Placeholders (nil, or unusable: no placeholders to check).
 func (w *Workflow) secretsAllowed(ctx context.Context, hc helperclient.Client, spec RunSpec, p *Placeholders) error {
-	if p == nil || p.Err != nil || !hc.Caps().Secrets || (len(p.Raw) == 0 && p.Required == "" && !p.WriteBackLogins) {
+	if p != nil && (p.Err != nil || !hc.Caps().Secrets) {
+		p = nil
+	}
+	if p == nil && spec.WriteBackAsked == "" && spec.SSHAgent == nil {
 		return nil
 	}
 	pol, err := hc.ResolvePolicy(ctx, spec.VM.PolicyArgs())
@@ -122,15 +130,78 @@ func (w *Workflow) secretsAllowed(ctx context.Context, hc helperclient.Client, s
 	case api.IsCode(err, api.CodeUnknownCall):
 		return nil // a helper without resolve_policy has no such keys either
 	case err != nil:
-		return fmt.Errorf("run with placeholders: ask the helper's policy: %w", err)
+		return fmt.Errorf("run: ask the helper's policy: %w", err)
+	case pol.LoginWriteBackForbidden && spec.WriteBackAsked != "":
+		return &RefusedError{fmt.Errorf("%s: %w: the system policy forbids writing refreshed logins back (forbid_login_write_back = true); drop it (brood run --write-back-logins=false overrides the config key)", spec.WriteBackAsked, api.ErrPolicy)}
+	case pol.SSHAgentForbidden && spec.SSHAgent != nil:
+		return &RefusedError{fmt.Errorf("--ssh-agent: %w: the system policy forbids forwarding the SSH agent (allow_ssh_agent = false); run without --ssh-agent (--git-token gives git a GitHub token instead)", api.ErrPolicy)}
+	}
+	if p == nil {
+		return nil
+	}
+	return placeholdersAllowed(pol, spec.VM.Egress, p)
+}
+
+// placeholdersAllowed is secretsAllowed for the placeholders p under pol, the session's
+// policy for network egress ("" or "none": no network, the helper drops the bindings).
+func placeholdersAllowed(pol api.Policy, egress string, p *Placeholders) error {
+	switch {
 	case pol.RawEnvForbidden && len(p.Raw) > 0:
 		return &RefusedError{fmt.Errorf("raw_env %s: %w: the system policy forbids raw credentials (forbid_raw_env = true)", strings.Join(p.Raw, ", "), api.ErrPolicy)}
 	case pol.GitTokenForbidden && p.Required == "--git-token":
 		return &RefusedError{fmt.Errorf("--git-token: %w: the system policy forbids it (forbid_git_token = true)", api.ErrPolicy)}
-	case pol.LoginWriteBackForbidden && p.WriteBackLogins:
-		return &RefusedError{fmt.Errorf("--write-back-logins: %w: the system policy forbids it (forbid_login_write_back = true)", api.ErrPolicy)}
+	case egress == "" || egress == "none" || len(p.Secrets.Bindings) == 0:
+		return nil
+	case pol.Profile == "permissive" && p.Required == "--git-token":
+		return &RefusedError{fmt.Errorf("--git-token: %w: a permissive session's connections do not pass the name gate, so the token could not be kept to its host (use --egress standard, or run without --git-token)", api.ErrPolicy)}
+	case pol.Profile == "permissive":
+		return &RefusedError{fmt.Errorf("placeholders: %w: a permissive session's connections do not pass the name gate, so no placeholder can be swapped (use --egress standard%s)", api.ErrPolicy, rawEnvWayOut(pol, "$"))}
+	}
+	for _, b := range p.Secrets.Bindings {
+		if len(b.Hosts) == 0 || slices.ContainsFunc(b.Hosts, func(h string) bool { return policyAllows(pol, h) }) {
+			continue
+		}
+		if strings.HasPrefix(b.Name, "git token") { // secrets.NewGitToken's binding
+			return &RefusedError{fmt.Errorf("--git-token: %w: the token may go only to %s, which this session's egress policy does not allow (brood run --allow-host %s, or run without --git-token)",
+				api.ErrPolicy, strings.Join(b.Hosts, ", "), b.Hosts[0])}
+		}
+		return &RefusedError{fmt.Errorf("secret %s: %w: its real value may go only to %s, which this session's egress policy does not allow; allow it with brood run --allow-host %s, or allow_hosts = [%q] in the [egress] table of ~/.config/brood/config.toml%s",
+			b.Name, api.ErrPolicy, strings.Join(b.Hosts, ", "), b.Hosts[0], b.Hosts[0], rawEnvWayOut(pol, b.Name))}
 	}
 	return nil
+}
+
+// rawEnvWayOut is the raw_env way out of a placeholder refusal for the binding named
+// name, when it is a variable ("$NAME") and the system policy allows raw_env ("" else).
+func rawEnvWayOut(pol api.Policy, name string) string {
+	if pol.RawEnvForbidden || !strings.HasPrefix(name, "$") {
+		return ""
+	}
+	return ", or list the variable in the agent's raw_env (the VM then gets the real value)"
+}
+
+// policyAllows reports whether pol lets the session reach host, as the helper's name
+// gate decides (netpolicy.Effective.Check): a denial wins, then an exact entry or a
+// label-anchored "*.suffix" (never the apex), then the permissive profile.
+func policyAllows(pol api.Policy, host string) bool {
+	n := strings.TrimSuffix(strings.ToLower(host), ".")
+	match := func(pat string) bool {
+		if suf, ok := strings.CutPrefix(pat, "*."); ok {
+			return strings.HasSuffix(n, "."+suf)
+		}
+		return n == pat
+	}
+	for _, d := range pol.Denied {
+		if match(d.Pattern) {
+			return false
+		}
+	}
+	for _, h := range pol.Hosts {
+		if match(h.Name) {
+			return true
+		}
+	}
+	return pol.Profile == "permissive"
 }
 
 // afterRefresh says, once the VM ended (sum: its egress summary), what became of the

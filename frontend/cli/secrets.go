@@ -55,7 +55,7 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 	}
 	p := &frontend.Placeholders{Env: home.withEnv(res.Env), HomeFiles: home.files,
 		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw,
-		WriteBackLogins: r.flags.writeBack || (r.user != nil && r.user.Secrets.WriteBackLogins)}
+		WriteBackLogins: r.writeBackAsked() != ""}
 	for _, l := range res.Logins {
 		p.Logins = append(p.Logins, frontend.LoginFile{Show: l.Show, WriteBack: l.WriteBack})
 	}
@@ -77,6 +77,35 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		return nil, nil
 	}
 	return p, p.Secrets.Validate()
+}
+
+// writeBackAsked names where writing refreshed logins back was asked for: the flag
+// ("--write-back-logins"), else the user config's [secrets] write_back_logins; empty when
+// neither asks or an explicit --write-back-logins=false turns the config key off.
+func (r runRequest) writeBackAsked() string {
+	switch {
+	case r.flags.writeBackSet || r.flags.writeBack:
+		if r.flags.writeBack {
+			return "--write-back-logins"
+		}
+		return ""
+	case r.user != nil && r.user.Secrets.WriteBackLogins:
+		path, err := userConfigPath()
+		if err != nil {
+			path = "the user config"
+		}
+		return "write_back_logins in " + tildePath(path)
+	}
+	return ""
+}
+
+// tildePath is path with the home directory shown as "~" (path itself elsewhere).
+func tildePath(path string) string {
+	home, err := os.UserHomeDir()
+	if rest, ok := strings.CutPrefix(path, home+"/"); err == nil && home != "" && ok {
+		return "~/" + rest
+	}
+	return path
 }
 
 // withValues returns environ ("NAME=value") with the values of set in place of those of

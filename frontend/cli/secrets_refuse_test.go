@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"brood.dev/brood/helper/api"
+	"brood.dev/brood/internal/testenv"
+)
+
+// refusedEarly fails t unless the run exited 3 before anything existed (no
+// create_session call, no session directory) with every one of wants in its stderr.
+func refusedEarly(t *testing.T, what string, code int, stderr, calls string, sessions int, wants ...string) {
+	t.Helper()
+	if code != 3 || strings.Contains(calls, "create_session") || sessions != 0 {
+		t.Fatalf("%s: exit %d, %d session(s), calls %s\n%s", what, code, sessions, calls, stderr)
+	}
+	for _, w := range wants {
+		if !strings.Contains(stderr, w) {
+			t.Errorf("%s: stderr lacks %q:\n%s", what, w, stderr)
+		}
+	}
+}
+
+// TestRunWriteBackForbiddenWithoutCredential: forbid_login_write_back refuses
+// --write-back-logins before the snapshot even for a run with no credential and no
+// network; the user config's write_back_logins = true is refused naming the key and its
+// file; --write-back-logins=false overrides the key and the run goes on.
+func TestRunWriteBackForbiddenWithoutCredential(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.Policy = &api.Policy{Profile: "standard", LoginWriteBackForbidden: true}
+	code, _, stderr, ss := fakeRun(t, "run", "--write-back-logins", "shell", "--", "true")
+	refusedEarly(t, "flag", code, stderr, f.Calls(), len(ss), "--write-back-logins", "forbid_login_write_back = true")
+
+	cfg := t.TempDir()
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte("[secrets]\nwrite_back_logins = true\n"), 0o600)
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	code, _, stderr = runCLI(t, "run", "--workspace", t.TempDir(), "shell", "--", "true")
+	refusedEarly(t, "config key", code, stderr, f.Calls(), 0, "write_back_logins in "+filepath.Join(cfg, "brood", "config.toml"), "forbid_login_write_back")
+	if strings.Contains(stderr, "--write-back-logins:") {
+		t.Errorf("config key: the message blames the flag:\n%s", stderr)
+	}
+	if code, _, stderr = runCLI(t, "run", "--workspace", t.TempDir(), "--write-back-logins=false", "shell", "--", "true"); code != 0 {
+		t.Fatalf("--write-back-logins=false over the config key: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestRunPlaceholderHostRefused: a custom agent forwarding a key whose bound host the
+// session's policy does not allow is refused before the snapshot (exit 3), naming the
+// variable, the host and the ways out; with the host allowed it runs. --git-token with a
+// permissive profile is refused early and does not suggest raw_env.
+func TestRunPlaceholderHostRefused(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("OPENAI_API_KEY", "sk-proj-CANARY"+strings.Repeat("k", 40))
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.SecretsCA = sessionCA(t)
+	f.Policy = &api.Policy{Profile: "standard", Hosts: []api.PolicyHost{{Name: "github.com"}}}
+	cfg := t.TempDir()
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte("[agents.aider]\nimage = \"test\"\ncommand = [\"true\"]\nenv = [\"OPENAI_API_KEY\", \"AIDER_*\"]\n"), 0o600)
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	code, _, stderr := runCLI(t, "run", "--workspace", t.TempDir(), "--egress", "standard", "aider")
+	refusedEarly(t, "aider", code, stderr, f.Calls(), 0, "$OPENAI_API_KEY", "api.openai.com", "--allow-host api.openai.com", `allow_hosts = ["api.openai.com"]`, "raw_env")
+	if strings.Contains(stderr, "CANARY") {
+		t.Errorf("the refusal shows the value:\n%s", stderr)
+	}
+	f.Policy.Hosts = append(f.Policy.Hosts, api.PolicyHost{Name: "api.openai.com"})
+	if code, _, stderr = runCLI(t, "run", "--workspace", t.TempDir(), "--egress", "standard", "aider"); code != 0 {
+		t.Fatalf("host allowed: exit %d\n%s", code, stderr)
+	}
+
+	t.Setenv("GH_TOKEN", "ghp_CANARY"+strings.Repeat("g", 30))
+	f = newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.Policy = &api.Policy{Profile: "permissive"}
+	code, _, stderr, ss := fakeRun(t, "run", "--egress", "permissive", "--git-token", "shell", "--", "true")
+	refusedEarly(t, "permissive --git-token", code, stderr, f.Calls(), len(ss), "--git-token", "--egress standard")
+	if strings.Contains(stderr, "raw_env") {
+		t.Errorf("permissive --git-token suggests raw_env:\n%s", stderr)
+	}
+}
+
+// TestRunGitTokenNeedsNetwork: --git-token without a network is a usage error (exit 2),
+// as --ssh-agent is, before anything exists.
+func TestRunGitTokenNeedsNetwork(t *testing.T) {
+	t.Setenv("GH_TOKEN", "ghp_CANARY"+strings.Repeat("g", 30))
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	code, _, stderr, ss := fakeRun(t, "run", "--egress", "none", "--git-token", "shell", "--", "true")
+	if code != 2 || len(ss) != 0 || strings.Contains(f.Calls(), "create_session") || !strings.Contains(stderr, "--git-token needs a network") {
+		t.Fatalf("exit %d, %d session(s), calls %s\n%s", code, len(ss), f.Calls(), stderr)
+	}
+}
+
+// TestRunSSHAgentForbidden: allow_ssh_agent = false (SSHAgentForbidden in resolve_policy's
+// answer) refuses --ssh-agent before the snapshot with exit 3.
+func TestRunSSHAgentForbidden(t *testing.T) {
+	f := newFakeHelper(t)
+	_, devKey := testenv.SSHSigner(t)
+	devAgent(t, map[string]ed25519.PrivateKey{"dev-key": devKey})
+	f.Policy = &api.Policy{Profile: "locked", SSHAgentForbidden: true}
+	code, _, stderr, ss := fakeRun(t, "run", "--egress", "locked", "--ssh-agent", "dev-key", "shell", "--", "true")
+	refusedEarly(t, "ssh agent", code, stderr, f.Calls(), len(ss), "--ssh-agent", "allow_ssh_agent = false")
+}
