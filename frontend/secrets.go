@@ -60,14 +60,25 @@ type loginWriteBack struct {
 }
 
 // useSecrets returns spec as it runs with hc (withSecrets), once the system policy
-// allows what it keeps raw or asks for (secretsAllowed).
+// allows what it keeps raw or asks for (secretsAllowed); it notes a write-back asked for
+// that does nothing in this run (no login file, or no network).
 func (w *Workflow) useSecrets(ctx context.Context, hc helperclient.Client, spec RunSpec, prog Progress) (RunSpec, error) {
 	p := spec.Placeholders
 	spec, err := spec.withSecrets(hc.Caps(), prog)
 	if err != nil {
 		return spec, err
 	}
-	return spec, w.secretsAllowed(ctx, hc, spec, p)
+	if err := w.secretsAllowed(ctx, hc, spec, p); err != nil {
+		return spec, err
+	}
+	switch {
+	case spec.WriteBackAsked == "":
+	case spec.logins == nil:
+		prog.Printf("secrets: %s does nothing in this run: no login file is copied with placeholders", spec.WriteBackAsked)
+	case spec.VM.Egress == "" || spec.VM.Egress == "none":
+		prog.Printf("secrets: %s does nothing in this run: without a network no login is refreshed", spec.WriteBackAsked)
+	}
+	return spec, nil
 }
 
 // withSecrets returns s as it runs with a helper of caps: with s.Placeholders' guest side

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -42,6 +43,9 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		in.Home, _ = os.UserHomeDir() // the login file, read only when no key takes precedence
 	}
 	res, err := secrets.Discover(in)
+	if inner := errors.Unwrap(err); inner != nil && name == "" {
+		err = fmt.Errorf("secrets of agent %s: %w", r.agent.Name, inner) // a custom agent: Discover knows no name
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +66,7 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 	if r.flags.gitToken {
 		tok, from, err := secrets.GitTokenSource(ctx, environ, ghAuthToken)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--git-token: no token in $GH_TOKEN or $GITHUB_TOKEN, and %w (sign in with gh auth login, or set GH_TOKEN)", err)
 		}
 		g, err := secrets.NewGitToken(tok, from, gitTokenHosts, secrets.Policy{})
 		if err != nil {

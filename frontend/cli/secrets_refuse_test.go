@@ -9,6 +9,7 @@ import (
 
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
+	"golang.org/x/crypto/ssh"
 )
 
 // refusedEarly fails t unless the run exited 3 before anything existed (no
@@ -110,4 +111,53 @@ func TestRunSSHAgentForbidden(t *testing.T) {
 	f.Policy = &api.Policy{Profile: "locked", SSHAgentForbidden: true}
 	code, _, stderr, ss := fakeRun(t, "run", "--egress", "locked", "--ssh-agent", "dev-key", "shell", "--", "true")
 	refusedEarly(t, "ssh agent", code, stderr, f.Calls(), len(ss), "--ssh-agent", "allow_ssh_agent = false")
+}
+
+// TestRunSecretsMessages: --write-back-logins in a run with no login file says it does
+// nothing; --git-token without a token names GH_TOKEN, GITHUB_TOKEN and gh (exit 2); a
+// custom agent's invalid value names the agent; a forwarded agent that made no signature
+// reports "0 signatures" with no empty list.
+func TestRunSecretsMessages(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	code, _, stderr, _ := fakeRun(t, "run", "--write-back-logins", "shell", "--", "true")
+	if code != 0 || !strings.Contains(stderr, "secrets: --write-back-logins does nothing in this run: no login file is copied with placeholders") {
+		t.Errorf("write-back, no login file: exit %d\n%s", code, stderr)
+	}
+
+	t.Setenv("GH_TOKEN", "")
+	t.Setenv("GITHUB_TOKEN", "")
+	code, _, stderr, ss := fakeRun(t, "run", "--egress", "standard", "--git-token", "shell", "--", "true")
+	if code != 2 || len(ss) != 0 || !strings.Contains(stderr, "$GH_TOKEN") || !strings.Contains(stderr, "$GITHUB_TOKEN") || !strings.Contains(stderr, "gh auth") {
+		t.Errorf("git token missing: exit %d\n%s", code, stderr)
+	}
+
+	t.Setenv("MY_PASSWORD", "correct horse battery staple")
+	cfg := t.TempDir()
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte("[agents.probe]\nimage = \"test\"\ncommand = [\"true\"]\nenv = [\"MY_PASSWORD\"]\n"), 0o600)
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	code, _, stderr = runCLI(t, "run", "--workspace", t.TempDir(), "probe")
+	if code == 0 || !strings.Contains(stderr, "secrets of agent probe: ") || strings.Contains(stderr, "horse") {
+		t.Errorf("custom agent's invalid value: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestRunSSHAgentNoSignature: the summary of a forwarded agent the command never used.
+func TestRunSSHAgentNoSignature(t *testing.T) {
+	f := newFakeHelper(t)
+	_, k := testenv.SSHSigner(t)
+	devAgent(t, map[string]ed25519.PrivateKey{"dev-key": k})
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	host, _ := testenv.SSHSigner(t)
+	os.MkdirAll(filepath.Join(home, ".ssh"), 0o700)
+	os.WriteFile(filepath.Join(home, ".ssh", "known_hosts"), []byte("github.com "+string(ssh.MarshalAuthorizedKey(host.PublicKey()))), 0o600)
+	f.VMEgress = &api.EgressInfo{Profile: "locked", Hosts: []string{"github.com (22/tcp, 443/tcp)"}}
+	code, _, stderr, _ := fakeRun(t, "run", "--egress", "locked", "--ssh-agent", "dev-key", "shell", "--", "true")
+	if code != 0 || !strings.Contains(stderr, "ssh-agent: 0 signatures, 0 request(s) refused") || strings.Contains(stderr, "()") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
 }
