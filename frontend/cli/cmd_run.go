@@ -294,7 +294,7 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 		Command: guestCommand(r.argv), Env: home.withEnv(forwarded),
 		HomeFiles: home.files, Notes: home.notes, Placeholders: placeholders, SSHAgent: sshAgent,
 		WriteBackAsked: r.writeBackAsked(),
-		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
+		Check:          func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {
 			case api.IsCode(err, api.CodeHostResources):
