@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -159,5 +160,43 @@ func TestRunSSHAgentNoSignature(t *testing.T) {
 	code, _, stderr, _ := fakeRun(t, "run", "--egress", "locked", "--ssh-agent", "dev-key", "shell", "--", "true")
 	if code != 0 || !strings.Contains(stderr, "ssh-agent: 0 signatures, 0 request(s) refused") || strings.Contains(stderr, "()") {
 		t.Errorf("exit %d\n%s", code, stderr)
+	}
+}
+
+// TestREADMEAiderExample: the README's [agents.aider] example, as the user config, runs
+// on the default network: its [egress] table sends api.openai.com in the user layer, and
+// with the hosts that layer adds the preflight lets $OPENAI_API_KEY's placeholder through.
+func TestREADMEAiderExample(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), "```toml\n[agents.aider]")
+	block, _, ok := strings.Cut(rest, "```")
+	if !ok {
+		t.Fatal("README has no [agents.aider] toml block")
+	}
+	block = strings.ReplaceAll("[agents.aider]"+block, `image = "codex"`, `image = "test"`) // the fake helper's image
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("OPENAI_API_KEY", "sk-proj-CANARY"+strings.Repeat("k", 40))
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.SecretsCA = sessionCA(t)
+	f.Policy = &api.Policy{Profile: "standard", Hosts: []api.PolicyHost{{Name: "github.com"}}}
+	cfg := t.TempDir()
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte(block), 0o600)
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	code, _, stderr := runCLI(t, "run", "--workspace", t.TempDir(), "aider")
+	u := f.PolicyArgs().UserEgress
+	if code != 3 || u == nil || !slices.Contains(u.AllowHosts, "api.openai.com") {
+		t.Fatalf("a policy without the user layer's hosts: exit %d, user layer %+v\n%s", code, u, stderr)
+	}
+	for _, h := range u.AllowHosts {
+		f.Policy.Hosts = append(f.Policy.Hosts, api.PolicyHost{Name: h, Layer: "user"})
+	}
+	if code, _, stderr = runCLI(t, "run", "--workspace", t.TempDir(), "aider"); code != 0 || f.StartArgs().Secrets == nil {
+		t.Fatalf("with the user layer's hosts: exit %d\n%s", code, stderr)
 	}
 }
