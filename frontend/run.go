@@ -269,6 +269,9 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 		if spec.StartHint != nil {
 			hint = spec.StartHint(err, hc.Caps())
 		}
+		if policyRefusal(err) { // bootFailed removes the session
+			return nil, api.VMInfo{}, nil, fmt.Errorf("run: start VM: %w%s", err, hint)
+		}
 		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: start VM: %w%s%s", sess.ID, err, hint, keptNote(sess))
 	}
 	res.Record.Accel, res.Record.Backend, res.Record.Network = info.Accel, info.Backend, info.Egress

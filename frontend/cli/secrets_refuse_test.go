@@ -200,3 +200,14 @@ func TestREADMEAiderExample(t *testing.T) {
 		t.Fatalf("with the user layer's hosts: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestRunStartVMPolicyRefusal: a VM the helper refuses by policy at start_vm (its own
+// check, behind the frontend's) exits 3 and leaves no session behind.
+func TestRunStartVMPolicyRefusal(t *testing.T) {
+	f := newFakeHelper(t)
+	f.StartErr = &api.Error{Code: api.CodePolicy, Message: "start VM of session 0000abcd with --ssh-agent: egress policy refused: the system policy forbids it"}
+	code, _, stderr, ss := fakeRun(t, "run", "shell", "--", "true")
+	if code != 3 || len(ss) != 0 || strings.Contains(stderr, "snapshot is kept") || !strings.Contains(stderr, "nothing was kept") {
+		t.Fatalf("exit %d, %d session(s)\n%s", code, len(ss), stderr)
+	}
+}
