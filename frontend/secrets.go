@@ -107,6 +107,9 @@ func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, err
 		return s, nil
 	}
 	s.Env, s.HomeFiles, s.Notes = p.Env, p.HomeFiles, p.Notes
+	if s.VM.Egress == "" || s.VM.Egress == "none" {
+		s.Notes = offlineNotes(p.Notes)
+	}
 	sec := p.Secrets
 	sec.WriteBack = p.WriteBackLogins && len(p.Logins) > 0 && caps.LoginWriteBack
 	if p.WriteBackLogins && len(p.Logins) > 0 && !caps.LoginWriteBack {
@@ -117,6 +120,22 @@ func (s RunSpec) withSecrets(caps api.Capabilities, prog Progress) (RunSpec, err
 		s.logins = &loginWriteBack{files: p.Logins, writeBack: sec.WriteBack}
 	}
 	return s, nil
+}
+
+// offlineNotes returns notes for a session without a network: a placeholder note's
+// "the real value goes only to HOST" (frontend/secrets) becomes that the real value is
+// not usable in this session, since no host can be reached.
+func offlineNotes(notes []string) []string {
+	out := make([]string, len(notes))
+	for i, n := range notes {
+		for _, what := range []string{"value", "token"} {
+			if head, _, ok := strings.Cut(n, "; the real "+what+" goes only to "); ok {
+				n = head + "; no network in this session (--egress), so the real " + what + " is not usable"
+			}
+		}
+		out[i] = n
+	}
+	return out
 }
 
 // secretsAllowed asks the helper, before any session exists, whether the system policy

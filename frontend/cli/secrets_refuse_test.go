@@ -211,3 +211,22 @@ func TestRunStartVMPolicyRefusal(t *testing.T) {
 		t.Fatalf("exit %d, %d session(s)\n%s", code, len(ss), stderr)
 	}
 }
+
+// TestRunOfflineNotes: with --egress none a placeholder's note does not claim the real
+// value goes to its host; with a network it does.
+func TestRunOfflineNotes(t *testing.T) {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("OPENAI_API_KEY", "sk-proj-CANARY"+strings.Repeat("k", 40))
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.SecretsCA = sessionCA(t)
+	code, stdout, stderr, _ := fakeRun(t, "run", "--egress", "none", "codex")
+	out := stdout + stderr
+	if code != 0 || strings.Contains(out, "goes only to") || !strings.Contains(out, "$OPENAI_API_KEY is a placeholder; no network in this session (--egress), so the real value is not usable") {
+		t.Errorf("offline: exit %d\n%s", code, out)
+	}
+	code, stdout, stderr, _ = fakeRun(t, "run", "--egress", "standard", "codex")
+	if out = stdout + stderr; code != 0 || !strings.Contains(out, "the real value goes only to api.openai.com") {
+		t.Errorf("online: exit %d\n%s", code, out)
+	}
+}
