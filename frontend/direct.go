@@ -63,15 +63,26 @@ func (w *Workflow) directAllowed(ctx context.Context, hc helperclient.Client, sp
 
 // bootFailed ends a run whose VM did not start (boot's error err): a snapshot session is
 // kept for a later run or rm; a direct session, which holds nothing, is removed and no
-// session is returned.
+// session is returned, and so is one the helper refused by policy (policyRefusal), whose
+// error is then a *RefusedError.
 func bootFailed(res *RunResult, err error) (*RunResult, error) {
-	if !res.Session.Direct {
+	refused := policyRefusal(err)
+	if !res.Session.Direct && !refused {
 		return res, err
 	}
 	if rerr := session.Remove(res.Session.ID); rerr != nil {
-		return res, fmt.Errorf("%w (and removing direct session %s failed: %v)", err, res.Session.ID, rerr)
+		return res, fmt.Errorf("%w (and removing session %s failed: %v; brood session rm %s removes it)", err, res.Session.ID, rerr, res.Session.ID)
+	}
+	if refused {
+		return nil, &RefusedError{fmt.Errorf("%w (nothing was kept)", err)}
 	}
 	return nil, err
+}
+
+// policyRefusal reports whether err is the helper refusing a VM by policy (CodePolicy,
+// api.ErrPolicy): the run is refused (exit 3) and leaves no session behind.
+func policyRefusal(err error) bool {
+	return api.IsCode(err, api.CodePolicy) || errors.Is(err, api.ErrPolicy)
 }
 
 // keptNote is the line the error of a failed VM start ends with: how to remove the

@@ -82,6 +82,11 @@ type RunSpec struct {
 	// SSHAgent, when set, forwards the developer's agent to the command through the
 	// filter of package sshagent (--ssh-agent); VM.SSHAgent must be set too.
 	SSHAgent *SSHAgent
+	// WriteBackAsked names where writing refreshed logins back was asked for
+	// ("--write-back-logins", or the config key and file); empty: it was not. The system
+	// policy's forbid_login_write_back refuses it before the snapshot even when the run
+	// has no login file (secretsAllowed).
+	WriteBackAsked string
 	// logins are Placeholders' login files, when the run uses them (withSecrets).
 	logins *loginWriteBack
 }
@@ -263,6 +268,9 @@ func (w *Workflow) boot(ctx context.Context, hc helperclient.Client, spec RunSpe
 		hint := ""
 		if spec.StartHint != nil {
 			hint = spec.StartHint(err, hc.Caps())
+		}
+		if policyRefusal(err) { // bootFailed removes the session
+			return nil, api.VMInfo{}, nil, fmt.Errorf("run: start VM: %w%s", err, hint)
 		}
 		return nil, api.VMInfo{}, nil, fmt.Errorf("run session %s: start VM: %w%s%s", sess.ID, err, hint, keptNote(sess))
 	}

@@ -128,7 +128,11 @@ func printAgentLog(prog Progress, l *sshagent.Log) []sshagent.Event {
 		total += n
 	}
 	slices.Sort(parts)
-	prog.Printf("ssh-agent: %d signature(s) (%s), %d request(s) refused", total, strings.Join(parts, ", "), len(refused)+dropped)
+	if total == 0 {
+		prog.Printf("ssh-agent: 0 signatures, %d request(s) refused", len(refused)+dropped)
+	} else {
+		prog.Printf("ssh-agent: %d signature(s) (%s), %d request(s) refused", total, strings.Join(parts, ", "), len(refused)+dropped)
+	}
 	for i, e := range refused {
 		if i == maxAgentLines {
 			prog.Warn("ssh-agent: %d more refused request(s) (vm.json lists them)", len(refused)-i)

@@ -41,6 +41,7 @@ type runFlags struct {
 	noSettings   bool        // --no-settings (agenthome.go)
 	gitToken     bool        // --git-token (secrets.go)
 	writeBack    bool        // --write-back-logins (secrets.go)
+	writeBackSet bool        // --write-back-logins given, true or false (cobra's Changed)
 	sshAgent     []string    // --ssh-agent KEY (sshagent.go)
 }
 
@@ -168,6 +169,7 @@ func (r runRequest) configs() (*userConfig, *workspaceConfig, error) {
 
 // runVM is `brood run` and `brood run-image`: snapshot, VM, attached agent, stop, review.
 func runVM(cmd *cobra.Command, r runRequest) error {
+	r.flags.writeBackSet = cmd.Flags().Changed("write-back-logins")
 	spec, err := r.spec(cmd.Context())
 	if err != nil {
 		return err
@@ -262,6 +264,10 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 		return frontend.RunSpec{}, err
 	}
 	startArgs.SetPolicyArgs(in.args)
+	if f.gitToken && (startArgs.Egress == "" || startArgs.Egress == "none") {
+		return frontend.RunSpec{}, usageErr("run: --git-token needs a network (--egress): the token is swapped in only on the way to github.com")
+	}
+	r.user = user
 	sshAgent, err := sshAgentSpec(f.sshAgent, &startArgs) // sshagent.go
 	if err != nil {
 		return frontend.RunSpec{}, err
@@ -287,7 +293,8 @@ func (r runRequest) spec(ctx context.Context) (frontend.RunSpec, error) {
 		Agent: r.agent.Name, Describe: describeAgent(r), Workspace: f.workspace, VM: startArgs,
 		Command: guestCommand(r.argv), Env: home.withEnv(forwarded),
 		HomeFiles: home.files, Notes: home.notes, Placeholders: placeholders, SSHAgent: sshAgent,
-		Check: func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
+		WriteBackAsked: r.writeBackAsked(),
+		Check:          func(caps api.Capabilities) error { return checkBootable(caps, r, f, recipes) },
 		StartHint: func(err error, caps api.Capabilities) string {
 			switch {
 			case api.IsCode(err, api.CodeHostResources):

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -42,6 +43,9 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 		in.Home, _ = os.UserHomeDir() // the login file, read only when no key takes precedence
 	}
 	res, err := secrets.Discover(in)
+	if inner := errors.Unwrap(err); inner != nil && name == "" {
+		err = fmt.Errorf("secrets of agent %s: %w", r.agent.Name, inner) // a custom agent: Discover knows no name
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +59,14 @@ func (r runRequest) makePlaceholders(ctx context.Context, environ []string, forw
 	}
 	p := &frontend.Placeholders{Env: home.withEnv(res.Env), HomeFiles: home.files,
 		Notes: append(home.notes, res.Notes...), Secrets: res.Secrets, Raw: res.Raw, LoginNames: res.LoginNames,
-		WriteBackLogins: r.flags.writeBack || (r.user != nil && r.user.Secrets.WriteBackLogins)}
+		WriteBackLogins: r.writeBackAsked() != ""}
 	for _, l := range res.Logins {
 		p.Logins = append(p.Logins, frontend.LoginFile{Show: l.Show, WriteBack: l.WriteBack})
 	}
 	if r.flags.gitToken {
 		tok, from, err := secrets.GitTokenSource(ctx, environ, ghAuthToken)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("--git-token: no token in $GH_TOKEN or $GITHUB_TOKEN, and %w (sign in with gh auth login, or set GH_TOKEN)", err)
 		}
 		g, err := secrets.NewGitToken(tok, from, gitTokenHosts, secrets.Policy{})
 		if err != nil {
@@ -96,6 +100,35 @@ func runLogins(agent string, environ []string) []string {
 		return nil
 	}
 	return res.LoginNames
+}
+
+// writeBackAsked names where writing refreshed logins back was asked for: the flag
+// ("--write-back-logins"), else the user config's [secrets] write_back_logins; empty when
+// neither asks or an explicit --write-back-logins=false turns the config key off.
+func (r runRequest) writeBackAsked() string {
+	switch {
+	case r.flags.writeBackSet || r.flags.writeBack:
+		if r.flags.writeBack {
+			return "--write-back-logins"
+		}
+		return ""
+	case r.user != nil && r.user.Secrets.WriteBackLogins:
+		path, err := userConfigPath()
+		if err != nil {
+			path = "the user config"
+		}
+		return "write_back_logins in " + tildePath(path)
+	}
+	return ""
+}
+
+// tildePath is path with the home directory shown as "~" (path itself elsewhere).
+func tildePath(path string) string {
+	home, err := os.UserHomeDir()
+	if rest, ok := strings.CutPrefix(path, home+"/"); err == nil && home != "" && ok {
+		return "~/" + rest
+	}
+	return path
 }
 
 // withValues returns environ ("NAME=value") with the values of set in place of those of

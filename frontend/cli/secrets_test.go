@@ -309,7 +309,7 @@ func TestRunWriteBackLogins(t *testing.T) {
 	}
 
 	f = setup()
-	f.Policy = &api.Policy{Profile: "standard", LoginWriteBackForbidden: true}
+	f.Policy = &api.Policy{Profile: "standard", LoginWriteBackForbidden: true, Hosts: []api.PolicyHost{{Name: "api.anthropic.com"}, {Name: "platform.claude.com"}}}
 	code, _, stderr, _ = fakeRun(t, "run", "--write-back-logins", "claude-code")
 	if code != 3 || !strings.Contains(stderr, "forbid_login_write_back") || strings.Contains(f.Calls(), "create_session") {
 		t.Fatalf("forbidden: exit %d, calls %s\n%s", code, f.Calls(), stderr)
