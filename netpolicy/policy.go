@@ -125,6 +125,8 @@ type Effective struct {
 	RawEnvForbidden, GitTokenForbidden bool
 	// LoginWriteBackForbidden: SystemPolicy.ForbidLoginWriteBack.
 	LoginWriteBackForbidden bool
+	// SSHAgentForbidden: SystemPolicy.ForbidSSHAgent (allow_ssh_agent = false).
+	SSHAgentForbidden bool
 	// Dropped lists entries left out (covered by a denial, user-controlled discoveries when
 	// the system forbids adding hosts).
 	Dropped []Note
@@ -204,7 +206,8 @@ func Resolve(in Inputs) (*Effective, error) {
 		sys = &SystemPolicy{}
 	}
 	eff := &Effective{AllowHostForbidden: sys.ForbidAllowHost, DirectForbidden: sys.ForbidDirect,
-		RawEnvForbidden: sys.ForbidRawEnv, GitTokenForbidden: sys.ForbidGitToken, LoginWriteBackForbidden: sys.ForbidLoginWriteBack}
+		RawEnvForbidden: sys.ForbidRawEnv, GitTokenForbidden: sys.ForbidGitToken, LoginWriteBackForbidden: sys.ForbidLoginWriteBack,
+		SSHAgentForbidden: sys.ForbidSSHAgent}
 	if err := eff.resolveProfile(sys, in); err != nil {
 		return nil, err
 	}

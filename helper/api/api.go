@@ -418,6 +418,8 @@ type Policy struct {
 	// LoginWriteBackForbidden: the system policy forbids writing refreshed OAuth
 	// tokens back to the host login files (forbid_login_write_back).
 	LoginWriteBackForbidden bool `json:"login_write_back_forbidden,omitempty"`
+	// SSHAgentForbidden: the system policy forbids --ssh-agent (allow_ssh_agent = false).
+	SSHAgentForbidden bool `json:"ssh_agent_forbidden,omitempty"`
 	// Hosts are the allowed entries in the order the DNS proxy consults them.
 	Hosts  []PolicyHost   `json:"hosts"`
 	Denied []PolicyDenial `json:"denied,omitempty"`

@@ -19,7 +19,7 @@ func Render(eff *netpolicy.Effective, sysDigest string) api.Policy {
 	p := api.Policy{Profile: eff.Profile.String(), ProfileLayer: string(eff.ProfileLayer), ProfileSource: eff.ProfileSource,
 		AllowHostForbidden: eff.AllowHostForbidden, DirectForbidden: eff.DirectForbidden,
 		RawEnvForbidden: eff.RawEnvForbidden, GitTokenForbidden: eff.GitTokenForbidden,
-		LoginWriteBackForbidden: eff.LoginWriteBackForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
+		LoginWriteBackForbidden: eff.LoginWriteBackForbidden, SSHAgentForbidden: eff.SSHAgentForbidden, Hosts: []api.PolicyHost{}, Digest: eff.Digest(), SystemDigest: sysDigest}
 	for _, g := range eff.Hosts {
 		h := api.PolicyHost{Name: g.Entry.Pattern.String(), Layer: string(g.Source.Layer), Source: g.Source.Detail}
 		for _, port := range g.Entry.EffectivePorts() {
