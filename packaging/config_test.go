@@ -3,7 +3,9 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -73,8 +75,25 @@ func TestShippedPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatalf("uncommented examples: %v", err)
 	}
-	if ex.MaxProfile == nil || len(ex.Allow) == 0 || len(ex.Deny) == 0 || ex.CodeHosts == nil {
+	if ex.MaxProfile == nil || ex.DefaultProfile == nil || len(ex.Allow) == 0 || len(ex.Deny) == 0 || ex.CodeHosts == nil {
 		t.Errorf("uncommented examples set too little (a line no longer matches settingLine?): %+v", ex)
+	}
+}
+
+// TestShippedPolicyNamesEveryKey: every key netpolicy.SystemPolicyFile accepts (its toml
+// tags) appears in the shipped policy.toml, as a commented-out setting or a table named in
+// prose ("[[host]]", "[images]"), so the template cannot fall behind the parser.
+func TestShippedPolicyNamesEveryKey(t *testing.T) {
+	data := string(readShipped(t, "policy.toml"))
+	typ := reflect.TypeFor[netpolicy.SystemPolicyFile]()
+	for i := range typ.NumField() {
+		key, _, _ := strings.Cut(typ.Field(i).Tag.Get("toml"), ",")
+		if key == "" {
+			t.Fatalf("field %s has no toml key", typ.Field(i).Name)
+		}
+		if !strings.Contains(data, "\n#"+key+" = ") && !strings.Contains(data, "[["+key+"]]") && !strings.Contains(data, "["+key+"]") {
+			t.Errorf("policy.toml does not name %q", key)
+		}
 	}
 }
 

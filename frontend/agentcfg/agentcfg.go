@@ -53,6 +53,10 @@ type Options struct {
 	// NoSettings skips the copy of the host settings (`--no-settings`); the files that make
 	// the key the agent's login are still generated.
 	NoSettings bool
+	// LoginFile names the host login file copied with placeholders ("~/.codex/auth.json"),
+	// when there is one and no API key: the login note then says the agent uses it, not
+	// that the agent will ask to sign in.
+	LoginFile string
 }
 
 // agentSpec is one built-in agent's table entry.
@@ -108,7 +112,7 @@ func Build(agent string, secrets []Secret, home string, opts Options) (Plan, err
 	if !ok {
 		return Plan{}, fmt.Errorf("agent settings for %q: %w", agent, ErrUnknownAgent)
 	}
-	b := &builder{home: home, noSettings: opts.NoSettings, secrets: secrets}
+	b := &builder{home: home, noSettings: opts.NoSettings, secrets: secrets, loginFile: opts.LoginFile}
 	defer b.close()
 	if err := spec.build(b); err != nil {
 		return Plan{}, err
@@ -121,6 +125,7 @@ func Build(agent string, secrets []Secret, home string, opts Options) (Plan, err
 type builder struct {
 	home       string
 	noSettings bool
+	loginFile  string
 	secrets    []Secret
 	roots      []*os.Root
 	plan       Plan
@@ -142,6 +147,20 @@ func (b *builder) secret(names ...string) (Secret, bool) {
 		}
 	}
 	return Secret{}, false
+}
+
+// noKey notes that no API key of the agent is in the environment ("OPENAI_API_KEY",
+// "codex"): the agent then uses the host login file copied (b.loginFile) or asks to sign in.
+func (b *builder) noKey(key, agent string) {
+	if b.loginFile != "" {
+		b.note("login: no %s in the environment: %s uses your sign-in from %s, with placeholders for its tokens", key, agent, b.loginFile)
+		return
+	}
+	if b.noSettings {
+		b.note("login: no %s in the environment: %s will ask to sign in (--no-settings: no host file of the agent is read, its login file neither)", key, agent)
+		return
+	}
+	b.note("login: no %s in the environment: %s will ask to sign in", key, agent)
 }
 
 func (b *builder) note(format string, args ...any) {

@@ -69,7 +69,7 @@ func buildCodex(b *builder) error {
 		}
 		b.note("login: $%s is codex's API key (~/.codex/auth.json, forced_login_method = \"api\")", s.Name)
 	} else {
-		b.note("login: no OPENAI_API_KEY in the environment: codex will ask to sign in")
+		b.noKey("OPENAI_API_KEY", "codex")
 	}
 	data, err := toml.Marshal(cfg)
 	if err != nil {
@@ -98,7 +98,7 @@ func buildClaude(b *builder) error {
 		state["customApiKeyResponses"] = map[string]any{"approved": []string{tail}, "rejected": []string{}}
 		b.note("login: $%s is Claude Code's API key (approved in ~/.claude.json)", s.Name)
 	} else {
-		b.note("login: no ANTHROPIC_API_KEY in the environment: Claude Code will ask to sign in")
+		b.noKey("ANTHROPIC_API_KEY", "Claude Code")
 	}
 	if err := b.addJSON(".claude.json", 0o600, state); err != nil {
 		return err
@@ -165,7 +165,7 @@ func buildGemini(b *builder) error {
 		b.plan.Env = append(b.plan.Env, [2]string{"GOOGLE_GENAI_USE_VERTEXAI", "true"})
 		b.note("login: $%s is the Gemini CLI's Vertex AI key (auth type vertex-ai; set GEMINI_API_KEY for the Gemini API)", s.Name)
 	} else {
-		b.note("login: no GEMINI_API_KEY in the environment: the Gemini CLI will ask to sign in")
+		b.noKey("GEMINI_API_KEY", "the Gemini CLI")
 	}
 	if authType != "" {
 		if cfg == nil {

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"brood.dev/brood/frontend/agentcfg"
+	brsecrets "brood.dev/brood/frontend/secrets"
 	"brood.dev/brood/sandbox/guestcfg"
 )
 
@@ -55,9 +56,17 @@ func (r runRequest) agentHomeOf(environ []string, extra []guestcfg.HomeFile) (ag
 	}
 	// The seam where key values would be replaced by placeholders: Build sees only these.
 	secrets := agentcfg.Secrets(name, environ)
+	if len(secrets) == 0 && len(extra) > 0 {
+		opts.LoginFile = "~/" + extra[0].Path
+	}
 	p, err := agentcfg.Build(name, secrets, home, opts)
 	if err != nil {
 		return agentHome{}, fmt.Errorf("%w (brood run --no-settings skips the copy)", err)
+	}
+	if len(secrets) == 0 && len(extra) == 0 && !opts.NoSettings {
+		if n := brsecrets.LoginSkipped(home, name); n != "" {
+			pre = append(pre, n)
+		}
 	}
 	h := agentHome{env: p.Env, notes: append(pre, p.Notes...), unset: hostPathVars[name]}
 	for _, v := range h.unset {

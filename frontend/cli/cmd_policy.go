@@ -215,6 +215,29 @@ func localPolicy(in *egressInputs, systemPath, why string) (shownPolicy, error) 
 	return shownPolicy{Policy: policywire.Render(eff, sysDigest), NotFromHelper: note}, nil
 }
 
+// secretsPolicyLines are the lines of `brood policy show` saying which secrets features
+// the system policy forbids (forbid_raw_env, forbid_git_token, forbid_login_write_back,
+// allow_ssh_agent = false): "raw_env\tforbidden\t(system)" or "...\tallowed\t(system)".
+func secretsPolicyLines(p api.Policy) []string {
+	var out []string
+	for _, r := range []struct {
+		what      string
+		forbidden bool
+	}{
+		{"raw_env", p.RawEnvForbidden},
+		{"git-token", p.GitTokenForbidden},
+		{"write-back-logins", p.LoginWriteBackForbidden},
+		{"ssh-agent", p.SSHAgentForbidden},
+	} {
+		state := "allowed"
+		if r.forbidden {
+			state = "forbidden"
+		}
+		out = append(out, r.what+"\t"+state+"\t("+string(netpolicy.LayerSystem)+")")
+	}
+	return out
+}
+
 // writeText prints p one tab-separated line per item: where it came from, then note
 // (policyNote: the network brood run would give; "" prints nothing), the profile with the
 // layer (and, for a default, the source) that chose it, hosts, denials, dropped entries,
@@ -239,6 +262,9 @@ func (p shownPolicy) writeText(w io.Writer, note string, notes []netpolicy.Note)
 		fmt.Fprintf(w, "allow-host\tforbidden\t(%s)\n", netpolicy.LayerSystem)
 	}
 	fmt.Fprintln(w, directPolicyLine(p.DirectForbidden)) // directmode.go
+	for _, l := range secretsPolicyLines(p.Policy) {
+		fmt.Fprintln(w, l)
+	}
 	for _, h := range p.Hosts {
 		src := h.Layer
 		if h.Source != "" {

@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -161,5 +163,45 @@ func TestDirectModeForbidden(t *testing.T) {
 	}
 	if calls := f.Calls(); strings.Contains(calls, string(api.CallCreateSession)) {
 		t.Fatalf("a helper session was created: %s", calls)
+	}
+}
+
+// TestPolicyShowSecrets: brood policy show says which secrets features the system policy
+// forbids (forbid_raw_env, forbid_git_token, forbid_login_write_back, allow_ssh_agent),
+// in the text and in --json.
+func TestPolicyShowSecrets(t *testing.T) {
+	testenv.RequireRoot(t) // the system policy must be root-owned
+	noHelper(t)
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	dir := t.TempDir()
+	all := []string{"raw_env", "git-token", "write-back-logins", "ssh-agent"}
+	for policy, forbidden := range map[string][]string{
+		"forbid_raw_env = true\nforbid_git_token = true\nforbid_login_write_back = true\nallow_ssh_agent = false\n": all,
+		"forbid_git_token = true\n":  {"git-token"},
+		"allow_ssh_agent = true\n":   nil,
+		"max_profile = \"locked\"\n": nil,
+	} {
+		sys := writeFile(t, t.TempDir(), "policy.toml", policy)
+		out, msg, code := runBrood(t, "policy", "show", "--system-policy", sys, "--workspace", dir, "--egress", "locked")
+		if code != ExitOK {
+			t.Fatalf("%q: exit %d %s", policy, code, msg)
+		}
+		for _, what := range all {
+			want := what + "\tallowed\t(system)\n"
+			if slices.Contains(forbidden, what) {
+				want = what + "\tforbidden\t(system)\n"
+			}
+			if !strings.Contains(out, want) {
+				t.Errorf("%q: no line %q:\n%s", policy, want, out)
+			}
+		}
+		js, msg, code := runBrood(t, "policy", "show", "--json", "--system-policy", sys, "--workspace", dir, "--egress", "locked")
+		var got map[string]any
+		if err := json.Unmarshal([]byte(js), &got); code != ExitOK || err != nil {
+			t.Fatalf("%q --json: exit %d %s %v", policy, code, msg, err)
+		}
+		if _, ok := got["ssh_agent_forbidden"]; ok != slices.Contains(forbidden, "ssh-agent") {
+			t.Errorf("%q --json: ssh_agent_forbidden %v:\n%s", policy, got["ssh_agent_forbidden"], js)
+		}
 	}
 }

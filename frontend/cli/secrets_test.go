@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -69,7 +70,9 @@ func TestRunPlaceholders(t *testing.T) {
 }
 
 // TestRunLoginFilePlaceholders: without an API key, the host's ~/.claude/.credentials.json
-// is sent with placeholders; without a swapping helper it is not sent at all (as before).
+// is sent with placeholders and the run output says Claude Code uses it (not that it
+// will ask to sign in); without a swapping helper, or with --no-settings, it is not sent
+// at all and the output says Claude Code will ask to sign in.
 func TestRunLoginFilePlaceholders(t *testing.T) {
 	home := t.TempDir()
 	t.Setenv("HOME", home)
@@ -81,8 +84,14 @@ func TestRunLoginFilePlaceholders(t *testing.T) {
 		f := newFakeHelper(t)
 		f.Caps.Secrets = swaps
 		f.SecretsCA = sessionCA(t)
-		if code, _, stderr, _ := fakeRun(t, "run", "claude-code"); code != 0 {
+		code, _, stderr, _ := fakeRun(t, "run", "claude-code")
+		if code != 0 {
 			t.Fatalf("exit %d\n%s", code, stderr)
+		}
+		uses := strings.Contains(stderr, "Claude Code uses your sign-in from ~/.claude/.credentials.json, with placeholders")
+		asks := strings.Contains(stderr, "Claude Code will ask to sign in")
+		if uses != swaps || asks == swaps {
+			t.Errorf("swaps=%v: login notes (uses %v, asks %v):\n%s", swaps, uses, asks, stderr)
 		}
 		var sent bool
 		for _, hf := range f.HomeFiles() {
@@ -98,6 +107,21 @@ func TestRunLoginFilePlaceholders(t *testing.T) {
 		if got := f.StartArgs().Logins; swaps != slices.Equal(got, []string{"claude"}) || !swaps && len(got) != 0 {
 			t.Fatalf("swaps=%v: start_vm logins %v", swaps, got)
 		}
+	}
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.SecretsCA = sessionCA(t)
+	code, _, stderr, _ := fakeRun(t, "run", "--no-settings", "claude-code")
+	if code != 0 {
+		t.Fatalf("--no-settings: exit %d\n%s", code, stderr)
+	}
+	for _, hf := range f.HomeFiles() {
+		if hf.Path == ".claude/.credentials.json" || bytes.Contains(hf.Data, []byte("CANARY")) {
+			t.Fatalf("--no-settings sent the login file (%s)", hf.Path)
+		}
+	}
+	if !strings.Contains(stderr, "Claude Code will ask to sign in (--no-settings: no host file of the agent is read, its login file neither)") {
+		t.Errorf("--no-settings: no note about the login file:\n%s", stderr)
 	}
 }
 
@@ -139,6 +163,50 @@ func TestPolicyShowLogins(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "sk-proj-"+strings.Repeat("k", 40))
 	if out, _ := policyShow(t, "--workspace", ws, "--agent", "codex"); strings.Contains(out, "chatgpt.com") {
 		t.Errorf("with an API key (which codex then uses) the login's hosts are shown:\n%s", out)
+	}
+}
+
+// TestRunLoginFileSkipped: a login file brood refuses to read (a symlink out of its
+// directory, a directory, a FIFO, over the size cap) is not sent, and the run output
+// names it and the reason, then says the agent will ask to sign in.
+func TestRunLoginFileSkipped(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("CODEX_API_KEY", "")
+	outside := filepath.Join(t.TempDir(), "auth.json")
+	os.WriteFile(outside, []byte(`{"tokens":{"access_token":"CANARY`+strings.Repeat("a", 40)+`"}}`), 0o600)
+	for _, tt := range []struct {
+		name, why string
+		make      func(p string) error
+	}{
+		{"symlink", "a symlink that leads out of ~/.codex", func(p string) error { return os.Symlink(outside, p) }},
+		{"directory", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{"fifo", "a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"large", "larger than 65536 bytes", func(p string) error { return os.WriteFile(p, bytes.Repeat([]byte(" "), 70000), 0o600) }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			home := t.TempDir()
+			t.Setenv("HOME", home)
+			os.MkdirAll(filepath.Join(home, ".codex"), 0o700)
+			if err := tt.make(filepath.Join(home, ".codex", "auth.json")); err != nil {
+				t.Fatal(err)
+			}
+			f := newFakeHelper(t)
+			f.Caps.Secrets = true
+			f.SecretsCA = sessionCA(t)
+			code, _, stderr, _ := fakeRun(t, "run", "codex")
+			if code != 0 {
+				t.Fatalf("exit %d\n%s", code, stderr)
+			}
+			want := "login: ~/.codex/auth.json skipped: " + tt.why
+			if !strings.Contains(stderr, want) || !strings.Contains(stderr, "so the host sign-in is not used") || !strings.Contains(stderr, "codex will ask to sign in") {
+				t.Errorf("run output lacks %q:\n%s", want, stderr)
+			}
+			for _, hf := range f.HomeFiles() {
+				if hf.Path == ".codex/auth.json" {
+					t.Errorf("the refused login file was sent")
+				}
+			}
+		})
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -234,12 +235,8 @@ func (d *discovery) login() error {
 	}
 	show := "~/" + path.Join(lf.dir, lf.name)
 	data, _, err := readHomeFile(d.in.Home, lf.dir, lf.name)
-	if err != nil {
-		d.note("secrets: %s not read: %v", show, err)
-		return nil
-	}
-	if data == nil {
-		return nil
+	if err != nil || data == nil {
+		return nil // LoginSkipped says why a file that exists is not read
 	}
 	m, err := agentcfg.DecodeObject(data)
 	if err != nil {
@@ -258,6 +255,44 @@ func (d *discovery) login() error {
 		d.res.Logins = append(d.res.Logins, Login{Show: show, home: d.in.Home, agent: d.in.Agent, logins: d.logins, hash: sha256.Sum256(data)})
 	}
 	return nil
+}
+
+// LoginSkipped returns a note for the run output when agent's login file exists in home
+// but is not read, naming the file and why (a symlink, not a regular file, over
+// maxLoginFile bytes, unreadable), as the settings files are skipped with a note
+// (frontend/agentcfg); "" when agent has no login file, it does not exist or it is read.
+// Discover skips such a file without a note: the caller, which knows whether the login
+// file was wanted (no API key takes precedence), prints this one.
+func LoginSkipped(home, agent string) string {
+	lf, ok := loginFiles[agent]
+	if !ok || home == "" {
+		return ""
+	}
+	show := "~/" + path.Join(lf.dir, lf.name)
+	if _, _, err := readHomeFile(home, lf.dir, lf.name); err != nil {
+		return fmt.Sprintf("login: %s skipped: %s (brood reads only a regular file of at most %d bytes inside ~/%s), so the host sign-in is not used", show, skipReason(home, lf, err), maxLoginFile, lf.dir)
+	}
+	return ""
+}
+
+// skipReason says in words why readHomeFile refused the login file lf: a symlink (os.Root
+// refuses one that leads out of its directory), a directory, a FIFO, a file over the
+// size cap, or the error itself (e.g. permission denied).
+func skipReason(home string, lf loginFile, err error) string {
+	fi, lerr := os.Lstat(filepath.Join(home, lf.dir, lf.name))
+	switch {
+	case lerr != nil:
+		return err.Error()
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return "a symlink that leads out of ~/" + lf.dir + " or not to a regular file"
+	case fi.IsDir():
+		return "a directory"
+	case fi.Mode()&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case !fi.Mode().IsRegular():
+		return "not a regular file"
+	}
+	return err.Error()
 }
 
 // readHomeFile returns home/dir/name and its permission bits, or nil when it does not

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"brood.dev/brood/helper/api"
@@ -264,9 +265,45 @@ func TestLoginFileRefusals(t *testing.T) {
 	if err != nil || len(r.Files) != 0 || len(r.Secrets.Bindings) != 0 {
 		t.Fatalf("a symlink out of ~/.claude was read: %v %d", err, len(r.Files))
 	}
+	if n := LoginSkipped(home, "claude-code"); !strings.HasPrefix(n, "login: ~/.claude/.credentials.json skipped: a symlink that leads out of ~/.claude") {
+		t.Errorf("LoginSkipped(symlink) = %q", n)
+	}
 	r, err = Discover(Input{Agent: "claude-code", Builtin: true, Home: t.TempDir()})
 	if err != nil || len(r.Files) != 0 {
 		t.Fatalf("no login file: %v %d", err, len(r.Files))
+	}
+}
+
+// TestLoginSkipped: the note for each login file Discover does not read says why; a
+// missing or readable file (or an agent without one) has none.
+func TestLoginSkipped(t *testing.T) {
+	mk := func(t *testing.T, make func(p string) error) string {
+		home := t.TempDir()
+		os.MkdirAll(filepath.Join(home, ".codex"), 0o700)
+		if err := make(filepath.Join(home, ".codex", "auth.json")); err != nil {
+			t.Fatal(err)
+		}
+		return home
+	}
+	for _, tt := range []struct {
+		name, want string
+		make       func(p string) error
+	}{
+		{"directory", "a directory", func(p string) error { return os.Mkdir(p, 0o700) }},
+		{"fifo", "a FIFO", func(p string) error { return syscall.Mkfifo(p, 0o600) }},
+		{"large", "larger than 65536 bytes", func(p string) error { return os.WriteFile(p, make([]byte, maxLoginFile+1), 0o600) }},
+	} {
+		home := mk(t, tt.make)
+		if n := LoginSkipped(home, "codex"); !strings.Contains(n, "~/.codex/auth.json skipped: "+tt.want+" (") {
+			t.Errorf("%s: %q", tt.name, n)
+		}
+		if r, err := Discover(Input{Agent: "codex", Builtin: true, Home: home}); err != nil || len(r.Files) != 0 {
+			t.Errorf("%s: Discover %v, %d files", tt.name, err, len(r.Files))
+		}
+	}
+	ok := mk(t, func(p string) error { return os.WriteFile(p, []byte(`{}`), 0o600) })
+	if n := LoginSkipped(ok, "codex") + LoginSkipped(t.TempDir(), "codex") + LoginSkipped(ok, "shell"); n != "" {
+		t.Errorf("notes for a readable, a missing file or no login file: %q", n)
 	}
 }
 

@@ -100,3 +100,25 @@ func TestKnown(t *testing.T) {
 		t.Fatal("Known is wrong")
 	}
 }
+
+// TestShapeShown: what docs/secrets.md says a placeholder shows of a short, human-chosen
+// password: each digit, lower- and upper-case position of the value as it is, a byte of
+// another class as some letter or digit, then random letters and digits up to 22 bytes.
+func TestShapeShown(t *testing.T) {
+	real := "Summer2024!x"
+	p := New(real)
+	if len(p) != 22 {
+		t.Fatalf("New(%q) = %q: length %d, want 22", real, p, len(p))
+	}
+	for i := range len(real) {
+		if real[i] == '!' {
+			if classOf(p[i]) == '!' {
+				t.Errorf("byte %d kept as %q", i, p[i])
+			}
+			continue
+		}
+		if classOf(p[i]) != classOf(real[i]) {
+			t.Errorf("New(%q) = %q: byte %d changed class", real, p, i)
+		}
+	}
+}
