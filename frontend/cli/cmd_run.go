@@ -122,9 +122,9 @@ agent's patterns reach the VM. Ctrl-] detaches: the VM is stopped and the review
 	}
 	addRunFlags(c, &f, true)
 	addDirectFlags(c, &f.direct) // directmode.go
-	c.Flags().BoolVar(&f.noSettings, "no-settings", false, "do not copy the agent's settings from your home (docs/agent-credentials.md)")
+	c.Flags().BoolVar(&f.noSettings, "no-settings", false, "do not read the agent's files from your home: neither its settings nor its login file (docs/agent-credentials.md)")
 	c.Flags().BoolVar(&f.gitToken, "git-token", false, "give git in the VM a placeholder for your GitHub token, swapped outside the VM (docs/secrets.md)")
-	c.Flags().BoolVar(&f.writeBack, "write-back-logins", false, "after the session, write the OAuth tokens the agent refreshed through brood back to your login file (~/.codex/auth.json, ~/.claude/.credentials.json, ...), if the file is unchanged since the run started; off: the file keeps its old tokens (docs/secrets.md)")
+	c.Flags().BoolVar(&f.writeBack, "write-back-logins", false, "after the session, write the OAuth tokens the agent refreshed through brood back to your login file (~/.codex/auth.json, ~/.claude/.credentials.json, ...), if the file is unchanged since the run started; off: the file keeps its old tokens; also [secrets] write_back_logins = true in ~/.config/brood/config.toml, and the system policy can forbid it (forbid_login_write_back) (docs/secrets.md)")
 	return c
 }
 
