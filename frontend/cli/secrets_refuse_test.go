@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"brood.dev/brood/frontend/fakehelper"
 	"brood.dev/brood/helper/api"
 	"brood.dev/brood/internal/testenv"
 	"golang.org/x/crypto/ssh"
@@ -59,17 +60,7 @@ func TestRunWriteBackForbiddenWithoutCredential(t *testing.T) {
 // variable, the host and the ways out; with the host allowed it runs. --git-token with a
 // permissive profile is refused early and does not suggest raw_env.
 func TestRunPlaceholderHostRefused(t *testing.T) {
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("OPENAI_API_KEY", "sk-proj-CANARY"+strings.Repeat("k", 40))
-	f := newFakeHelper(t)
-	f.Caps.Secrets = true
-	f.SecretsCA = sessionCA(t)
-	f.Policy = &api.Policy{Profile: "standard", Hosts: []api.PolicyHost{{Name: "github.com"}}}
-	cfg := t.TempDir()
-	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
-	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte("[agents.aider]\nimage = \"test\"\ncommand = [\"true\"]\nenv = [\"OPENAI_API_KEY\", \"AIDER_*\"]\n"), 0o600)
-	t.Setenv("XDG_CONFIG_HOME", cfg)
-	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	f := aiderHelper(t, "[agents.aider]\nimage = \"test\"\ncommand = [\"true\"]\nenv = [\"OPENAI_API_KEY\", \"AIDER_*\"]\n")
 	code, _, stderr := runCLI(t, "run", "--workspace", t.TempDir(), "--egress", "standard", "aider")
 	refusedEarly(t, "aider", code, stderr, f.Calls(), 0, "$OPENAI_API_KEY", "api.openai.com", "--allow-host api.openai.com", `allow_hosts = ["api.openai.com"]`, "raw_env")
 	if strings.Contains(stderr, "CANARY") {
@@ -177,17 +168,7 @@ func TestREADMEAiderExample(t *testing.T) {
 		t.Fatal("README has no [agents.aider] toml block")
 	}
 	block = strings.ReplaceAll("[agents.aider]"+block, `image = "codex"`, `image = "test"`) // the fake helper's image
-	t.Setenv("HOME", t.TempDir())
-	t.Setenv("OPENAI_API_KEY", "sk-proj-CANARY"+strings.Repeat("k", 40))
-	f := newFakeHelper(t)
-	f.Caps.Secrets = true
-	f.SecretsCA = sessionCA(t)
-	f.Policy = &api.Policy{Profile: "standard", Hosts: []api.PolicyHost{{Name: "github.com"}}}
-	cfg := t.TempDir()
-	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
-	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte(block), 0o600)
-	t.Setenv("XDG_CONFIG_HOME", cfg)
-	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	f := aiderHelper(t, block)
 	code, _, stderr := runCLI(t, "run", "--workspace", t.TempDir(), "aider")
 	u := f.PolicyArgs().UserEgress
 	if code != 3 || u == nil || !slices.Contains(u.AllowHosts, "api.openai.com") {
@@ -229,4 +210,22 @@ func TestRunOfflineNotes(t *testing.T) {
 	if out = stdout + stderr; code != 0 || !strings.Contains(out, "the real value goes only to api.openai.com") {
 		t.Errorf("online: exit %d\n%s", code, out)
 	}
+}
+
+// aiderHelper sets up a run of a custom agent forwarding a canary $OPENAI_API_KEY: a home,
+// the user config (config.toml holding config), a state dir and a swapping fake helper
+// whose standard policy allows only github.com. It returns the helper.
+func aiderHelper(t *testing.T, config string) *fakehelper.Helper {
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("OPENAI_API_KEY", "sk-proj-CANARY"+strings.Repeat("k", 40))
+	f := newFakeHelper(t)
+	f.Caps.Secrets = true
+	f.SecretsCA = sessionCA(t)
+	f.Policy = &api.Policy{Profile: "standard", Hosts: []api.PolicyHost{{Name: "github.com"}}}
+	cfg := t.TempDir()
+	os.MkdirAll(filepath.Join(cfg, "brood"), 0o700)
+	os.WriteFile(filepath.Join(cfg, "brood", "config.toml"), []byte(config), 0o600)
+	t.Setenv("XDG_CONFIG_HOME", cfg)
+	t.Setenv("BROOD_STATE_DIR", t.TempDir())
+	return f
 }
