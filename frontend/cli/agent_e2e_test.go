@@ -460,13 +460,7 @@ func runAgent(t *testing.T, r *agentRig, c agentCase) {
 			t.Logf("upstream DNS asked: %v", r.up.Queries())
 		}
 	}()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	if err != nil {
-		t.Fatalf("brood run %s: %v\nstdout:\n%s\nstderr:\n%s", c.agent, err, stdout.String(), stderr.String())
-	}
+	requireRunOK(t, c.agent, err, stdout.String(), stderr.String())
 	if !strings.Contains(stdout.String(), c.provider.Answer) {
 		t.Errorf("%s did not print the fake provider's answer %q\nstdout:\n%s\nstderr:\n%s", c.agent, c.provider.Answer, stdout.String(), stderr.String())
 	}
@@ -828,5 +822,19 @@ func BenchmarkAgents(b *testing.B) {
 			b.ReportMetric(float64(first.Milliseconds())/n, "first-out-ms")
 			b.ReportMetric(float64(answer.Milliseconds())/n, "answer-ms")
 		})
+	}
+}
+
+// requireRunOK fails t unless err, what running `brood run agent` returned, is nil: a
+// non-zero exit shows stdout and stderr; any other error (the command did not run) is
+// shown as it is.
+func requireRunOK(t *testing.T, agent string, err error, stdout, stderr string) {
+	t.Helper()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("brood run %s: %v\nstdout:\n%s\nstderr:\n%s", agent, err, stdout, stderr)
 	}
 }

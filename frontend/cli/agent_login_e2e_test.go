@@ -14,10 +14,8 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,13 +123,7 @@ func runLogin(t *testing.T, r *agentRig, c loginCase) agentRecord {
 			t.Logf("upstream DNS asked: %v", r.up.Queries())
 		}
 	}()
-	var ee *exec.ExitError
-	if err != nil && !errors.As(err, &ee) {
-		t.Fatal(err)
-	}
-	if err != nil {
-		t.Fatalf("brood run %s: %v\nstdout:\n%s\nstderr:\n%s", c.agent, err, stdout.String(), stderr.String())
-	}
+	requireRunOK(t, c.agent, err, stdout.String(), stderr.String())
 	if !strings.Contains(stdout.String(), c.provider.Answer) {
 		t.Errorf("%s did not print the fake's answer %q\nstdout:\n%s\nstderr:\n%s", c.agent, c.provider.Answer, stdout.String(), stderr.String())
 	}
